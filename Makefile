@@ -1,0 +1,78 @@
+# dlt — see README, `make help`.
+.POSIX:
+.SUFFIXES:
+
+VERSION = 0.1.0
+PREFIX ?= /usr/local
+CC ?= cc
+CFLAGS ?= -O2 -g
+WERROR ?= -Werror
+WARN = -Wall -Wextra $(WERROR) -Wshadow -Wno-unused-parameter
+PKGS = openblas libzstd yaml-0.1 libxxhash zlib
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lopenblas -lzstd -lyaml -lxxhash -lz)
+ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) -fopenmp -pthread -Ilib -I. $(PKG_CFLAGS) \
+	-DDLT_VERSION='"$(VERSION)"' -MMD -MP
+LDLIBS = $(PKG_LIBS) -fopenmp -pthread -lm
+
+LIB_SRC = $(wildcard lib/*/*.c kernels/cpu/*.c)
+LIB_OBJ = $(LIB_SRC:%.c=build/%.o)
+PROGS = $(patsubst cmd/%.c,bin/%,$(wildcard cmd/dlt-*.c))
+UNIT = $(patsubst test/unit/%.c,build/test/%,$(wildcard test/unit/test-*.c))
+
+all: $(PROGS) $(UNIT)
+
+build/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+build/libdlt.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $(LIB_OBJ)
+
+bin/%: build/cmd/%.o build/libdlt.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $< build/libdlt.a $(LDLIBS)
+
+build/test/%: build/test/unit/%.o build/test/unit/tap.o build/libdlt.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $< build/test/unit/tap.o build/libdlt.a $(LDLIBS)
+
+build/test/unit/%.o: test/unit/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Itest/unit -c -o $@ $<
+
+deps:
+	@scripts/install-deps
+
+# The test suite: unit tests (C, TAP) and program tests (shell, TAP), by prove.
+check: deps
+	@$(MAKE) --no-print-directory all
+	@prove -j2 --timer $(UNIT) test/t[0-9]*.sh
+
+# Trains the MLP of examples/mlp.yaml on Fashion-MNIST and prints test accuracy.
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/demo
+
+install: all
+	mkdir -p $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
+	cp $(PROGS) $(DESTDIR)$(PREFIX)/bin/
+	cp man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	cp man/*.7 $(DESTDIR)$(PREFIX)/share/man/man7/
+
+clean:
+	rm -rf build bin
+
+help:
+	@echo 'make            build libdlt.a, the programs (bin/) and the unit tests'
+	@echo 'make check      install missing packages, build, run every test (prove)'
+	@echo 'make demo       install, build, train an MLP on Fashion-MNIST, print test accuracy'
+	@echo 'make install    copy programs and man pages under PREFIX (default /usr/local)'
+	@echo 'make clean      remove build/ and bin/'
+	@echo 'make deps       install the Debian packages dlt needs (scripts/install-deps)'
+
+.PHONY: all deps check demo install clean help
+.PRECIOUS: build/%.o build/test/unit/%.o build/cmd/%.o
+
+-include $(LIB_OBJ:.o=.d) $(wildcard build/cmd/*.d build/test/unit/*.d)

@@ -1,0 +1,93 @@
+/* archive: the .dlt tensor archive, one container for datasets,
+ * checkpoints and predictions.
+ *
+ * Layout (little-endian, every record 8-byte aligned):
+ *   header   16 bytes  magic "\x89DLT\r\n\x1a\n", u32 version (1), u32 flags (0)
+ *   records  tensor and metadata records, one after another
+ *   index    u32 "INDX", u32 reserved 0, u64 count, count x u64 record offset
+ *   trailer  32 bytes  u64 index offset, u64 index size,
+ *                      u64 xxh64(header bytes + index bytes), "DLTEND\0\0"
+ * A record:
+ *   u32 tag ("TENS" or "META"), u32 header size (multiple of 8),
+ *   u8 dtype, u8 codec, u8 ndim, u8 0, u32 name length,
+ *   u64 stored size, u64 raw size, u64 xxh64 of the raw bytes,
+ *   ndim x u64 dims, name bytes, zero padding to 8,
+ *   u64 xxh64 of the record (header bytes before this field and the
+ *       stored bytes with their zero padding),
+ *   stored bytes, zero padding to 8.
+ * So every byte of the file is covered by a checksum or checked to have the
+ * one value it may have.  The writer never seeks, so it can stream to a
+ * pipe; the reader maps a file, or reads a stream into memory, and checks
+ * every size and offset against the file length before use. */
+#ifndef DLT_ARCHIVE_H
+#define DLT_ARCHIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum dlt_dtype { DLT_F32 = 1, DLT_F16, DLT_BF16, DLT_I32, DLT_I64, DLT_U8 };
+enum dlt_codec { DLT_RAW = 0, DLT_ZSTD = 1, DLT_SHUFFLE_ZSTD = 2 };
+
+#define DLT_MAX_DIMS 8
+#define DLT_MAX_NAME 1024	/* bytes of a tensor name */
+#define DLT_MAX_TENSORS (1u << 20)
+
+size_t dlt_dtype_size(int dtype);	/* 0 for an unknown dtype */
+const char *dlt_dtype_name(int dtype);	/* "f32", ...; NULL if unknown */
+int dlt_dtype_parse(const char *name);	/* 0 if unknown */
+const char *dlt_codec_name(int codec);
+
+/* What the reader knows of a tensor; pointers stay valid until close. */
+typedef struct dlt_tensor_info {
+	const char *name;
+	int dtype, codec, ndim;
+	uint64_t dims[DLT_MAX_DIMS];
+	uint64_t count;		/* elements: product of dims */
+	uint64_t raw_size, stored_size;
+	uint64_t offset;	/* of the record in the file */
+} dlt_tensor_info;
+
+typedef struct dlt_archive_writer dlt_archive_writer;
+typedef struct dlt_archive dlt_archive;
+
+/* Writer.  path "-" streams to stdout; any other path is written to a
+ * temporary file that replaces path only at dlt_archive_writer_close.
+ * On any error the caller calls dlt_archive_writer_abort. */
+int dlt_archive_create(dlt_archive_writer **w, const char *path);
+/* level: zstd level for DLT_ZSTD/DLT_SHUFFLE_ZSTD (0 for default 3).  A
+ * compressed codec falls back to DLT_RAW for a tensor it does not shrink. */
+int dlt_archive_write_tensor(dlt_archive_writer *w, const char *name, int dtype,
+			     int ndim, const uint64_t *dims, const void *data,
+			     int codec, int level);
+/* A metadata record: one JSON object (UTF-8).  At most one per archive. */
+int dlt_archive_write_meta(dlt_archive_writer *w, const char *json);
+int dlt_archive_writer_close(dlt_archive_writer *w);	/* index, trailer, commit; frees */
+void dlt_archive_writer_abort(dlt_archive_writer *w);	/* removes the temp file; frees */
+
+/* Reader.  path "-" reads standard input to its end.  Opening checks the
+ * header, trailer, index and every record header (sizes, offsets, header
+ * checksums); tensor data is checked when read.  Errors name the file. */
+int dlt_archive_open(dlt_archive **a, const char *path);
+/* The same from bytes in memory (copied); name is used in messages. */
+int dlt_archive_open_mem(dlt_archive **a, const void *data, size_t n, const char *name);
+void dlt_archive_close(dlt_archive *a);
+const char *dlt_archive_path(const dlt_archive *a);
+uint64_t dlt_archive_file_size(const dlt_archive *a);
+
+size_t dlt_archive_count(const dlt_archive *a);	/* tensors, metadata excluded */
+const dlt_tensor_info *dlt_archive_tensor(const dlt_archive *a, size_t i);
+const dlt_tensor_info *dlt_archive_find(const dlt_archive *a, const char *name);	/* NULL if absent */
+/* The metadata JSON, NUL-terminated, or NULL when the archive has none. */
+const char *dlt_archive_meta(const dlt_archive *a);
+
+/* Decodes a tensor into out (raw_size bytes) and checks both checksums.
+ * Errors name the file and the tensor. */
+int dlt_archive_read(dlt_archive *a, const dlt_tensor_info *t, void *out, size_t out_size);
+/* Looks a tensor up by name, checks its dtype and rank (ndim < 0: any), and
+ * reads it into a new malloc'd buffer. */
+int dlt_archive_read_alloc(dlt_archive *a, const char *name, int dtype, int ndim,
+			   const dlt_tensor_info **info, void **out);
+/* Checks every checksum of every record; errors name the first damaged one. */
+int dlt_archive_verify(dlt_archive *a);
+
+#endif

@@ -1,0 +1,108 @@
+/* config: the training configuration, from YAML (libyaml) and -s overrides.
+ *
+ * Loading is two steps.  The YAML is parsed into a tree of nodes that keep
+ * the file and line they came from; -s key=value overrides edit that tree
+ * (a dotted path, sequence items by 0-based index: model.3.dense=64; the
+ * value is parsed as YAML, so -s 'train.optimizer={sgd: {lr: 0.1}}' works).
+ * Then the tree is checked against the schema and turned into dlt_config:
+ * unknown keys, wrong types and bad values are DLT_EINPUT errors naming
+ * "file:line: ..." (or "-s key=value: ..." for an override). */
+#ifndef DLT_CONFIG_H
+#define DLT_CONFIG_H
+
+#include "util/util.h"
+
+/* A YAML node.  Mappings keep their keys in order. */
+enum { DLT_NODE_SCALAR = 1, DLT_NODE_MAP, DLT_NODE_SEQ };
+typedef struct dlt_node {
+	int type;
+	char *value;		/* scalar text */
+	int quoted;		/* scalar was quoted: always a string */
+	char *key;		/* when this node is a mapping value */
+	const char *file;	/* "cnn.yaml" or "-s train.batch=abc" */
+	int line;		/* 1-based; 0 for an override */
+	struct dlt_node *items;	/* mapping values (with key) or sequence items */
+	size_t n;
+} dlt_node;
+
+/* Parses YAML text into a tree; file names the source in messages (the
+ * string must outlive the tree).  An empty document is an empty mapping. */
+int dlt_node_parse(dlt_node *root, const char *text, size_t len, const char *file);
+/* Applies "a.b.c=value" to the tree.  A missing mapping key is added; a
+ * sequence index must exist or be the length (append). */
+int dlt_node_override(dlt_node *root, const char *assignment);
+void dlt_node_free(dlt_node *n);
+dlt_node *dlt_node_get(const dlt_node *map, const char *key);	/* NULL if absent */
+
+enum dlt_layer_kind {
+	DLT_LAYER_DENSE = 1,
+	DLT_LAYER_RELU,
+	DLT_LAYER_LEAKY_RELU,
+	DLT_LAYER_GELU,
+	DLT_LAYER_TANH,
+	DLT_LAYER_SIGMOID,
+	DLT_LAYER_DROPOUT,
+	DLT_LAYER_FLATTEN,
+};
+
+typedef struct dlt_layer_cfg {
+	int kind;
+	int line;		/* for messages from later checks (shape errors) */
+	int units;		/* dense */
+	int bias;		/* dense: 1 (default) or 0 */
+	float slope;		/* leaky_relu: negative slope (default 0.01) */
+	float rate;		/* dropout: drop probability, [0, 1) */
+} dlt_layer_cfg;
+
+enum dlt_optim_kind { DLT_OPT_SGD = 1, DLT_OPT_ADAM, DLT_OPT_ADAMW };
+typedef struct dlt_optim_cfg {
+	int kind;
+	double lr;		/* default 1e-3 (adam, adamw), 1e-2 (sgd) */
+	double momentum;	/* sgd, default 0 */
+	int nesterov;		/* sgd, default 0; needs momentum > 0 */
+	double weight_decay;	/* default 0 (adam, sgd), 1e-2 (adamw) */
+	double beta1, beta2, eps;	/* adam/adamw: 0.9, 0.999, 1e-8 */
+} dlt_optim_cfg;
+
+enum dlt_sched_kind { DLT_SCHED_CONSTANT = 1, DLT_SCHED_STEP, DLT_SCHED_COSINE };
+typedef struct dlt_sched_cfg {
+	int kind;
+	int warmup;		/* steps of linear warmup from 0, any schedule */
+	int step_every;		/* step: epochs between decays (default 1) */
+	double gamma;		/* step: factor (default 0.1) */
+	double min_lr;		/* cosine: floor (default 0) */
+} dlt_sched_cfg;
+
+typedef struct dlt_config {
+	char *path;		/* the file it came from */
+	struct {
+		char *train, *test;	/* archive paths; test may be NULL */
+		double val_split;	/* [0, 1): fraction of train held out */
+	} data;
+	dlt_layer_cfg *layers;
+	int n_layers;
+	int model_line;
+	struct {
+		int epochs;		/* >= 1, default 1 */
+		int batch;		/* >= 1, default 32 */
+		long long seed;		/* default 0 */
+		int threads;		/* 0: DLT_THREADS / OMP_NUM_THREADS / cores */
+		int log_every;		/* steps between train records, default 100 */
+		char precision[8];	/* "fp32" */
+		dlt_optim_cfg optim;
+		dlt_sched_cfg sched;
+	} train;
+} dlt_config;
+
+/* Loads path (or "-" for stdin), applies the overrides in order, checks
+ * everything, fills c with defaults where keys are absent. */
+int dlt_config_load(dlt_config *c, const char *path, char *const *overrides, int n_overrides);
+/* The same from text in memory; name is used in messages. */
+int dlt_config_load_string(dlt_config *c, const char *text, size_t len, const char *name,
+			   char *const *overrides, int n_overrides);
+/* The resolved config as YAML, every key with its value, defaults
+ * included; loading it gives the same dlt_config. */
+int dlt_config_write_yaml(const dlt_config *c, dlt_buf *out);
+void dlt_config_free(dlt_config *c);
+
+#endif

@@ -1,0 +1,68 @@
+# Shell test library, after git's t/test-lib.sh, printing TAP for prove.
+# A test script sources it, calls test_expect_success / test_expect_failure,
+# and ends with test_done.  Each test runs in a fresh directory $TRASH.
+set -u
+TEST_DIR=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$TEST_DIR/.." && pwd)
+BIN=$ROOT/bin
+DATA=$TEST_DIR/data
+PATH=$BIN:$PATH
+export PATH
+# Tests see no terminal and a fixed thread count, so output is the same everywhere.
+DLT_THREADS=${DLT_THREADS:-2}
+export DLT_THREADS
+LC_ALL=C
+export LC_ALL
+TRASH=$(mktemp -d "${TMPDIR:-/tmp}/dlt-test.XXXXXX")
+trap 'rm -rf "$TRASH"' EXIT
+cd "$TRASH" || exit 1
+test_count=0
+test_failed=0
+
+# test_expect_success 'what' 'shell commands'
+test_expect_success() {
+	test_count=$((test_count + 1))
+	if (eval "$2") >"$TRASH/.out" 2>&1; then
+		echo "ok $test_count - $1"
+	else
+		test_failed=$((test_failed + 1))
+		echo "not ok $test_count - $1"
+		sed 's/^/# /' "$TRASH/.out"
+	fi
+}
+
+# test_must_fail STATUS 'message' command args...
+# Runs the command; passes when it exits with STATUS, prints exactly one
+# line on stderr, and that line contains the message.
+test_must_fail() {
+	want_status=$1 want_msg=$2
+	shift 2
+	"$@" >"$TRASH/.stdout" 2>"$TRASH/.stderr"
+	got=$?
+	if [ "$got" != "$want_status" ]; then
+		echo "expected exit status $want_status, got $got from: $*"
+		cat "$TRASH/.stderr"
+		return 1
+	fi
+	lines=$(wc -l <"$TRASH/.stderr")
+	if [ "$lines" != 1 ]; then
+		echo "expected one line on stderr, got $lines from: $*"
+		cat "$TRASH/.stderr"
+		return 1
+	fi
+	if ! grep -qF -- "$want_msg" "$TRASH/.stderr"; then
+		echo "expected '$want_msg' on stderr from: $*"
+		cat "$TRASH/.stderr"
+		return 1
+	fi
+}
+
+# test_cmp EXPECTED ACTUAL: byte equality, with a diff on failure.
+test_cmp() {
+	cmp -s "$1" "$2" || { diff -u "$1" "$2" | head -40; return 1; }
+}
+
+test_done() {
+	echo "1..$test_count"
+	[ "$test_failed" = 0 ]
+}
