@@ -104,6 +104,7 @@ int dlt_fsync_dir(const char *dir);
 typedef struct dlt_json {
 	dlt_buf buf;
 	int need_comma;
+	int failed;		/* an append ran out of memory */
 } dlt_json;
 void dlt_json_begin(dlt_json *j);	/* "{" */
 void dlt_json_end(dlt_json *j);		/* "}" */
@@ -122,7 +123,7 @@ void dlt_json_object_begin(dlt_json *j, const char *key);	/* nested */
 /* key may be NULL inside arrays */
 int dlt_json_ok(const dlt_json *j);	/* 0, or DLT_ENOMEM if an append failed */
 void dlt_json_free(dlt_json *j);
-void dlt_json_escape(dlt_buf *b, const char *s);
+int dlt_json_escape(dlt_buf *b, const char *s);	/* a quoted JSON string */
 
 /* JSON reader: parses a document into a tree of values. */
 enum { DLT_JNULL, DLT_JBOOL, DLT_JNUM, DLT_JSTR, DLT_JARR, DLT_JOBJ };
@@ -145,6 +146,8 @@ double dlt_now(void);		/* monotonic seconds */
 double dlt_wall(void);		/* seconds since the epoch */
 
 /* Environment knobs, read in one place (dlt(7) documents them). */
-int dlt_env_threads(void);	/* DLT_THREADS, else OMP_NUM_THREADS, else usable cores */
+/* DLT_THREADS, else OMP_NUM_THREADS, else the cores this process may use;
+ * DLT_EINPUT when a variable is set to something other than 1..4096. */
+int dlt_env_threads(void);
 
 #endif

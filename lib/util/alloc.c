@@ -1,0 +1,113 @@
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+int dlt_mul_ok(size_t a, size_t b, size_t *out)
+{
+	return !__builtin_mul_overflow(a, b, out);
+}
+
+void *dlt_malloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		dlt_error(DLT_ENOMEM, "out of memory (%zu bytes)", n);
+	return p;
+}
+
+void *dlt_calloc(size_t n, size_t size)
+{
+	void *p;
+	size_t total;
+	if (!dlt_mul_ok(n, size, &total)) {
+		dlt_error(DLT_ENOMEM, "allocation of %zu x %zu bytes overflows", n, size);
+		return NULL;
+	}
+	p = calloc(total ? total : 1, 1);
+	if (!p)
+		dlt_error(DLT_ENOMEM, "out of memory (%zu bytes)", total);
+	return p;
+}
+
+void *dlt_realloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+	if (!q)
+		dlt_error(DLT_ENOMEM, "out of memory (%zu bytes)", n);
+	return q;
+}
+
+void *dlt_malloc_aligned(size_t n)
+{
+	void *p = NULL;
+	/* 64 bytes: a cache line and an AVX-512 vector */
+	if (posix_memalign(&p, 64, n ? (n + 63) / 64 * 64 : 64) != 0) {
+		dlt_error(DLT_ENOMEM, "out of memory (%zu bytes)", n);
+		return NULL;
+	}
+	return p;
+}
+
+char *dlt_strdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *p = dlt_malloc(n);
+	if (p)
+		memcpy(p, s, n);
+	return p;
+}
+
+int dlt_buf_append(dlt_buf *b, const void *p, size_t n)
+{
+	if (n > SIZE_MAX - b->len - 1)
+		return dlt_error(DLT_ENOMEM, "buffer too large");
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		char *d;
+		while (cap < b->len + n + 1)
+			cap = cap > SIZE_MAX / 2 ? b->len + n + 1 : cap * 2;
+		if (!(d = dlt_realloc(b->data, cap)))
+			return DLT_ENOMEM;
+		b->data = d;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = 0;
+	return 0;
+}
+
+int dlt_buf_printf(dlt_buf *b, const char *fmt, ...)
+{
+	char small[256];
+	va_list ap;
+	int n;
+	va_start(ap, fmt);
+	n = vsnprintf(small, sizeof(small), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return dlt_error(DLT_EFAIL, "bad format");
+	if ((size_t)n < sizeof(small))
+		return dlt_buf_append(b, small, n);
+	{
+		char *big = dlt_malloc((size_t)n + 1);
+		int rc;
+		if (!big)
+			return DLT_ENOMEM;
+		va_start(ap, fmt);
+		vsnprintf(big, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+		rc = dlt_buf_append(b, big, n);
+		free(big);
+		return rc;
+	}
+}
+
+void dlt_buf_free(dlt_buf *b)
+{
+	free(b->data);
+	b->data = NULL;
+	b->len = b->cap = 0;
+}
