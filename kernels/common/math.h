@@ -1,0 +1,188 @@
+/* The scalar math of every kernel, as static inline functions that compile
+ * both as C and as CUDA __host__ __device__: the reference, the fast CPU
+ * kernels and the CUDA kernels all call these, so the CPU tests check the
+ * math the GPU runs. */
+#ifndef DLT_KERNELS_COMMON_MATH_H
+#define DLT_KERNELS_COMMON_MATH_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "philox.h"		/* defines DLT_HD */
+#include "../kernels.h"		/* enum dlt_act */
+
+/* Activations.  The _grad functions return d act / d x.  relu and
+ * leaky_relu (slope >= 0) look only at the sign of x, which y shares, so
+ * they may be given y in place of x: that lets dense fuse them. */
+DLT_HD static inline float dlt_relu(float x)
+{
+	return x > 0.0f ? x : 0.0f;
+}
+
+DLT_HD static inline float dlt_relu_grad(float x)
+{
+	return x > 0.0f ? 1.0f : 0.0f;
+}
+
+DLT_HD static inline float dlt_leaky_relu(float x, float slope)
+{
+	return x > 0.0f ? x : x * slope;
+}
+
+DLT_HD static inline float dlt_leaky_relu_grad(float x, float slope)
+{
+	return x > 0.0f ? 1.0f : slope;
+}
+
+/* Exact GELU, x * Phi(x), like PyTorch's default (approximate='none') */
+DLT_HD static inline float dlt_gelu(float x)
+{
+	return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+
+DLT_HD static inline float dlt_gelu_grad(float x)
+{
+	float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+	float pdf = expf(-0.5f * x * x) * 0.39894228040143268f;
+	return cdf + x * pdf;
+}
+
+DLT_HD static inline float dlt_tanh(float x)
+{
+	return tanhf(x);
+}
+
+/* from the output: 1 - tanh^2 */
+DLT_HD static inline float dlt_tanh_grad_y(float y)
+{
+	return 1.0f - y * y;
+}
+
+/* expf(-x) overflows to inf for x < -88, giving the right limit 0 */
+DLT_HD static inline float dlt_sigmoid(float x)
+{
+	return 1.0f / (1.0f + expf(-x));
+}
+
+DLT_HD static inline float dlt_sigmoid_grad_y(float y)
+{
+	return y * (1.0f - y);
+}
+
+DLT_HD static inline float dlt_act(float x, int act, float slope)
+{
+	switch (act) {
+	case DLT_ACT_RELU:
+		return dlt_relu(x);
+	case DLT_ACT_LEAKY_RELU:
+		return dlt_leaky_relu(x, slope);
+	case DLT_ACT_GELU:
+		return dlt_gelu(x);
+	case DLT_ACT_TANH:
+		return dlt_tanh(x);
+	case DLT_ACT_SIGMOID:
+		return dlt_sigmoid(x);
+	default:
+		return x;
+	}
+}
+
+/* d act / d x at x, given y = act(x) as well */
+DLT_HD static inline float dlt_act_grad(float x, float y, int act, float slope)
+{
+	switch (act) {
+	case DLT_ACT_RELU:
+		return dlt_relu_grad(x);
+	case DLT_ACT_LEAKY_RELU:
+		return dlt_leaky_relu_grad(x, slope);
+	case DLT_ACT_GELU:
+		return dlt_gelu_grad(x);
+	case DLT_ACT_TANH:
+		return dlt_tanh_grad_y(y);
+	case DLT_ACT_SIGMOID:
+		return dlt_sigmoid_grad_y(y);
+	default:
+		return 1.0f;
+	}
+}
+
+/* Inverted dropout: an element is dropped when its uniform draw is below
+ * rate, kept ones are scaled by 1 / (1 - rate) so eval needs no scaling. */
+DLT_HD static inline float dlt_dropout_scale(float rate)
+{
+	return 1.0f / (1.0f - rate);
+}
+
+DLT_HD static inline float dlt_dropout_mask(uint32_t bits, float rate, float scale)
+{
+	return dlt_u32_to_unit(bits) < rate ? 0.0f : scale;
+}
+
+/* Softmax cross-entropy of one row of logits, the max subtracted so exp
+ * never overflows.  Writes (softmax - onehot(label)) * scale to dx and
+ * returns the row's loss, -log softmax[label]; *argmax gets the first
+ * index of the largest logit.  A label outside [0, cols) gives a NaN loss
+ * (and no onehot), so bad data shows up instead of reading out of bounds. */
+DLT_HD static inline double dlt_softmax_xent_row(const float *x, int cols, int label,
+						 float scale, float *dx, int *argmax)
+{
+	float mx = x[0], sum = 0.0f, inv;
+	int am = 0;
+	for (int j = 1; j < cols; j++) {
+		if (x[j] > mx) {
+			mx = x[j];
+			am = j;
+		}
+	}
+	for (int j = 0; j < cols; j++) {
+		dx[j] = expf(x[j] - mx);
+		sum += dx[j];
+	}
+	inv = scale / sum;
+	for (int j = 0; j < cols; j++)
+		dx[j] *= inv;
+	*argmax = am;
+	if (label < 0 || label >= cols)
+		return NAN;
+	dx[label] -= scale;
+	return (double)logf(sum) - (double)(x[label] - mx);
+}
+
+/* Adam and AdamW, one parameter, PyTorch's arithmetic.  The per-step
+ * scalars come from the host in double, rounded once:
+ *   l2        = weight_decay (Adam: added to the gradient), 0 for AdamW
+ *   decay     = 1 - lr * weight_decay (AdamW: decoupled), 1 for Adam
+ *   step_size = lr / (1 - beta1^t)
+ *   bc2_sqrt  = sqrt(1 - beta2^t)
+ * m is updated as PyTorch's lerp_ (m + (1 - beta1) (g - m)). */
+DLT_HD static inline void dlt_adam_update(float *w, float g, float *m, float *v, float beta1,
+					  float beta2, float eps, float l2, float decay,
+					  float step_size, float bc2_sqrt)
+{
+	float p = *w;
+	float mm, vv;
+	g += l2 * p;
+	p *= decay;
+	mm = *m + (1.0f - beta1) * (g - *m);
+	vv = beta2 * *v + (1.0f - beta2) * g * g;
+	*m = mm;
+	*v = vv;
+	*w = p - step_size * (mm / (sqrtf(vv) / bc2_sqrt + eps));
+}
+
+/* SGD as PyTorch (dampening 0): weight decay joins the gradient; the
+ * momentum buffer starts as the first gradient; nesterov looks ahead. */
+DLT_HD static inline void dlt_sgd_update(float *w, float g, float *buf, float lr, float momentum,
+					 int nesterov, float wd, int first)
+{
+	float p = *w;
+	g += wd * p;
+	if (momentum != 0.0f) {
+		float b = first ? g : momentum * *buf + g;
+		*buf = b;
+		g = nesterov ? g + momentum * b : b;
+	}
+	*w = p - lr * g;
+}
+
+#endif
