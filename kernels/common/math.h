@@ -11,27 +11,29 @@
 #include "philox.h"		/* defines DLT_HD */
 #include "../kernels.h"		/* enum dlt_act */
 
-/* Activations.  The _grad functions return d act / d x.  relu and
- * leaky_relu (slope >= 0) look only at the sign of x, which y shares, so
- * they may be given y in place of x: that lets dense fuse them. */
+/* Activations, forward and backward (dy times the derivative).  Choices
+ * pick between values, never between computations, so that the compiler
+ * turns them into selects and the loops vectorise.  relu and leaky_relu (slope >= 0)
+ * look only at the sign of x, which y shares, so they may be given y in
+ * place of x: that lets dense fuse them. */
 DLT_HD static inline float dlt_relu(float x)
 {
 	return x > 0.0f ? x : 0.0f;
 }
 
-DLT_HD static inline float dlt_relu_grad(float x)
+DLT_HD static inline float dlt_relu_backward(float x, float dy)
 {
-	return x > 0.0f ? 1.0f : 0.0f;
+	return x > 0.0f ? dy : 0.0f;
 }
 
 DLT_HD static inline float dlt_leaky_relu(float x, float slope)
 {
-	return x > 0.0f ? x : x * slope;
+	return x * (x > 0.0f ? 1.0f : slope);
 }
 
-DLT_HD static inline float dlt_leaky_relu_grad(float x, float slope)
+DLT_HD static inline float dlt_leaky_relu_backward(float x, float dy, float slope)
 {
-	return x > 0.0f ? 1.0f : slope;
+	return dy * (x > 0.0f ? 1.0f : slope);
 }
 
 /* Exact GELU, x * Phi(x), like PyTorch's default (approximate='none') */
@@ -40,11 +42,11 @@ DLT_HD static inline float dlt_gelu(float x)
 	return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
 }
 
-DLT_HD static inline float dlt_gelu_grad(float x)
+DLT_HD static inline float dlt_gelu_backward(float x, float dy)
 {
 	float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
 	float pdf = expf(-0.5f * x * x) * 0.39894228040143268f;
-	return cdf + x * pdf;
+	return dy * (cdf + x * pdf);
 }
 
 DLT_HD static inline float dlt_tanh(float x)
@@ -53,9 +55,9 @@ DLT_HD static inline float dlt_tanh(float x)
 }
 
 /* from the output: 1 - tanh^2 */
-DLT_HD static inline float dlt_tanh_grad_y(float y)
+DLT_HD static inline float dlt_tanh_backward(float y, float dy)
 {
-	return 1.0f - y * y;
+	return dy * (1.0f - y * y);
 }
 
 /* expf(-x) overflows to inf for x < -88, giving the right limit 0 */
@@ -64,9 +66,9 @@ DLT_HD static inline float dlt_sigmoid(float x)
 	return 1.0f / (1.0f + expf(-x));
 }
 
-DLT_HD static inline float dlt_sigmoid_grad_y(float y)
+DLT_HD static inline float dlt_sigmoid_backward(float y, float dy)
 {
-	return y * (1.0f - y);
+	return dy * (y * (1.0f - y));
 }
 
 DLT_HD static inline float dlt_act(float x, int act, float slope)
@@ -87,22 +89,22 @@ DLT_HD static inline float dlt_act(float x, int act, float slope)
 	}
 }
 
-/* d act / d x at x, given y = act(x) as well */
-DLT_HD static inline float dlt_act_grad(float x, float y, int act, float slope)
+/* dy * act'(x), given y = act(x) as well */
+DLT_HD static inline float dlt_act_backward(float x, float y, float dy, int act, float slope)
 {
 	switch (act) {
 	case DLT_ACT_RELU:
-		return dlt_relu_grad(x);
+		return dlt_relu_backward(x, dy);
 	case DLT_ACT_LEAKY_RELU:
-		return dlt_leaky_relu_grad(x, slope);
+		return dlt_leaky_relu_backward(x, dy, slope);
 	case DLT_ACT_GELU:
-		return dlt_gelu_grad(x);
+		return dlt_gelu_backward(x, dy);
 	case DLT_ACT_TANH:
-		return dlt_tanh_grad_y(y);
+		return dlt_tanh_backward(y, dy);
 	case DLT_ACT_SIGMOID:
-		return dlt_sigmoid_grad_y(y);
+		return dlt_sigmoid_backward(y, dy);
 	default:
-		return 1.0f;
+		return dy;
 	}
 }
 
@@ -171,18 +173,27 @@ DLT_HD static inline void dlt_adam_update(float *w, float g, float *m, float *v,
 }
 
 /* SGD as PyTorch (dampening 0): weight decay joins the gradient; the
- * momentum buffer starts as the first gradient; nesterov looks ahead. */
-DLT_HD static inline void dlt_sgd_update(float *w, float g, float *buf, float lr, float momentum,
-					 int nesterov, float wd, int first)
+ * momentum buffer starts as the first gradient (its old value is read but
+ * not used then); nesterov looks ahead. */
+DLT_HD static inline void dlt_sgd_update(float *w, float g, float lr, float wd)
 {
 	float p = *w;
 	g += wd * p;
-	if (momentum != 0.0f) {
-		float b = first ? g : momentum * *buf + g;
-		*buf = b;
-		g = nesterov ? g + momentum * b : b;
-	}
 	*w = p - lr * g;
+}
+
+DLT_HD static inline void dlt_sgd_momentum_update(float *w, float g, float *buf, float lr,
+						  float momentum, int nesterov, float wd,
+						  int first)
+{
+	float p = *w;
+	float b, ahead, cont;
+	g += wd * p;
+	cont = momentum * *buf + g;
+	b = first ? g : cont;
+	ahead = g + momentum * b;
+	*buf = b;
+	*w = p - lr * (nesterov ? ahead : b);
 }
 
 #endif

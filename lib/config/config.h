@@ -23,16 +23,24 @@ typedef struct dlt_node {
 	int line;		/* 1-based; 0 for an override */
 	struct dlt_node *items;	/* mapping values (with key) or sequence items */
 	size_t n;
+	char *own_file;		/* the "-s ..." string, on the top node an override added */
 } dlt_node;
 
 /* Parses YAML text into a tree; file names the source in messages (the
  * string must outlive the tree).  An empty document is an empty mapping. */
 int dlt_node_parse(dlt_node *root, const char *text, size_t len, const char *file);
 /* Applies "a.b.c=value" to the tree.  A missing mapping key is added; a
- * sequence index must exist or be the length (append). */
+ * sequence index must exist or be the length (append).  A scalar on the
+ * path stands for a mapping of that one key when the next part names it
+ * (optimizer: adam, -s train.optimizer.adam.lr=3e-4).  The tree is
+ * unchanged when it fails. */
 int dlt_node_override(dlt_node *root, const char *assignment);
+/* Frees what n holds (not n itself) and zeroes it. */
 void dlt_node_free(dlt_node *n);
 dlt_node *dlt_node_get(const dlt_node *map, const char *key);	/* NULL if absent */
+/* Sets a DLT_EINPUT error "file:line: ..." (just "file: ..." when line is
+ * 0, as for an override) and returns DLT_EINPUT. */
+int dlt_node_error(const dlt_node *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 enum dlt_layer_kind {
 	DLT_LAYER_DENSE = 1,

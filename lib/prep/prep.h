@@ -61,6 +61,9 @@ typedef struct dlt_prep_opts {
 	uint64_t seed;
 } dlt_prep_opts;
 
+/* Samples that go to the first part: round(n * split), or n without split. */
+size_t dlt_prep_split_count(size_t n, double split);
+
 /* Shuffles (when asked), splits, computes the normalisation stats and
  * writes the archive(s).  On error no output file is left behind. */
 int dlt_prep_write(const dlt_dataset *d, const dlt_prep_opts *o);

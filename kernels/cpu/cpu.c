@@ -1,0 +1,284 @@
+/* The fast CPU backend: OpenBLAS for gemm, OpenMP over rows or chunks for
+ * the rest, loops simple enough for the compiler to vectorise.  Every
+ * reduction has a fixed order, independent of the thread count, so a run
+ * gives the same bits on 1 or 64 threads. */
+#include <math.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "kernels/kernels.h"
+#include "kernels/common/math.h"
+
+/* Below this many elements a parallel region costs more than it saves. */
+#define PAR_MIN 16384
+/* Element-wise work is cut into chunks of this many floats. */
+#define CHUNK 4096
+
+static size_t min_sz(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+static void cpu_gemm(int tA, int tB, int M, int N, int K, float alpha,
+		     const float *A, int lda, const float *B, int ldb,
+		     float beta, float *C, int ldc)
+{
+	cblas_sgemm(CblasRowMajor, tA ? CblasTrans : CblasNoTrans, tB ? CblasTrans : CblasNoTrans,
+		    M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* One loop per activation, the switch outside: the loops that need no
+ * libm call (relu, leaky_relu) vectorise. */
+static void act_span(const float *x, float *y, size_t n, int act, float slope)
+{
+	size_t i;
+	switch (act) {
+	case DLT_ACT_RELU:
+		#pragma omp simd
+		for (i = 0; i < n; i++)
+			y[i] = dlt_relu(x[i]);
+		break;
+	case DLT_ACT_LEAKY_RELU:
+		#pragma omp simd
+		for (i = 0; i < n; i++)
+			y[i] = dlt_leaky_relu(x[i], slope);
+		break;
+	case DLT_ACT_GELU:
+		for (i = 0; i < n; i++)
+			y[i] = dlt_gelu(x[i]);
+		break;
+	case DLT_ACT_TANH:
+		for (i = 0; i < n; i++)
+			y[i] = dlt_tanh(x[i]);
+		break;
+	case DLT_ACT_SIGMOID:
+		for (i = 0; i < n; i++)
+			y[i] = dlt_sigmoid(x[i]);
+		break;
+	default:
+		if (x != y)
+			memmove(y, x, n * sizeof(*y));
+	}
+}
+
+static void cpu_act_forward(const float *x, float *y, size_t n, int act, float slope)
+{
+	#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+	for (size_t i = 0; i < n; i += CHUNK)
+		act_span(x + i, y + i, min_sz(CHUNK, n - i), act, slope);
+}
+
+static void bias_act_row(float *y, const float *bias, int cols, int act, float slope)
+{
+	int c;
+	switch (act) {
+	case DLT_ACT_RELU:
+		#pragma omp simd
+		for (c = 0; c < cols; c++)
+			y[c] = dlt_relu(y[c] + bias[c]);
+		break;
+	case DLT_ACT_LEAKY_RELU:
+		#pragma omp simd
+		for (c = 0; c < cols; c++)
+			y[c] = dlt_leaky_relu(y[c] + bias[c], slope);
+		break;
+	default:
+		#pragma omp simd
+		for (c = 0; c < cols; c++)
+			y[c] += bias[c];
+		act_span(y, y, cols, act, slope);
+	}
+}
+
+static void cpu_bias_act(float *y, const float *bias, int rows, int cols, int act, float slope)
+{
+	size_t n = (size_t)rows * cols;
+	if (!bias) {
+		cpu_act_forward(y, y, n, act, slope);
+		return;
+	}
+	#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+	for (int r = 0; r < rows; r++)
+		bias_act_row(y + (size_t)r * cols, bias, cols, act, slope);
+}
+
+static void act_grad_span(const float *x, const float *y, const float *dy, float *dx,
+			  size_t n, int act, float slope)
+{
+	size_t i;
+	switch (act) {
+	case DLT_ACT_RELU:
+		#pragma omp simd
+		for (i = 0; i < n; i++)
+			dx[i] = dlt_relu_backward(x[i], dy[i]);
+		break;
+	case DLT_ACT_LEAKY_RELU:
+		#pragma omp simd
+		for (i = 0; i < n; i++)
+			dx[i] = dlt_leaky_relu_backward(x[i], dy[i], slope);
+		break;
+	case DLT_ACT_GELU:
+		for (i = 0; i < n; i++)
+			dx[i] = dlt_gelu_backward(x[i], dy[i]);
+		break;
+	case DLT_ACT_TANH:
+		#pragma omp simd
+		for (i = 0; i < n; i++)
+			dx[i] = dlt_tanh_backward(y[i], dy[i]);
+		break;
+	case DLT_ACT_SIGMOID:
+		#pragma omp simd
+		for (i = 0; i < n; i++)
+			dx[i] = dlt_sigmoid_backward(y[i], dy[i]);
+		break;
+	default:
+		if (dx != dy)
+			memmove(dx, dy, n * sizeof(*dx));
+	}
+}
+
+static void cpu_act_backward(const float *x, const float *y, const float *dy, float *dx,
+			     size_t n, int act, float slope)
+{
+	#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+	for (size_t i = 0; i < n; i += CHUNK)
+		act_grad_span(x + i, y + i, dy + i, dx + i, min_sz(CHUNK, n - i), act, slope);
+}
+
+/* Columns are cut into blocks, one block per task, and each column is
+ * summed over rows in order, in double: the reference's order exactly,
+ * whatever the number of threads. */
+#define COLS_BLOCK 64
+
+static void bias_grad_block(const float *dy, float *db, int rows, int cols, int c0, int nc)
+{
+	double acc[COLS_BLOCK] = { 0 };
+	for (int r = 0; r < rows; r++) {
+		const float *row = dy + (size_t)r * cols + c0;
+		#pragma omp simd
+		for (int j = 0; j < nc; j++)
+			acc[j] += row[j];
+	}
+	#pragma omp simd
+	for (int j = 0; j < nc; j++)
+		db[c0 + j] = (float)acc[j];
+}
+
+static void cpu_bias_grad(const float *dy, float *db, int rows, int cols)
+{
+	int blocks = (cols + COLS_BLOCK - 1) / COLS_BLOCK;
+	#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= PAR_MIN && blocks > 1)
+	for (int b = 0; b < blocks; b++) {
+		int c0 = b * COLS_BLOCK;
+		int nc = cols - c0 < COLS_BLOCK ? cols - c0 : COLS_BLOCK;
+		bias_grad_block(dy, db, rows, cols, c0, nc);
+	}
+}
+
+/* Rows in parallel, a chunk at a time, their losses summed afterwards in
+ * row order (as the reference does) so the total never depends on how
+ * rows were shared among threads. */
+#define XENT_ROWS 1024
+
+static void cpu_softmax_xent(const float *logits, const int32_t *labels, int rows, int cols,
+			     float *dlogits, double *loss_sum, int *correct)
+{
+	double row_loss[XENT_ROWS], loss = 0.0;
+	int hits = 0;
+	float scale = 1.0f / rows;
+	for (int r0 = 0; r0 < rows; r0 += XENT_ROWS) {
+		int nr = rows - r0 < XENT_ROWS ? rows - r0 : XENT_ROWS;
+		#pragma omp parallel for schedule(static) reduction(+:hits) \
+			if ((size_t)nr * cols >= PAR_MIN)
+		for (int k = 0; k < nr; k++) {
+			size_t off = (size_t)(r0 + k) * cols;
+			int am;
+			row_loss[k] = dlt_softmax_xent_row(logits + off, cols, labels[r0 + k],
+							   scale, dlogits + off, &am);
+			hits += am == labels[r0 + k];
+		}
+		for (int k = 0; k < nr; k++)
+			loss += row_loss[k];
+	}
+	*loss_sum = loss;
+	*correct = hits;
+}
+
+/* One Philox block gives the mask of four consecutive elements. */
+static void cpu_dropout(const float *x, float *y, float *mask, size_t n, float rate,
+			uint64_t seed, uint64_t stream)
+{
+	float scale = dlt_dropout_scale(rate);
+	size_t blocks = (n + 3) / 4;
+	#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+	for (size_t b = 0; b < blocks; b++) {
+		uint32_t bits[4];
+		size_t i0 = b * 4, m = min_sz(4, n - i0);
+		dlt_philox_block(seed, stream, b, bits);
+		for (size_t j = 0; j < m; j++) {
+			mask[i0 + j] = dlt_dropout_mask(bits[j], rate, scale);
+			y[i0 + j] = x[i0 + j] * mask[i0 + j];
+		}
+	}
+}
+
+static void cpu_mul(const float *a, const float *b, float *y, size_t n)
+{
+	#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+	for (size_t i = 0; i < n; i++)
+		y[i] = a[i] * b[i];
+}
+
+static void cpu_adam(float *w, const float *g, float *m, float *v, size_t n, float lr,
+		     float beta1, float beta2, float eps, float wd, int decoupled,
+		     long long step)
+{
+	float step_size = (float)(lr / (1.0 - pow(beta1, (double)step)));
+	float bc2_sqrt = (float)sqrt(1.0 - pow(beta2, (double)step));
+	float l2 = decoupled ? 0.0f : wd;
+	float decay = decoupled ? (float)(1.0 - (double)lr * wd) : 1.0f;
+	#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+	for (size_t i = 0; i < n; i++)
+		dlt_adam_update(&w[i], g[i], &m[i], &v[i], beta1, beta2, eps, l2, decay,
+				step_size, bc2_sqrt);
+}
+
+static void sgd_plain(float *w, const float *g, size_t n, float lr, float wd)
+{
+	#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+	for (size_t i = 0; i < n; i++)
+		dlt_sgd_update(&w[i], g[i], lr, wd);
+}
+
+static void cpu_sgd(float *w, const float *g, float *buf, size_t n, float lr, float momentum,
+		    int nesterov, float wd, int first)
+{
+	if (momentum == 0.0f || !buf) {
+		sgd_plain(w, g, n, lr, wd);
+		return;
+	}
+	#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+	for (size_t i = 0; i < n; i++)
+		dlt_sgd_momentum_update(&w[i], g[i], &buf[i], lr, momentum, nesterov, wd,
+					first);
+}
+
+static const dlt_backend cpu_backend = {
+	.name = "cpu",
+	.gemm = cpu_gemm,
+	.bias_act = cpu_bias_act,
+	.act_forward = cpu_act_forward,
+	.act_backward = cpu_act_backward,
+	.bias_grad = cpu_bias_grad,
+	.softmax_xent = cpu_softmax_xent,
+	.dropout = cpu_dropout,
+	.mul = cpu_mul,
+	.adam = cpu_adam,
+	.sgd = cpu_sgd,
+};
+
+const dlt_backend *dlt_backend_cpu(void)
+{
+	return &cpu_backend;
+}

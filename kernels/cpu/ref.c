@@ -1,0 +1,136 @@
+/* The reference backend: plain loops, one element at a time, doubles where
+ * a sum is long.  Slow on purpose; the fast kernels are tested against it. */
+#include <math.h>
+
+#include "kernels/kernels.h"
+#include "kernels/common/math.h"
+
+static void ref_gemm(int tA, int tB, int M, int N, int K, float alpha,
+		     const float *A, int lda, const float *B, int ldb,
+		     float beta, float *C, int ldc)
+{
+	for (int i = 0; i < M; i++) {
+		for (int j = 0; j < N; j++) {
+			double s = 0.0;
+			for (int k = 0; k < K; k++) {
+				float a = tA ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+				float b = tB ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+				s += (double)a * b;
+			}
+			/* beta == 0 ignores C, as BLAS does: it may hold garbage */
+			float *c = &C[(size_t)i * ldc + j];
+			*c = (float)(alpha * s) + (beta == 0.0f ? 0.0f : beta * *c);
+		}
+	}
+}
+
+static void ref_bias_act(float *y, const float *bias, int rows, int cols, int act, float slope)
+{
+	for (int r = 0; r < rows; r++) {
+		for (int c = 0; c < cols; c++) {
+			float *p = &y[(size_t)r * cols + c];
+			*p = dlt_act(*p + (bias ? bias[c] : 0.0f), act, slope);
+		}
+	}
+}
+
+static void ref_act_forward(const float *x, float *y, size_t n, int act, float slope)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = dlt_act(x[i], act, slope);
+}
+
+static void ref_act_backward(const float *x, const float *y, const float *dy, float *dx,
+			     size_t n, int act, float slope)
+{
+	for (size_t i = 0; i < n; i++)
+		dx[i] = dlt_act_backward(x[i], y[i], dy[i], act, slope);
+}
+
+/* rows in order, in double: the order the fast kernel must match */
+static void ref_bias_grad(const float *dy, float *db, int rows, int cols)
+{
+	for (int c = 0; c < cols; c++) {
+		double s = 0.0;
+		for (int r = 0; r < rows; r++)
+			s += dy[(size_t)r * cols + c];
+		db[c] = (float)s;
+	}
+}
+
+static void ref_softmax_xent(const float *logits, const int32_t *labels, int rows, int cols,
+			     float *dlogits, double *loss_sum, int *correct)
+{
+	double loss = 0.0;
+	int hits = 0;
+	for (int r = 0; r < rows; r++) {
+		int am;
+		loss += dlt_softmax_xent_row(logits + (size_t)r * cols, cols, labels[r],
+					     1.0f / rows, dlogits + (size_t)r * cols, &am);
+		hits += am == labels[r];
+	}
+	*loss_sum = loss;
+	*correct = hits;
+}
+
+static void ref_dropout(const float *x, float *y, float *mask, size_t n, float rate,
+			uint64_t seed, uint64_t stream)
+{
+	float scale = dlt_dropout_scale(rate);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t bits[4];
+		dlt_philox_block(seed, stream, i / 4, bits);
+		mask[i] = dlt_dropout_mask(bits[i % 4], rate, scale);
+		y[i] = x[i] * mask[i];
+	}
+}
+
+static void ref_mul(const float *a, const float *b, float *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = a[i] * b[i];
+}
+
+static void ref_adam(float *w, const float *g, float *m, float *v, size_t n, float lr,
+		     float beta1, float beta2, float eps, float wd, int decoupled,
+		     long long step)
+{
+	float step_size = (float)(lr / (1.0 - pow(beta1, (double)step)));
+	float bc2_sqrt = (float)sqrt(1.0 - pow(beta2, (double)step));
+	float l2 = decoupled ? 0.0f : wd;
+	float decay = decoupled ? (float)(1.0 - (double)lr * wd) : 1.0f;
+	for (size_t i = 0; i < n; i++)
+		dlt_adam_update(&w[i], g[i], &m[i], &v[i], beta1, beta2, eps, l2, decay,
+				step_size, bc2_sqrt);
+}
+
+static void ref_sgd(float *w, const float *g, float *buf, size_t n, float lr, float momentum,
+		    int nesterov, float wd, int first)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (momentum == 0.0f)
+			dlt_sgd_update(&w[i], g[i], lr, wd);
+		else
+			dlt_sgd_momentum_update(&w[i], g[i], &buf[i], lr, momentum, nesterov,
+						wd, first);
+	}
+}
+
+static const dlt_backend ref_backend = {
+	.name = "ref",
+	.gemm = ref_gemm,
+	.bias_act = ref_bias_act,
+	.act_forward = ref_act_forward,
+	.act_backward = ref_act_backward,
+	.bias_grad = ref_bias_grad,
+	.softmax_xent = ref_softmax_xent,
+	.dropout = ref_dropout,
+	.mul = ref_mul,
+	.adam = ref_adam,
+	.sgd = ref_sgd,
+};
+
+const dlt_backend *dlt_backend_ref(void)
+{
+	return &ref_backend;
+}

@@ -1,0 +1,179 @@
+/* config: the resolved config as YAML, which loads back to the same struct.
+ *
+ * Numbers are printed in the shortest form that reads back to the same bits
+ * (0.001, not 0.0010000000000000000208), so the file stays readable and the
+ * round trip stays exact. */
+#include "config/config.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct out {
+	dlt_buf *buf;
+	int rc;			/* the first error; later writes are skipped */
+};
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...)
+{
+	char s[256];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(s, sizeof(s), fmt, ap);
+	va_end(ap);
+	if (o->rc < 0)
+		return;
+	if (n < 0 || (size_t)n >= sizeof(s))	/* only short pieces come here */
+		o->rc = dlt_error(DLT_EFAIL, "config: line too long to write");
+	else if (dlt_buf_append(o->buf, s, (size_t)n) < 0)
+		o->rc = DLT_ENOMEM;
+}
+
+static const char *f64(char *s, size_t size, double v)
+{
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(s, size, "%.*g", prec, v);
+		if (strtod(s, NULL) == v)
+			break;
+	}
+	return s;
+}
+
+static const char *f32(char *s, size_t size, float v)
+{
+	for (int prec = 1; prec <= 9; prec++) {
+		snprintf(s, size, "%.*g", prec, v);
+		if ((float)strtod(s, NULL) == v)
+			break;
+	}
+	return s;
+}
+
+/* Plain when YAML cannot read it as anything else (no indicator, no null
+ * word), double-quoted with escapes otherwise. */
+static int plain_ok(const char *s)
+{
+	static const char first[] = "abcdefghijklmnopqrstuvwxyz"
+				    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./";
+
+	if (!s[0] || !strchr(first, s[0]))
+		return 0;
+	if (!strcmp(s, "null") || !strcmp(s, "Null") || !strcmp(s, "NULL"))
+		return 0;
+	return strspn(s, first) + strspn(s + strspn(s, first), "+-") == strlen(s) ||
+	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./+-") ==
+		       strlen(s);
+}
+
+static void str(struct out *o, const char *s)
+{
+	if (plain_ok(s)) {
+		if (o->rc >= 0 && dlt_buf_append(o->buf, s, strlen(s)) < 0)
+			o->rc = DLT_ENOMEM;
+		return;
+	}
+	put(o, "\"");
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			put(o, "\\%c", ch);
+		else if (ch < 0x20 || ch == 0x7f)
+			put(o, "\\x%02x", ch);
+		else
+			put(o, "%c", ch);
+	}
+	put(o, "\"");
+}
+
+static const char *bool_text(int v)
+{
+	return v ? "true" : "false";
+}
+
+static void data(struct out *o, const dlt_config *c)
+{
+	char s[32];
+
+	put(o, "data:\n  train: ");
+	str(o, c->data.train);
+	put(o, "\n  test: ");
+	if (c->data.test)
+		str(o, c->data.test);
+	else
+		put(o, "null");
+	put(o, "\n  val_split: %s\n", f64(s, sizeof(s), c->data.val_split));
+}
+
+static void layer(struct out *o, const dlt_layer_cfg *l)
+{
+	static const char *const names[] = {
+		[DLT_LAYER_DENSE] = "dense", [DLT_LAYER_RELU] = "relu",
+		[DLT_LAYER_LEAKY_RELU] = "leaky_relu", [DLT_LAYER_GELU] = "gelu",
+		[DLT_LAYER_TANH] = "tanh", [DLT_LAYER_SIGMOID] = "sigmoid",
+		[DLT_LAYER_DROPOUT] = "dropout", [DLT_LAYER_FLATTEN] = "flatten",
+	};
+	char s[32];
+
+	put(o, "  - %s", names[l->kind]);
+	if (l->kind == DLT_LAYER_DENSE)
+		put(o, ": {units: %d, bias: %s}", l->units, bool_text(l->bias));
+	else if (l->kind == DLT_LAYER_LEAKY_RELU)
+		put(o, ": {slope: %s}", f32(s, sizeof(s), l->slope));
+	else if (l->kind == DLT_LAYER_DROPOUT)
+		put(o, ": {rate: %s}", f32(s, sizeof(s), l->rate));
+	put(o, "\n");
+}
+
+static void optim(struct out *o, const dlt_optim_cfg *p)
+{
+	char lr[32], a[32], b[32], c[32], wd[32];
+
+	f64(lr, sizeof(lr), p->lr);
+	f64(wd, sizeof(wd), p->weight_decay);
+	if (p->kind == DLT_OPT_SGD) {
+		put(o, "  optimizer:\n    sgd: {lr: %s, momentum: %s, nesterov: %s, "
+		    "weight_decay: %s}\n", lr, f64(a, sizeof(a), p->momentum),
+		    bool_text(p->nesterov), wd);
+		return;
+	}
+	put(o, "  optimizer:\n    %s: {lr: %s, beta1: %s, beta2: %s, eps: %s, weight_decay: %s}\n",
+	    p->kind == DLT_OPT_ADAMW ? "adamw" : "adam", lr, f64(a, sizeof(a), p->beta1),
+	    f64(b, sizeof(b), p->beta2), f64(c, sizeof(c), p->eps), wd);
+}
+
+static void sched(struct out *o, const dlt_sched_cfg *p)
+{
+	char s[32];
+
+	put(o, "  schedule:\n");
+	if (p->kind == DLT_SCHED_STEP)
+		put(o, "    step: {every: %d, gamma: %s, warmup: %d}\n", p->step_every,
+		    f64(s, sizeof(s), p->gamma), p->warmup);
+	else if (p->kind == DLT_SCHED_COSINE)
+		put(o, "    cosine: {warmup: %d, min_lr: %s}\n", p->warmup,
+		    f64(s, sizeof(s), p->min_lr));
+	else
+		put(o, "    constant: {warmup: %d}\n", p->warmup);
+}
+
+int dlt_config_write_yaml(const dlt_config *c, dlt_buf *buf)
+{
+	struct out o = { .buf = buf };
+
+	data(&o, c);
+	put(&o, "model:\n");
+	for (int i = 0; i < c->n_layers; i++)
+		layer(&o, &c->layers[i]);
+	put(&o, "train:\n  epochs: %d\n  batch: %d\n  seed: %lld\n  threads: %d\n"
+	    "  log_every: %d\n  precision: ", c->train.epochs, c->train.batch, c->train.seed,
+	    c->train.threads, c->train.log_every);
+	str(&o, c->train.precision);
+	put(&o, "\n");
+	optim(&o, &c->train.optim);
+	sched(&o, &c->train.sched);
+	return o.rc;
+}

@@ -1,0 +1,232 @@
+/* From a dataset in memory to archives: shuffle, split, normalisation
+ * stats, metadata. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "prep.h"
+
+void dlt_dataset_free(dlt_dataset *d)
+{
+	if (d->classes)
+		for (int i = 0; i < d->num_classes; i++)
+			free(d->classes[i]);
+	free(d->classes);
+	free(d->x);
+	free(d->y);
+	memset(d, 0, sizeof(*d));
+}
+
+size_t dlt_prep_split_count(size_t n, double split)
+{
+	return split > 0 ? (size_t)llround((double)n * split) : n;
+}
+
+struct stats {
+	size_t n;		/* one mean and std per element of a sample, mod n */
+	double *mean, *std;
+};
+
+/* A std of 0 (a constant pixel or column) would divide by zero; 1 leaves
+ * the centred value, 0. */
+static double std_of(double ss, size_t count, double scale)
+{
+	return ss == 0 ? 1 : sqrt(ss / (double)count) * scale;
+}
+
+/* u8 images: one global mean and std, from a histogram, so the sums are
+ * exact integers and 60000 images cost one pass. */
+static void stats_u8(struct stats *s, const uint8_t *x, size_t count, double scale)
+{
+	uint64_t hist[256] = { 0 };
+	double sum = 0, ss = 0, mean;
+
+	for (size_t i = 0; i < count; i++)
+		hist[x[i]]++;
+	for (int v = 0; v < 256; v++)
+		sum += (double)hist[v] * v;
+	mean = sum / (double)count;
+	for (int v = 0; v < 256; v++)
+		ss += (double)hist[v] * (v - mean) * (v - mean);
+	s->mean[0] = mean * scale;
+	s->std[0] = std_of(ss, count, scale);
+}
+
+/* f32: two passes in double, the first summing differences from the first
+ * row, so a constant column gets its value as mean and exactly 0 as
+ * variance instead of a rounding error that would blow it up. */
+static void stats_f32(struct stats *s, const float *x, size_t count, double scale)
+{
+	size_t k = s->n, rows = count / k;
+	double *ss = s->std;	/* sums of squares, turned into stds at the end */
+
+	for (size_t j = 0; j < k; j++)
+		s->mean[j] = ss[j] = 0;
+	for (size_t i = 0; i < count; i++)
+		s->mean[i % k] += (double)x[i] - x[i % k];
+	for (size_t j = 0; j < k; j++)
+		s->mean[j] = x[j] + s->mean[j] / (double)rows;
+	for (size_t i = 0; i < count; i++) {
+		double dv = x[i] - s->mean[i % k];
+		ss[i % k] += dv * dv;
+	}
+	for (size_t j = 0; j < k; j++) {
+		s->mean[j] *= scale;
+		s->std[j] = std_of(ss[j], rows, scale);
+	}
+}
+
+static int stats(struct stats *s, const dlt_dataset *d, const void *x, size_t n)
+{
+	size_t count = n * (d->sample_size / dlt_dtype_size(d->dtype));
+
+	/* images: one global value; a row of features: one per column */
+	s->n = d->dtype == DLT_F32 && d->ndim == 1 ? d->dims[0] : 1;
+	s->mean = dlt_calloc(s->n, sizeof(double));
+	s->std = dlt_calloc(s->n, sizeof(double));
+	if (!s->mean || !s->std)
+		return DLT_ENOMEM;
+	if (d->dtype == DLT_U8)
+		stats_u8(s, x, count, d->scale);
+	else
+		stats_f32(s, x, count, d->scale);
+	return 0;
+}
+
+static void meta_doubles(dlt_json *j, const char *key, const double *v, size_t n)
+{
+	dlt_json_array_begin(j, key);
+	for (size_t i = 0; i < n; i++)
+		dlt_json_num(j, NULL, v[i]);
+	dlt_json_array_end(j);
+}
+
+static int meta(dlt_json *j, const dlt_dataset *d, size_t n, const struct stats *s)
+{
+	dlt_json_begin(j);
+	dlt_json_str(j, "kind", "dataset");
+	dlt_json_str(j, "source", d->source);
+	dlt_json_int(j, "n", (long long)n);
+	dlt_json_array_begin(j, "shape");
+	for (int i = 0; i < d->ndim; i++)
+		dlt_json_int(j, NULL, (long long)d->dims[i]);
+	dlt_json_array_end(j);
+	dlt_json_int(j, "num_classes", d->num_classes);
+	if (d->classes) {
+		dlt_json_array_begin(j, "classes");
+		for (int i = 0; i < d->num_classes; i++)
+			dlt_json_str(j, NULL, d->classes[i]);
+		dlt_json_array_end(j);
+	}
+	dlt_json_num(j, "scale", d->scale);
+	meta_doubles(j, "mean", s->mean, s->n);
+	meta_doubles(j, "std", s->std, s->n);
+	dlt_json_end(j);
+	return dlt_json_ok(j);
+}
+
+/* Writes samples [0, n) of x and y as one archive, left open for the
+ * caller to close once every part is written. */
+static int write_part(dlt_archive_writer **w, const char *path, const dlt_dataset *d,
+		      const void *x, const int32_t *y, size_t n, const struct stats *s)
+{
+	uint64_t dims[DLT_MAX_DIMS];
+	dlt_json j = { 0 };
+	int rc;
+
+	dims[0] = n;
+	memcpy(dims + 1, d->dims, (size_t)d->ndim * sizeof(*dims));
+	DLT_TRY(dlt_archive_create(w, path));
+	DLT_TRY(dlt_archive_write_tensor(*w, "x", d->dtype, d->ndim + 1, dims, x, DLT_ZSTD, 0));
+	DLT_TRY(dlt_archive_write_tensor(*w, "y", DLT_I32, 1, dims, y, DLT_ZSTD, 0));
+	DLT_TRY(meta(&j, d, n, s));
+	DLT_TRY(dlt_archive_write_meta(*w, j.buf.data));
+fail:
+	dlt_json_free(&j);
+	return rc;
+}
+
+/* The samples in permuted order, in new buffers. */
+static int gather(const dlt_dataset *d, const uint32_t *perm, void **x, int32_t **y)
+{
+	if (!(*x = dlt_calloc(d->n, d->sample_size)) || !(*y = dlt_calloc(d->n, sizeof(**y))))
+		return DLT_ENOMEM;
+	for (size_t i = 0; i < d->n; i++) {
+		memcpy((char *)*x + i * d->sample_size,
+		       (const char *)d->x + perm[i] * d->sample_size, d->sample_size);
+		(*y)[i] = d->y[perm[i]];
+	}
+	return 0;
+}
+
+static int check_opts(const dlt_dataset *d, const dlt_prep_opts *o, size_t n1)
+{
+	if (d->n > UINT32_MAX)
+		return dlt_error(DLT_EINPUT, "%zu samples: at most %u", d->n, UINT32_MAX);
+	if (o->split > 0 && (n1 == 0 || n1 == d->n))
+		return dlt_error(DLT_EINPUT, "split %g of %zu samples leaves one part empty",
+				 o->split, d->n);
+	if (o->out2 && strcmp(o->out, "-") == 0 && strcmp(o->out2, "-") == 0)
+		return dlt_error(DLT_EINPUT, "only one output can be standard output");
+	return 0;
+}
+
+/* Commits the parts; if the second fails, takes the first back too. */
+static int close_parts(dlt_archive_writer *w1, dlt_archive_writer *w2, const dlt_prep_opts *o)
+{
+	int rc = dlt_archive_writer_close(w1);
+
+	if (rc < 0) {
+		if (w2)
+			dlt_archive_writer_abort(w2);
+		return rc;
+	}
+	if (w2 && (rc = dlt_archive_writer_close(w2)) < 0 && strcmp(o->out, "-") != 0)
+		remove(o->out);
+	return rc;
+}
+
+int dlt_prep_write(const dlt_dataset *d, const dlt_prep_opts *o)
+{
+	size_t n1 = dlt_prep_split_count(d->n, o->split);
+	dlt_archive_writer *w1 = NULL, *w2 = NULL;
+	struct stats s = { 0 };
+	uint32_t *perm = NULL;
+	void *xs = NULL;
+	int32_t *ys = NULL;
+	const void *x = d->x;
+	const int32_t *y = d->y;
+	int rc;
+
+	DLT_TRY(check_opts(d, o, n1));
+	if (o->shuffle) {
+		dlt_rng r;
+		if (!(perm = dlt_calloc(d->n, sizeof(*perm)))) {
+			rc = DLT_ENOMEM;
+			goto fail;
+		}
+		dlt_rng_init(&r, o->seed, 0);
+		dlt_rng_permute(&r, perm, d->n);
+		DLT_TRY(gather(d, perm, &xs, &ys));
+		x = xs;
+		y = ys;
+	}
+	DLT_TRY(stats(&s, d, x, n1));
+	DLT_TRY(write_part(&w1, o->out, d, x, y, n1, &s));
+	if (o->out2)
+		DLT_TRY(write_part(&w2, o->out2, d, (const char *)x + n1 * d->sample_size,
+				   y + n1, d->n - n1, &s));
+	rc = close_parts(w1, w2, o);
+	w1 = w2 = NULL;
+fail:
+	if (w1)
+		dlt_archive_writer_abort(w1);
+	if (w2)
+		dlt_archive_writer_abort(w2);
+	free(s.mean);
+	free(s.std);
+	free(perm);
+	free(xs);
+	free(ys);
+	return rc;
+}

@@ -1,0 +1,200 @@
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "archive/archive.h"
+#include "train.h"
+
+/* Reads an array of numbers from the metadata; n = 0 when absent. */
+static int meta_floats(const dlt_dataset *d, const dlt_jval *v, const char *key, float **out, int *n)
+{
+	const dlt_jval *a = dlt_jval_get(v, key);
+	*out = NULL;
+	*n = 0;
+	if (!a)
+		return 0;
+	if (a->type != DLT_JARR || a->n == 0 || a->n > (1u << 24))
+		return dlt_error(DLT_EINPUT, "%s: metadata '%s' is not a list of numbers", d->path, key);
+	if (!(*out = dlt_malloc(a->n * sizeof(float))))
+		return DLT_ENOMEM;
+	for (size_t i = 0; i < a->n; i++) {
+		if (a->items[i].type != DLT_JNUM)
+			return dlt_error(DLT_EINPUT, "%s: metadata '%s' is not a list of numbers", d->path, key);
+		(*out)[i] = (float)a->items[i].num;
+	}
+	*n = (int)a->n;
+	return 0;
+}
+
+/* Normalisation stats from the metadata; without them, raw values (u8
+ * scaled to [0, 1]). */
+static int load_stats(dlt_dataset *d, const char *meta)
+{
+	dlt_jval v = { 0 };
+	const dlt_jval *s, *k;
+	float *std = NULL;
+	int n_std = 0, rc = 0;
+
+	d->scale = d->dtype == DLT_U8 ? 1.0f / 255 : 1.0f;
+	if (meta && (rc = dlt_json_parse(meta, strlen(meta), &v)) < 0)
+		return dlt_error_prefix(DLT_EINPUT, "%s: metadata", d->path);
+	if ((s = dlt_jval_get(&v, "scale"))) {
+		if (s->type != DLT_JNUM || !(s->num > 0) || !isfinite(s->num)) {
+			rc = dlt_error(DLT_EINPUT, "%s: metadata 'scale' must be a positive number", d->path);
+			goto out;
+		}
+		d->scale = (float)s->num;
+	}
+	if ((k = dlt_jval_get(&v, "num_classes"))) {
+		if (k->type != DLT_JNUM || k->num < 1 || k->num > 1 << 24 || k->num != (int)k->num) {
+			rc = dlt_error(DLT_EINPUT, "%s: metadata 'num_classes' must be a positive integer", d->path);
+			goto out;
+		}
+		d->n_classes = (int)k->num;
+	}
+	DLT_TRY(meta_floats(d, &v, "mean", &d->mean, &d->n_stats));
+	DLT_TRY(meta_floats(d, &v, "std", &std, &n_std));
+	if (n_std != d->n_stats || (d->n_stats && d->features % d->n_stats)) {
+		rc = dlt_error(DLT_EINPUT, "%s: metadata 'mean' and 'std' do not fit %d features",
+			       d->path, d->features);
+		goto out;
+	}
+	if (!d->n_stats) {
+		if (!(d->mean = dlt_malloc(sizeof(float))) || !(std = dlt_malloc(sizeof(float)))) {
+			rc = DLT_ENOMEM;
+			goto out;
+		}
+		d->mean[0] = 0;
+		std[0] = 1;
+		d->n_stats = 1;
+	}
+	for (int i = 0; i < d->n_stats; i++) {
+		if (!(std[i] > 0) || !isfinite(std[i]) || !isfinite(d->mean[i])) {
+			rc = dlt_error(DLT_EINPUT, "%s: metadata 'std' must be positive", d->path);
+			goto out;
+		}
+		std[i] = 1 / std[i];
+	}
+	d->inv_std = std;
+	std = NULL;
+out:
+fail:
+	free(std);
+	dlt_jval_free(&v);
+	return rc;
+}
+
+int dlt_dataset_load(dlt_dataset *d, const char *path)
+{
+	dlt_archive *a = NULL;
+	const dlt_tensor_info *xi, *yi;
+	int rc;
+	uint64_t features = 1;
+
+	memset(d, 0, sizeof(*d));
+	if (!(d->path = dlt_strdup(path)))
+		return DLT_ENOMEM;
+	DLT_TRY(dlt_archive_open(&a, path));
+	if (!(xi = dlt_archive_find(a, "x")) || !(yi = dlt_archive_find(a, "y"))) {
+		rc = dlt_error(DLT_EINPUT, "%s: not a dataset (needs tensors 'x' and 'y')", path);
+		goto fail;
+	}
+	if (xi->dtype != DLT_U8 && xi->dtype != DLT_F32) {
+		rc = dlt_error(DLT_EINPUT, "%s: tensor 'x' has dtype %s, expected u8 or f32",
+			       path, dlt_dtype_name(xi->dtype));
+		goto fail;
+	}
+	if (xi->ndim < 2 || xi->ndim > 5 || yi->ndim != 1 || xi->dims[0] != yi->dims[0]) {
+		rc = dlt_error(DLT_EINPUT, "%s: tensors 'x' and 'y' must be [N, ...] and [N]", path);
+		goto fail;
+	}
+	for (int i = 1; i < xi->ndim; i++) {
+		features *= xi->dims[i];
+		d->shape[i - 1] = (int64_t)xi->dims[i];
+	}
+	if (xi->dims[0] == 0 || xi->dims[0] > UINT32_MAX || features == 0 || features > 1 << 26) {
+		rc = dlt_error(DLT_EINPUT, "%s: tensor 'x' has an unusable shape", path);
+		goto fail;
+	}
+	d->n = xi->dims[0];
+	d->features = (int)features;
+	d->ndim = xi->ndim - 1;
+	d->dtype = xi->dtype;
+	DLT_TRY(dlt_archive_read_alloc(a, "x", xi->dtype, -1, NULL, &d->x));
+	DLT_TRY(dlt_archive_read_alloc(a, "y", DLT_I32, 1, NULL, (void **)&d->y));
+	DLT_TRY(load_stats(d, dlt_archive_meta(a)));
+	{
+		int32_t max = -1;
+		for (size_t i = 0; i < d->n; i++) {
+			if (d->y[i] < 0) {
+				rc = dlt_error(DLT_EINPUT, "%s: label %d of sample %zu is negative", path, d->y[i], i);
+				goto fail;
+			}
+			if (d->y[i] > max)
+				max = d->y[i];
+		}
+		if (d->n_classes == 0)
+			d->n_classes = max + 1;
+		if (max >= d->n_classes) {
+			rc = dlt_error(DLT_EINPUT, "%s: label %d but num_classes is %d", path, max, d->n_classes);
+			goto fail;
+		}
+	}
+	dlt_archive_close(a);
+	return 0;
+fail:
+	dlt_archive_close(a);
+	dlt_dataset_free(d);
+	return rc;
+}
+
+int dlt_dataset_use_stats(dlt_dataset *d, const dlt_dataset *src)
+{
+	float *mean, *inv_std;
+	size_t n = (size_t)src->n_stats * sizeof(float);
+	if (d->features != src->features)
+		return dlt_error(DLT_EINPUT, "%s: samples have %d features, but %s has %d",
+				 d->path, d->features, src->path, src->features);
+	if (!(mean = dlt_malloc(n)) || !(inv_std = dlt_malloc(n))) {
+		free(mean);
+		return DLT_ENOMEM;
+	}
+	memcpy(mean, src->mean, n);
+	memcpy(inv_std, src->inv_std, n);
+	free(d->mean);
+	free(d->inv_std);
+	d->mean = mean;
+	d->inv_std = inv_std;
+	d->n_stats = src->n_stats;
+	d->scale = src->scale;
+	return 0;
+}
+
+void dlt_dataset_free(dlt_dataset *d)
+{
+	free(d->path);
+	free(d->x);
+	free(d->y);
+	free(d->mean);
+	free(d->inv_std);
+	memset(d, 0, sizeof(*d));
+}
+
+void dlt_dataset_gather(const dlt_dataset *d, const uint32_t *order, int count, float *x, int32_t *y)
+{
+	const int f = d->features, ns = d->n_stats;
+	for (int i = 0; i < count; i++) {
+		float *out = x + (size_t)i * f;
+		size_t s = order[i];
+		y[i] = d->y[s];
+		if (d->dtype == DLT_U8) {
+			const uint8_t *in = (const uint8_t *)d->x + s * f;
+			for (int j = 0; j < f; j++)
+				out[j] = (in[j] * d->scale - d->mean[j % ns]) * d->inv_std[j % ns];
+		} else {
+			const float *in = (const float *)d->x + s * f;
+			for (int j = 0; j < f; j++)
+				out[j] = (in[j] * d->scale - d->mean[j % ns]) * d->inv_std[j % ns];
+		}
+	}
+}

@@ -1,0 +1,121 @@
+/* Two batch buffers: the thread fills one while the step reads the other. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "train.h"
+
+static void *loader_main(void *arg)
+{
+	dlt_loader *l = arg;
+	pthread_mutex_lock(&l->mu);
+	for (;;) {
+		size_t b;
+		int slot, count;
+		while (!l->quit && (l->next_fill >= l->n_batches || l->full[l->next_fill % 2]))
+			pthread_cond_wait(&l->cv, &l->mu);
+		if (l->quit)
+			break;
+		b = l->next_fill;
+		slot = (int)(b % 2);
+		count = (int)(b + 1 < l->n_batches ? (size_t)l->batch : l->n - b * l->batch);
+		l->filling = 1;
+		pthread_mutex_unlock(&l->mu);
+		dlt_dataset_gather(l->d, l->order + b * l->batch, count, l->x[slot], l->y[slot]);
+		pthread_mutex_lock(&l->mu);
+		l->count[slot] = count;
+		l->full[slot] = 1;
+		l->filling = 0;
+		l->next_fill++;
+		pthread_cond_broadcast(&l->cv);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
+int dlt_loader_start(dlt_loader *l, const dlt_dataset *d, int batch)
+{
+	size_t nx;
+	memset(l, 0, sizeof(*l));
+	l->d = d;
+	l->batch = batch;
+	if (!dlt_mul_ok((size_t)batch, (size_t)d->features * sizeof(float), &nx))
+		return dlt_error(DLT_ENOMEM, "batch of %d samples is too large", batch);
+	for (int i = 0; i < 2; i++) {
+		l->x[i] = dlt_malloc_aligned(nx);
+		l->y[i] = dlt_malloc_aligned((size_t)batch * sizeof(int32_t));
+		if (!l->x[i] || !l->y[i]) {
+			for (int j = 0; j <= i; j++) {
+				free(l->x[j]);
+				free(l->y[j]);
+			}
+			return DLT_ENOMEM;
+		}
+	}
+	pthread_mutex_init(&l->mu, NULL);
+	pthread_cond_init(&l->cv, NULL);
+	if (pthread_create(&l->thread, NULL, loader_main, l) != 0) {
+		for (int i = 0; i < 2; i++) {
+			free(l->x[i]);
+			free(l->y[i]);
+		}
+		return dlt_error(DLT_EFAIL, "cannot start the loader thread");
+	}
+	return 0;
+}
+
+void dlt_loader_pass(dlt_loader *l, const uint32_t *order, size_t n)
+{
+	pthread_mutex_lock(&l->mu);
+	/* what the previous pass left buffered is dropped, but a batch being
+	 * filled must land first, or it would land in the new pass */
+	while (l->filling)
+		pthread_cond_wait(&l->cv, &l->mu);
+	l->order = order;
+	l->n = n;
+	l->n_batches = (n + l->batch - 1) / l->batch;
+	l->next_fill = l->next_take = 0;
+	l->full[0] = l->full[1] = 0;
+	l->holding = 0;
+	pthread_cond_broadcast(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+}
+
+int dlt_loader_next(dlt_loader *l, float **x, int32_t **y)
+{
+	int slot, count;
+	pthread_mutex_lock(&l->mu);
+	if (l->holding) {	/* the step is done with the previous batch */
+		l->full[(l->next_take - 1) % 2] = 0;
+		l->holding = 0;
+		pthread_cond_broadcast(&l->cv);
+	}
+	if (l->next_take >= l->n_batches) {
+		pthread_mutex_unlock(&l->mu);
+		return 0;
+	}
+	slot = (int)(l->next_take % 2);
+	while (!l->full[slot])
+		pthread_cond_wait(&l->cv, &l->mu);
+	count = l->count[slot];
+	l->next_take++;
+	l->holding = 1;
+	pthread_mutex_unlock(&l->mu);
+	*x = l->x[slot];
+	*y = l->y[slot];
+	return count;
+}
+
+void dlt_loader_stop(dlt_loader *l)
+{
+	pthread_mutex_lock(&l->mu);
+	l->quit = 1;
+	pthread_cond_broadcast(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+	pthread_join(l->thread, NULL);
+	pthread_mutex_destroy(&l->mu);
+	pthread_cond_destroy(&l->cv);
+	for (int i = 0; i < 2; i++) {
+		free(l->x[i]);
+		free(l->y[i]);
+	}
+}

@@ -1,0 +1,119 @@
+/* The run directory: config.yaml, metrics.jsonl, status. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rundir.h"
+
+static char *join(const char *dir, const char *name)
+{
+	char *p = dlt_malloc(strlen(dir) + strlen(name) + 2);
+	if (p)
+		sprintf(p, "%s/%s", dir, name);
+	return p;
+}
+
+int dlt_run_status(dlt_run *r, const char *status)
+{
+	dlt_json j;
+	char host[256] = "";
+	char *path;
+	int rc;
+
+	if (!r->dir)
+		return 0;
+	gethostname(host, sizeof(host) - 1);
+	dlt_json_begin(&j);
+	dlt_json_str(&j, "status", status);
+	dlt_json_int(&j, "pid", (long long)getpid());
+	dlt_json_str(&j, "host", host);
+	dlt_json_num(&j, "start", r->start);
+	dlt_json_num(&j, "time", dlt_wall());
+	dlt_json_end(&j);
+	if ((rc = dlt_json_ok(&j)) == 0 && (rc = dlt_buf_append(&j.buf, "\n", 1)) == 0) {
+		if (!(path = join(r->dir, "status")))
+			rc = DLT_ENOMEM;
+		else
+			rc = dlt_write_file_atomic(path, j.buf.data, j.buf.len);
+		free(path);
+	}
+	dlt_json_free(&j);
+	return rc;
+}
+
+int dlt_run_open(dlt_run *r, const char *dir, const dlt_config *c)
+{
+	dlt_buf yaml = { 0 };
+	char *path = NULL;
+	struct stat st;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	r->start = dlt_wall();
+	if (!dir)
+		return 0;
+	if (!(r->dir = dlt_strdup(dir)))
+		return DLT_ENOMEM;
+	if (!(path = join(dir, "metrics.jsonl"))) {
+		rc = DLT_ENOMEM;
+		goto fail;
+	}
+	if (stat(path, &st) == 0) {
+		rc = dlt_error(DLT_EINPUT, "%s: already holds a run (give another -o)", dir);
+		goto fail;
+	}
+	DLT_TRY(dlt_mkdir_p(dir));
+	DLT_TRY(dlt_config_write_yaml(c, &yaml));
+	free(path);
+	if (!(path = join(dir, "config.yaml"))) {
+		rc = DLT_ENOMEM;
+		goto fail;
+	}
+	DLT_TRY(dlt_write_file_atomic(path, yaml.data, yaml.len));
+	free(path);
+	if (!(path = join(dir, "metrics.jsonl"))) {
+		rc = DLT_ENOMEM;
+		goto fail;
+	}
+	if (!(r->metrics = fopen(path, "wx"))) {
+		rc = dlt_error_errno(errno == EEXIST ? DLT_EINPUT : DLT_EIO, "%s", path);
+		goto fail;
+	}
+	DLT_TRY(dlt_run_status(r, "running"));
+	free(path);
+	dlt_buf_free(&yaml);
+	return 0;
+fail:
+	free(path);
+	dlt_buf_free(&yaml);
+	dlt_run_close(r);
+	return rc;
+}
+
+int dlt_run_record(dlt_run *r, const char *json)
+{
+	if (!r->metrics)
+		return 0;
+	/* flushed line by line: dlt-smi and tail -f read it while we run */
+	if (fprintf(r->metrics, "%s\n", json) < 0 || fflush(r->metrics) != 0)
+		return dlt_error_errno(DLT_EIO, "%s/metrics.jsonl", r->dir);
+	return 0;
+}
+
+int dlt_run_close(dlt_run *r)
+{
+	int rc = 0;
+	if (r->metrics) {
+		if (fsync(fileno(r->metrics)) != 0 && errno != EINVAL)
+			rc = dlt_error_errno(DLT_EIO, "%s/metrics.jsonl", r->dir);
+		if (fclose(r->metrics) != 0 && rc == 0)
+			rc = dlt_error_errno(DLT_EIO, "%s/metrics.jsonl", r->dir);
+	}
+	free(r->dir);
+	memset(r, 0, sizeof(*r));
+	return rc;
+}

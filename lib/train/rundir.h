@@ -1,0 +1,23 @@
+/* The run directory of a training run (design.md, "Run directory"). */
+#ifndef DLT_RUNDIR_H
+#define DLT_RUNDIR_H
+
+#include <stdio.h>
+
+#include "config/config.h"
+
+typedef struct dlt_run {
+	char *dir;		/* NULL: no run directory, every call a no-op */
+	FILE *metrics;
+	double start;		/* wall clock, for status */
+	double start_mono;	/* monotonic, for the "time" of metrics */
+} dlt_run;
+
+/* Creates dir (and parents) with config.yaml (resolved c) and status
+ * "running"; a directory that already holds a run is an input error. */
+int dlt_run_open(dlt_run *r, const char *dir, const dlt_config *c);
+int dlt_run_record(dlt_run *r, const char *json);	/* a line of metrics.jsonl */
+int dlt_run_status(dlt_run *r, const char *status);	/* running, done, failed */
+int dlt_run_close(dlt_run *r);
+
+#endif

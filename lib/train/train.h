@@ -1,0 +1,95 @@
+/* train: datasets, the loader thread, the training loop, run directories.
+ * The loop is in one place, dlt_train_run, readable in one sitting. */
+#ifndef DLT_TRAIN_H
+#define DLT_TRAIN_H
+
+#include <pthread.h>
+
+#include "util/util.h"
+#include "config/config.h"
+#include "nn/nn.h"
+
+/* A dataset archive in memory: "x" [N, ...] u8 or f32, "y" [N] i32, and
+ * the normalisation of its metadata (dlt-prep(1)). */
+typedef struct dlt_dataset {
+	char *path;
+	size_t n;		/* samples */
+	int features;		/* floats per sample */
+	int n_classes;
+	int ndim;		/* of one sample */
+	int64_t shape[4];
+	int dtype;		/* DLT_U8 or DLT_F32 */
+	void *x;
+	int32_t *y;
+	/* x_normalised = (x * scale - mean[j % n_stats]) / std[j % n_stats] */
+	float scale;
+	float *mean, *inv_std;
+	int n_stats;
+} dlt_dataset;
+
+int dlt_dataset_load(dlt_dataset *d, const char *path);
+/* Uses the normalisation of src (the training set's) for d too. */
+int dlt_dataset_use_stats(dlt_dataset *d, const dlt_dataset *src);
+void dlt_dataset_free(dlt_dataset *d);
+/* Normalised samples order[0..count) into x, their labels into y. */
+void dlt_dataset_gather(const dlt_dataset *d, const uint32_t *order, int count, float *x, int32_t *y);
+
+/* The loader fills batches in a thread, one ahead of the step that uses
+ * them, so data preparation overlaps compute. */
+typedef struct dlt_loader {
+	const dlt_dataset *d;
+	int batch;
+	float *x[2];
+	int32_t *y[2];
+	int count[2], full[2];
+	const uint32_t *order;	/* the pass: samples in this order */
+	size_t n, n_batches, next_fill, next_take;
+	int holding, filling, quit;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+} dlt_loader;
+
+int dlt_loader_start(dlt_loader *l, const dlt_dataset *d, int batch);
+/* Begins a pass over order[0..n) (the caller keeps order alive). */
+void dlt_loader_pass(dlt_loader *l, const uint32_t *order, size_t n);
+/* The next batch of the pass: returns its size, 0 at the end.  The
+ * buffers stay valid until the next call. */
+int dlt_loader_next(dlt_loader *l, float **x, int32_t **y);
+void dlt_loader_stop(dlt_loader *l);
+
+/* What the loop reports as it goes; the program decides how to show it. */
+typedef struct dlt_progress {
+	int epoch, epochs;	/* 1-based */
+	long long step, steps_per_epoch, step_in_epoch;
+	double loss;		/* running mean over the epoch */
+	double samples_per_s, elapsed_s, eta_s;
+} dlt_progress;
+
+typedef struct dlt_epoch_summary {
+	int epoch, epochs;
+	double loss, acc;	/* training, over the epoch */
+	double val_loss, val_acc;	/* NaN without a validation split */
+	double test_loss, test_acc;	/* NaN without a test set */
+	double samples_per_s, elapsed_s;
+} dlt_epoch_summary;
+
+typedef struct dlt_train_hooks {
+	void *ctx;
+	void (*record)(void *ctx, const char *json);	/* each metrics line */
+	void (*progress)(void *ctx, const dlt_progress *p);
+	void (*epoch)(void *ctx, const dlt_epoch_summary *s);
+} dlt_train_hooks;
+
+typedef struct dlt_train_result {
+	double test_loss, test_acc;	/* NaN without a test set */
+	long long steps;
+	double elapsed_s;
+} dlt_train_result;
+
+/* Trains c to the end.  rundir: created (must not hold a run already);
+ * gets config.yaml, metrics.jsonl and status.  NULL: no run directory. */
+int dlt_train_run(const dlt_config *c, const char *rundir, const dlt_train_hooks *h,
+		  dlt_train_result *res);
+
+#endif
