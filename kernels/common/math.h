@@ -12,13 +12,14 @@
 #include "../kernels.h"		/* enum dlt_act */
 
 /* Activations, forward and backward (dy times the derivative).  Choices
- * pick between values, never between computations, so that the compiler
- * turns them into selects and the loops vectorise.  relu and leaky_relu (slope >= 0)
- * look only at the sign of x, which y shares, so they may be given y in
- * place of x: that lets dense fuse them. */
+ * pick between values and the arithmetic is done on what was picked: a
+ * choice between computations would be a branch to gcc (-ftrapping-math)
+ * and the loop would not vectorise.  relu and leaky_relu (slope >= 0) look
+ * only at the sign of x, which y shares, so they may be given y in place
+ * of x: that lets dense fuse them.  NaN goes through, as in PyTorch. */
 DLT_HD static inline float dlt_relu(float x)
 {
-	return x > 0.0f ? x : 0.0f;
+	return x < 0.0f ? 0.0f : x;
 }
 
 DLT_HD static inline float dlt_relu_backward(float x, float dy)
@@ -28,12 +29,13 @@ DLT_HD static inline float dlt_relu_backward(float x, float dy)
 
 DLT_HD static inline float dlt_leaky_relu(float x, float slope)
 {
-	return x * (x > 0.0f ? 1.0f : slope);
+	return (x < 0.0f ? 0.0f : x) + slope * (x < 0.0f ? x : 0.0f);
 }
 
+/* at 0 the slope, as PyTorch */
 DLT_HD static inline float dlt_leaky_relu_backward(float x, float dy, float slope)
 {
-	return dy * (x > 0.0f ? 1.0f : slope);
+	return (x > 0.0f ? dy : 0.0f) + slope * (x > 0.0f ? 0.0f : dy);
 }
 
 /* Exact GELU, x * Phi(x), like PyTorch's default (approximate='none') */
@@ -173,8 +175,10 @@ DLT_HD static inline void dlt_adam_update(float *w, float g, float *m, float *v,
 }
 
 /* SGD as PyTorch (dampening 0): weight decay joins the gradient; the
- * momentum buffer starts as the first gradient (its old value is read but
- * not used then); nesterov looks ahead. */
+ * momentum buffer starts as the first gradient; nesterov looks ahead.
+ * The flags pick values (0 for the old buffer on the first step; g and
+ * momentum, or 0 and 1, for the look-ahead), not code paths, so the loop
+ * vectorises; every result equals PyTorch's to the bit. */
 DLT_HD static inline void dlt_sgd_update(float *w, float g, float lr, float wd)
 {
 	float p = *w;
@@ -187,13 +191,14 @@ DLT_HD static inline void dlt_sgd_momentum_update(float *w, float g, float *buf,
 						  int first)
 {
 	float p = *w;
-	float b, ahead, cont;
+	float old, b, ahead_g, ahead_m;
 	g += wd * p;
-	cont = momentum * *buf + g;
-	b = first ? g : cont;
-	ahead = g + momentum * b;
+	old = first ? 0.0f : *buf;
+	b = momentum * old + g;
+	ahead_g = nesterov ? g : 0.0f;
+	ahead_m = nesterov ? momentum : 1.0f;
 	*buf = b;
-	*w = p - lr * (nesterov ? ahead : b);
+	*w = p - lr * (ahead_g + ahead_m * b);
 }
 
 #endif

@@ -54,9 +54,17 @@ static const char *label(char *buf, size_t size, const char *what,
 static const char *rec_label(char *buf, const struct rec *r)
 {
 	if (!*r->info.name)
-		return "metadata";
+		return strcpy(buf, "metadata");
 	return label(buf, LABEL_SIZE, "tensor", (const unsigned char *)r->info.name,
 		     strlen(r->info.name));
+}
+
+static int is_zero(const unsigned char *p, size_t n)
+{
+	while (n--)
+		if (*p++)
+			return 0;
+	return 1;
 }
 
 /* "path: what in where": the form of every message about a damaged file. */
@@ -94,11 +102,14 @@ static int check_header(const dlt_archive *a)
 /* The trailer and the index; *count: records listed. */
 static int check_index(const dlt_archive *a, uint64_t *index_off, uint64_t *count)
 {
-	const unsigned char *t = a->base + a->size - AR_TRAILER, *ix;
+	const unsigned char *t, *ix;
 	uint64_t off, size, hash;
 	int rc;
 
-	if (a->size < AR_HEADER + AR_INDEX_FIXED + AR_TRAILER || memcmp(t + 24, AR_END, 8) != 0)
+	if (a->size < AR_HEADER + AR_INDEX_FIXED + AR_TRAILER)
+		return bad(a, NULL, "truncated (trailer missing)");
+	t = a->base + a->size - AR_TRAILER;
+	if (memcmp(t + 24, AR_END, 8) != 0)
 		return bad(a, NULL, "truncated (trailer missing)");
 	off = ar_get64(t);
 	size = ar_get64(t + 8);
@@ -133,7 +144,7 @@ struct fields {
 static int check_frame(const dlt_archive *a, const char *where, struct fields *f,
 		       uint64_t span)
 {
-	const unsigned char *p = f->p, *name = p + AR_REC_FIXED + 8 * p[10];
+	const unsigned char *p = f->p, *name;
 
 	if (span < AR_REC_FIXED + 8)
 		return bad(a, where, "truncated header");
@@ -155,11 +166,13 @@ static int check_frame(const dlt_archive *a, const char *where, struct fields *f
 		return bad(a, where, "bad header");
 	if (f->hsize > span)
 		return bad(a, where, "truncated header");
-	if (memchr(name, 0, f->namelen) ||
-	    memcmp(name + f->namelen, AR_END + 6, ar_pad(f->namelen)) != 0)
+	name = p + AR_REC_FIXED + 8 * f->ndim;
+	if (memchr(name, 0, f->namelen) || !is_zero(name + f->namelen, ar_pad(f->namelen)))
 		return bad(a, where, "bad name");
-	if (f->meta ? f->namelen || f->dtype != DLT_U8 || f->ndim != 1 : !f->namelen)
-		return bad(a, where, "bad header");
+	if (!f->meta && !f->namelen)
+		return bad(a, where, "empty name");
+	if (f->meta && (f->namelen || f->dtype != DLT_U8 || f->ndim != 1))
+		return bad(a, where, "bad metadata header");
 	return 0;
 }
 
@@ -185,7 +198,7 @@ static int check_sizes(const dlt_archive *a, const char *where, const struct fie
 	    f->stored >= f->raw || f->raw / AR_ZSTD_MAX_RATIO > f->stored)
 		return bad(a, where, "impossible stored size %llu for raw size %llu",
 			   (unsigned long long)f->stored, (unsigned long long)f->raw);
-	if (memcmp(f->p + f->hsize + f->stored, AR_END + 6, ar_pad(f->stored)) != 0)
+	if (!is_zero(f->p + f->hsize + f->stored, ar_pad(f->stored)))
 		return bad(a, where, "bad padding");
 	return 0;
 }
@@ -195,7 +208,7 @@ static int parse_record(dlt_archive *a, size_t i, uint64_t off, uint64_t end,
 			struct rec *r, int *meta)
 {
 	char where[LABEL_SIZE];
-	struct fields f = { a->base + off };
+	struct fields f = { .p = a->base + off };
 	const unsigned char *name;
 	int rc;
 
@@ -221,6 +234,8 @@ static int parse_record(dlt_archive *a, size_t i, uint64_t off, uint64_t end,
 	r->info.raw_size = f.raw;
 	r->info.stored_size = f.stored;
 	r->info.offset = off;
+	/* a tensor's name goes in place when the names buffer stops moving */
+	r->info.name = f.meta ? "" : NULL;
 	r->raw_hash = ar_get64(f.p + 32);
 	r->rec_hash = ar_get64(f.p + f.hsize - 8);
 	r->hsize = f.hsize;
@@ -255,8 +270,9 @@ static int decode(const dlt_archive *a, const struct rec *r, void *out)
 		z = ZSTD_decompress(shuf ? shuf : out, n, src, r->info.stored_size);
 		if (ZSTD_isError(z) || z != n) {
 			free(shuf);
-			return bad(a, where, "bad zstd data (%s)", ZSTD_isError(z) ?
-				   ZSTD_getErrorName(z) : "short");
+			if (ZSTD_isError(z))
+				return bad(a, where, "bad zstd data (%s)", ZSTD_getErrorName(z));
+			return bad(a, where, "zstd data of %zu bytes, not %zu", z, n);
 		}
 		if (shuf)
 			ar_unshuffle(out, shuf, r->info.count, dlt_dtype_size(r->info.dtype));
@@ -281,8 +297,10 @@ static int load_meta(dlt_archive *a, const struct rec *r)
 	if ((rc = decode(a, r, a->meta)) < 0)
 		return rc;
 	a->meta[n] = 0;
+	if (memchr(a->meta, 0, n))
+		return bad(a, NULL, "nul byte in metadata");
 	if ((rc = dlt_json_parse(a->meta, n, &v)) < 0)
-		return dlt_error_prefix(DLT_EINPUT, "%s: metadata", a->path);
+		return dlt_error_prefix(rc, "%s: metadata", a->path);
 	rc = v.type == DLT_JOBJ;
 	dlt_jval_free(&v);
 	return rc ? 0 : bad(a, NULL, "metadata is not a json object");
@@ -344,17 +362,43 @@ static int parse_records(dlt_archive *a, uint64_t index_off, uint64_t count)
 			return rc;
 	}
 	if (off != index_off)
-		return bad(a, NULL, "bad index (no records)");
+		return bad(a, NULL, "bad index (bytes in no record)");
 	return index_names(a);
 }
 
 static int parse(dlt_archive *a)
 {
-	uint64_t index_off, count;
+	uint64_t index_off = 0, count = 0;
 	int rc;
 	if ((rc = check_header(a)) < 0 || (rc = check_index(a, &index_off, &count)) < 0)
 		return rc;
 	return parse_records(a, index_off, count);
+}
+
+/* A pipe or a device cannot be mapped: its bytes are read from the
+ * descriptor already open, as reopening a fifo would lose its writer. */
+static int read_fd(dlt_archive *a, int fd, const char *path)
+{
+	dlt_buf b = { 0 };
+	char chunk[65536];
+	ssize_t n;
+	int rc = 0;
+
+	while (rc == 0 && (n = read(fd, chunk, sizeof(chunk))) != 0) {
+		if (n > 0)
+			rc = dlt_buf_append(&b, chunk, n);
+		else if (errno != EINTR)
+			rc = dlt_error_errno(errno == EISDIR ? DLT_EINPUT : DLT_EIO, "%s", path);
+	}
+	if (rc == 0 && !b.data)
+		rc = dlt_buf_append(&b, "", 0);
+	if (rc < 0) {
+		dlt_buf_free(&b);
+		return rc;
+	}
+	a->mem = b.data;
+	a->size = b.len;
+	return 0;
 }
 
 static int open_file(dlt_archive *a, const char *path)
@@ -373,10 +417,11 @@ static int open_file(dlt_archive *a, const char *path)
 		close(fd);
 		return rc;
 	}
-	/* a pipe or a device cannot be mapped: read it like a stream */
+	/* files of /proc say they are empty and are not */
 	if (!S_ISREG(st.st_mode) || st.st_size == 0) {
+		rc = read_fd(a, fd, path);
 		close(fd);
-		return dlt_read_file(path, &a->mem, &a->size);
+		return rc;
 	}
 	n = st.st_size;
 	a->map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);

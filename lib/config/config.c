@@ -13,7 +13,6 @@
 #include <string.h>
 
 #define MAX_CONFIG_BYTES (4 << 20)
-#define MAX_INT_FLOAT 9007199254740992.0	/* 2^53: larger floats skip integers */
 
 typedef char path_t[128];
 
@@ -32,7 +31,9 @@ static int bad(const dlt_node *n, const char *path, const char *fmt, ...)
 
 static const char *join(path_t out, const char *parent, const char *key)
 {
-	snprintf(out, sizeof(path_t), "%s%s%s", parent, parent[0] ? "." : "", key);
+	if (snprintf(out, sizeof(path_t), "%s%s%s", parent, parent[0] ? "." : "", key) >=
+	    (int)sizeof(path_t))
+		strcpy(out + sizeof(path_t) - 4, "...");
 	return out;
 }
 
@@ -159,9 +160,12 @@ static int to_int(const dlt_node *n, const char *path, long long min, long long 
 	if (!is_plain(n))
 		return type_error(n, path, "an integer");
 	if (dlt_parse_i64(n->value, LLONG_MIN, LLONG_MAX, &v, path) < 0) {
-		if (dlt_parse_f64(n->value, &d, path) < 0 || d != floor(d) ||
-		    fabs(d) > MAX_INT_FLOAT)
+		if (dlt_parse_f64(n->value, &d, path) < 0 || d != floor(d))
 			return type_error(n, path, "an integer");
+		/* integral doubles below 2^63 convert exactly */
+		if (d < -0x1p63 || d >= 0x1p63)
+			return bad(n, path, "must be %s %lld, got %.64s", d < 0 ? ">=" : "<=",
+				   d < 0 ? min : max, n->value);
 		v = (long long)d;
 	}
 	if (v < min)
@@ -427,7 +431,7 @@ fail:
 static int parse_model(const dlt_node *root, dlt_config *c)
 {
 	const dlt_node *n = get(root, "model");
-	int rc;
+	int rc = 0;
 
 	if (!n)
 		return dlt_node_error(dlt_node_get(root, "model") ?: root, "model is required");
@@ -473,7 +477,7 @@ static int parse_optim(const dlt_node *train, dlt_optim_cfg *o)
 {
 	const char *path = "train.optimizer", *name;
 	const dlt_node *n = get(train, "optimizer"), *opts, *at;
-	path_t p;
+	path_t p, np;
 	int rc;
 
 	optim_defaults(o, DLT_OPT_ADAM);
@@ -493,7 +497,7 @@ static int parse_optim(const dlt_node *train, dlt_optim_cfg *o)
 	DLT_TRY(get_f64(opts, p, "beta2", UNIT_CLOSED_OPEN, &o->beta2));
 	DLT_TRY(get_f64(opts, p, "eps", POSITIVE, &o->eps));
 	if (o->nesterov && o->momentum <= 0)
-		return bad(get(opts, "nesterov"), join(p, p, "nesterov"), "needs momentum > 0");
+		return bad(get(opts, "nesterov"), join(np, p, "nesterov"), "needs momentum > 0");
 fail:
 	return rc;
 }
@@ -642,8 +646,8 @@ int dlt_config_load(dlt_config *c, const char *path, char *const *overrides, int
 
 	memset(c, 0, sizeof(*c));
 	rc = dlt_read_file(path, &text, &len);
-	if (rc < 0)	/* a missing or unreadable config is the user's to fix */
-		return rc == DLT_ENOMEM ? rc : DLT_EINPUT;
+	if (rc < 0)
+		return rc;
 	if (len > MAX_CONFIG_BYTES)
 		rc = dlt_error(DLT_EINPUT, "%s: too large for a config (more than %d bytes)", name,
 			       MAX_CONFIG_BYTES);

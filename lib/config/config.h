@@ -103,7 +103,9 @@ typedef struct dlt_config {
 } dlt_config;
 
 /* Loads path (or "-" for stdin), applies the overrides in order, checks
- * everything, fills c with defaults where keys are absent. */
+ * everything, fills c with defaults where keys are absent.  A null value
+ * ("key:", "key: ~", -s key=) is the same as an absent key.  On error c is
+ * left empty (dlt_config_free on it is harmless). */
 int dlt_config_load(dlt_config *c, const char *path, char *const *overrides, int n_overrides);
 /* The same from text in memory; name is used in messages. */
 int dlt_config_load_string(dlt_config *c, const char *text, size_t len, const char *name,

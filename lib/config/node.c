@@ -12,7 +12,7 @@
 #include <yaml.h>
 
 #define MAX_DEPTH 64
-#define MAX_NODES (1 << 20)
+#define MAX_NODES (1 << 18)
 #define YAML_STR_TAG "tag:yaml.org,2002:str"
 
 struct parser {
@@ -438,24 +438,29 @@ static int expand_scalar(struct override *o, dlt_node *n, const char *key)
 	return 0;
 }
 
+static const char *walked(const struct override *o)
+{
+	return o->path[0] ? o->path : "the document";
+}
+
 static int seq_index(struct override *o, const dlt_node *seq, const char *key, size_t *idx)
 {
 	size_t len = strlen(key);
 
 	if (!len || len > 9 || strspn(key, "0123456789") != len)
-		return override_error(o, "%s is a sequence: expected an index, got '%s'",
-				      o->path, key);
+		return override_error(o, "%s is a sequence: expected an index, got '%.64s'",
+				      walked(o), key);
 	*idx = strtoul(key, NULL, 10);
 	if (*idx > seq->n)
-		return override_error(o, "%s has %zu items: index %zu is out of range",
-				      o->path, seq->n, *idx);
+		return override_error(o, "index %zu is out of range for %s (length %zu)", *idx,
+				      walked(o), seq->n);
 	return 0;
 }
 
 /* Finds (or adds) the child key of n. */
 static int child(struct override *o, dlt_node *n, const char *key, dlt_node **out)
 {
-	size_t idx;
+	size_t idx = 0;
 	int rc;
 
 	switch (n->type) {
@@ -470,8 +475,8 @@ static int child(struct override *o, dlt_node *n, const char *key, dlt_node **ou
 		return *out ? 0 : DLT_ENOMEM;
 	default:
 		if (n->quoted || strcmp(n->value, key))
-			return override_error(o, "%s is a scalar, it has no key '%s'",
-					      o->path[0] ? o->path : "the document", key);
+			return override_error(o, "%s is a scalar, it has no key '%.64s'",
+					      walked(o), key);
 		DLT_TRY(expand_scalar(o, n, key));
 		*out = &n->items[0];
 		return 0;
@@ -544,9 +549,9 @@ int dlt_node_override(dlt_node *root, const char *assignment)
 {
 	struct override o = { 0 };
 	dlt_node value = { 0 }, *slot;
-	const char *text;
+	const char *text = NULL;
 	char *key = NULL, *name = override_name(assignment);
-	int rc, n_parts;
+	int rc, n_parts = 0;
 
 	if (!name)
 		return DLT_ENOMEM;

@@ -56,16 +56,17 @@ static const char *f32(char *s, size_t size, float v)
  * word), double-quoted with escapes otherwise. */
 static int plain_ok(const char *s)
 {
-	static const char first[] = "abcdefghijklmnopqrstuvwxyz"
-				    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./";
+	static const char word[] = "abcdefghijklmnopqrstuvwxyz"
+				   "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./";
 
-	if (!s[0] || !strchr(first, s[0]))
+	if (!s[0] || !strchr(word, s[0]))
 		return 0;
 	if (!strcmp(s, "null") || !strcmp(s, "Null") || !strcmp(s, "NULL"))
 		return 0;
-	return strspn(s, first) + strspn(s + strspn(s, first), "+-") == strlen(s) ||
-	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./+-") ==
-		       strlen(s);
+	for (; *s; s++)
+		if (!strchr(word, *s) && *s != '-' && *s != '+')
+			return 0;
+	return 1;
 }
 
 static void str(struct out *o, const char *s)
@@ -89,6 +90,15 @@ static void str(struct out *o, const char *s)
 	put(o, "\"");
 }
 
+/* A hand-built config may lack a path; null keeps the output YAML. */
+static void str_or_null(struct out *o, const char *s)
+{
+	if (s)
+		str(o, s);
+	else
+		put(o, "null");
+}
+
 static const char *bool_text(int v)
 {
 	return v ? "true" : "false";
@@ -99,12 +109,9 @@ static void data(struct out *o, const dlt_config *c)
 	char s[32];
 
 	put(o, "data:\n  train: ");
-	str(o, c->data.train);
+	str_or_null(o, c->data.train);
 	put(o, "\n  test: ");
-	if (c->data.test)
-		str(o, c->data.test);
-	else
-		put(o, "null");
+	str_or_null(o, c->data.test);
 	put(o, "\n  val_split: %s\n", f64(s, sizeof(s), c->data.val_split));
 }
 

@@ -9,7 +9,10 @@
 #include "config/config.h"
 #include "kernels/kernels.h"
 
-/* A trainable tensor: weights, gradient and optimiser state together. */
+/* A trainable tensor: weights, gradient and optimiser state together.
+ * The w (likewise g, m, v) of all params of a model are slices of one
+ * block, in param order: params[0].w spans n_weights floats, so the
+ * optimiser and the all-reduce handle the whole model at once. */
 typedef struct dlt_param {
 	char name[64];		/* "0.w", "0.b": layer index and role */
 	float *w, *g;		/* value and gradient, n floats each */
@@ -27,7 +30,10 @@ typedef struct dlt_model {
 	int max_batch;
 	int in_features, out_features;
 	float **act;		/* act[0] = input, act[i+1] = output of layer i */
-	float **grad;		/* grad[i] = d loss / d act[i] (grad[0] unused) */
+	/* grad[i] = d loss / d act[i].  grad[0] is NULL (the input's gradient
+	 * is not computed) unless the caller points it at max_batch x
+	 * in_features floats of its own; with no layers it is the logits'. */
+	float **grad;
 	dlt_param *params;
 	int n_params;
 	size_t n_weights;	/* total floats in params */
@@ -41,7 +47,8 @@ int dlt_model_init(dlt_model *m, const dlt_config *c, const dlt_backend *be,
 		   int in_features, int n_classes, int max_batch);
 void dlt_model_free(dlt_model *m);
 /* Runs layers on m->act[0] (batch rows, filled by the caller); returns the
- * logits (m->act[n_layers]).  train != 0 enables dropout; step keys its mask. */
+ * logits (m->act[n_layers]), or NULL if batch is not in 1..max_batch.
+ * train != 0 enables dropout; step (>= 0) keys its mask. */
 float *dlt_model_forward(dlt_model *m, int batch, int train, long long step);
 /* Softmax cross-entropy of the logits against labels; fills the logits'
  * gradient; returns the mean loss, counts correct predictions. */
@@ -49,7 +56,8 @@ double dlt_model_loss(dlt_model *m, const int32_t *labels, int batch, int *corre
 /* Backpropagates from the loss gradient, filling every param's g. */
 void dlt_model_backward(dlt_model *m, int batch);
 
-/* Optimiser over all params of a model (state allocated once). */
+/* Optimiser over all params of a model (state allocated once, in the
+ * params' m and v, freed by dlt_model_free). */
 typedef struct dlt_optim {
 	dlt_optim_cfg cfg;
 	const dlt_backend *be;

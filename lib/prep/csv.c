@@ -292,7 +292,7 @@ nomem:
 
 static int csv_ids(dlt_dataset *d, const struct csv_labels *l, const char *name)
 {
-	long id, max = 0;
+	long id = 0, max = 0;
 
 	if (l->big_line)
 		return dlt_error(DLT_EINPUT, "%s:%zu: label too large: at most %d classes",
@@ -312,7 +312,7 @@ static int csv_rows(dlt_dataset *d, struct csv *c, const char *label, int header
 	char **hdr = NULL;
 	dlt_buf x = { 0 };
 	float *row = NULL;
-	size_t width, col;
+	size_t width, col = 0;
 	int rc;
 
 	if ((rc = csv_row(c)) <= 0)

@@ -2,6 +2,7 @@
  * stats, metadata. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "prep.h"

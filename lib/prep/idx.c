@@ -3,6 +3,7 @@
  * u32 per dim.  Real data ships gzip'd; zlib's gz* functions check for the
  * 1f 8b magic and read a plain file as it is, so one path serves both. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>

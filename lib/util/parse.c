@@ -30,7 +30,8 @@ int dlt_parse_f64(const char *s, double *out, const char *what)
 	v = strtod(s, &end);
 	if (*end)
 		return dlt_error(DLT_EINPUT, "%s: expected a number, got '%s'", what, s);
-	if (!isfinite(v) || (errno == ERANGE && v != 0))
+	/* ERANGE also flags underflow to a subnormal or zero, which is fine */
+	if (!isfinite(v) || (errno == ERANGE && fabs(v) > 1))
 		return dlt_error(DLT_EINPUT, "%s: %s is not a finite number", what, s);
 	*out = v;
 	return 0;

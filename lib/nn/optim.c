@@ -1,0 +1,120 @@
+/* Optimisers and learning-rate schedules, with PyTorch's semantics so that
+ * hyper-parameters carry over. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn.h"
+
+static int check_cfg(const dlt_optim_cfg *c)
+{
+	if (c->kind != DLT_OPT_SGD && c->kind != DLT_OPT_ADAM && c->kind != DLT_OPT_ADAMW)
+		return dlt_error(DLT_EINPUT, "unknown optimizer kind %d", c->kind);
+	if (!(c->lr >= 0.0) || !(c->weight_decay >= 0.0))
+		return dlt_error(DLT_EINPUT, "optimizer: lr and weight_decay must be >= 0");
+	if (c->kind == DLT_OPT_SGD) {
+		if (!(c->momentum >= 0.0))
+			return dlt_error(DLT_EINPUT, "sgd: momentum must be >= 0");
+		if (c->nesterov && c->momentum == 0.0)
+			return dlt_error(DLT_EINPUT, "sgd: nesterov needs a momentum above 0");
+		return 0;
+	}
+	if (!(c->beta1 >= 0.0 && c->beta1 < 1.0) || !(c->beta2 >= 0.0 && c->beta2 < 1.0))
+		return dlt_error(DLT_EINPUT, "adam: betas must be in [0, 1)");
+	if (!(c->eps >= 0.0))
+		return dlt_error(DLT_EINPUT, "adam: eps must be >= 0");
+	return 0;
+}
+
+static float *zeroed(size_t n)
+{
+	float *p = dlt_malloc_aligned(n * sizeof(float));
+	if (p)
+		memset(p, 0, n * sizeof(float));
+	return p;
+}
+
+/* The state is one block per moment, sliced like the weights, owned by
+ * the params (dlt_model_free frees it). */
+int dlt_optim_init(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m)
+{
+	int rc = check_cfg(cfg);
+	float *mb = NULL, *vb = NULL;
+	size_t off = 0;
+	if (rc)
+		return rc;
+	memset(o, 0, sizeof(*o));
+	o->cfg = *cfg;
+	o->be = m->be;
+	if (!m->n_params || !m->n_weights)
+		return 0;
+	if (cfg->kind != DLT_OPT_SGD || cfg->momentum != 0.0)
+		if (!(mb = zeroed(m->n_weights)))
+			return DLT_ENOMEM;
+	if (cfg->kind != DLT_OPT_SGD && !(vb = zeroed(m->n_weights))) {
+		free(mb);
+		return DLT_ENOMEM;
+	}
+	free(m->params[0].m);
+	free(m->params[0].v);
+	for (int k = 0; k < m->n_params; k++) {
+		m->params[k].m = mb ? mb + off : NULL;
+		m->params[k].v = vb ? vb + off : NULL;
+		off += m->params[k].n;
+	}
+	return 0;
+}
+
+/* All params are one contiguous block (see make_params), so one kernel
+ * call updates the whole model. */
+void dlt_optim_step(dlt_optim *o, dlt_model *m, double lr)
+{
+	const dlt_optim_cfg *c = &o->cfg;
+	dlt_param *p = &m->params[0];
+	o->step++;
+	if (!m->n_params || !m->n_weights)
+		return;
+	if (c->kind == DLT_OPT_SGD)
+		o->be->sgd(p->w, p->g, p->m, m->n_weights, (float)lr, (float)c->momentum,
+			   c->nesterov, (float)c->weight_decay, o->step == 1);
+	else
+		o->be->adam(p->w, p->g, p->m, p->v, m->n_weights, (float)lr, (float)c->beta1,
+			    (float)c->beta2, (float)c->eps, (float)c->weight_decay,
+			    c->kind == DLT_OPT_ADAMW, o->step);
+}
+
+/* The learning rate at update `step` (0-based), base = o->lr:
+ *
+ *   step < warmup:  base * (step + 1) / warmup            (any schedule)
+ *   constant:       base
+ *   step:           base * gamma ^ floor(epoch / step_every),
+ *                   epoch = floor(step / steps_per_epoch)
+ *   cosine:         min_lr + (base - min_lr) * (1 + cos(pi * t)) / 2,
+ *                   t = min(1, (step - warmup) / (total_steps - warmup))
+ *
+ * so cosine starts at base right after warmup and reaches min_lr at
+ * total_steps; the step schedule counts epochs from the start of the run,
+ * warmup included. */
+double dlt_lr_at(const dlt_optim_cfg *o, const dlt_sched_cfg *s, long long step,
+		 long long steps_per_epoch, long long total_steps)
+{
+	double base = o->lr;
+	if (step < s->warmup)
+		return base * (double)(step + 1) / s->warmup;
+	switch (s->kind) {
+	case DLT_SCHED_STEP: {
+		long long epoch = step / (steps_per_epoch > 0 ? steps_per_epoch : 1);
+		long long every = s->step_every > 0 ? s->step_every : 1;
+		return base * pow(s->gamma, (double)(epoch / every));
+	}
+	case DLT_SCHED_COSINE: {
+		long long span = total_steps - s->warmup;
+		double t = span > 0 ? (double)(step - s->warmup) / span : 1.0;
+		if (t > 1.0)
+			t = 1.0;
+		return s->min_lr + (base - s->min_lr) * 0.5 * (1.0 + cos(M_PI * t));
+	}
+	default:
+		return base;
+	}
+}

@@ -1,0 +1,233 @@
+/* dlt-prep info: what an archive holds, for people or as JSON. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prep.h"
+
+struct info {
+	const char *path;	/* as given, for the JSON */
+	dlt_archive *a;
+	const char *meta;	/* raw metadata JSON, or NULL */
+	dlt_jval m;		/* parsed */
+	uint64_t *counts;	/* samples per class, when the archive has labels */
+	size_t k;
+};
+
+static const dlt_jval *meta_get(const struct info *in, const char *key)
+{
+	return in->meta ? dlt_jval_get(&in->m, key) : NULL;
+}
+
+/* Samples per class, from tensor "y" and num_classes: they show class
+ * balance at a glance, and reading y checks its checksum on the way. */
+static int count_classes(struct info *in)
+{
+	const dlt_jval *nc = meta_get(in, "num_classes");
+	const dlt_tensor_info *t;
+	void *buf = NULL;
+	int32_t *y;
+	int rc;
+
+	if (!nc || !dlt_archive_find(in->a, "y"))
+		return 0;
+	if (nc->type != DLT_JNUM || nc->num < 1 || nc->num > DLT_PREP_MAX_CLASSES ||
+	    nc->num != (double)(size_t)nc->num)
+		return dlt_error(DLT_EINPUT, "%s: bad num_classes in metadata",
+				 dlt_archive_path(in->a));
+	in->k = (size_t)nc->num;
+	DLT_TRY(dlt_archive_read_alloc(in->a, "y", DLT_I32, 1, &t, &buf));
+	y = buf;
+	if (!(in->counts = dlt_calloc(in->k, sizeof(*in->counts)))) {
+		rc = DLT_ENOMEM;
+		goto fail;
+	}
+	for (uint64_t i = 0; i < t->count; i++) {
+		if (y[i] < 0 || (size_t)y[i] >= in->k) {
+			rc = dlt_error(DLT_EINPUT, "%s: tensor 'y': label %d at %llu is not below "
+				       "num_classes %zu", dlt_archive_path(in->a), y[i],
+				       (unsigned long long)i, in->k);
+			goto fail;
+		}
+		in->counts[y[i]]++;
+	}
+fail:
+	free(buf);
+	return rc;
+}
+
+static int shape_text(dlt_buf *b, const dlt_tensor_info *t)
+{
+	int rc = dlt_buf_append(b, "[", 1);
+
+	for (int d = 0; d < t->ndim && rc == 0; d++)
+		rc = dlt_buf_printf(b, d ? ", %llu" : "%llu", (unsigned long long)t->dims[d]);
+	return rc ? rc : dlt_buf_append(b, "]", 1);
+}
+
+static int value_text(dlt_buf *b, const dlt_jval *v)
+{
+	int rc = 0;
+
+	switch (v->type) {
+	case DLT_JNULL:
+		return dlt_buf_printf(b, "null");
+	case DLT_JBOOL:
+		return dlt_buf_printf(b, v->num ? "true" : "false");
+	case DLT_JNUM:
+		return dlt_buf_printf(b, "%.10g", v->num);
+	case DLT_JSTR:
+		return dlt_buf_printf(b, "%s", v->str);
+	case DLT_JARR:
+		rc = dlt_buf_append(b, "[", 1);
+		for (size_t i = 0; i < v->n && rc == 0; i++) {
+			if (i)
+				rc = dlt_buf_append(b, ", ", 2);
+			if (rc == 0)
+				rc = value_text(b, &v->items[i]);
+		}
+		return rc ? rc : dlt_buf_append(b, "]", 1);
+	default:
+		return dlt_buf_printf(b, "{...}");
+	}
+}
+
+static int tensors_text(dlt_buf *out, const struct info *in)
+{
+	size_t n = dlt_archive_count(in->a);
+	int wname = 4, wshape = 5;
+	dlt_buf shape = { 0 };
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const dlt_tensor_info *t = dlt_archive_tensor(in->a, i);
+		shape.len = 0;
+		DLT_TRY(shape_text(&shape, t));
+		wname = (int)strlen(t->name) > wname ? (int)strlen(t->name) : wname;
+		wshape = (int)shape.len > wshape ? (int)shape.len : wshape;
+	}
+	DLT_TRY(dlt_buf_printf(out, "tensors:\n  %-*s  dtype  %-*s  codec  %12s  %12s\n",
+			       wname, "name", wshape, "shape", "raw", "stored"));
+	for (size_t i = 0; i < n; i++) {
+		const dlt_tensor_info *t = dlt_archive_tensor(in->a, i);
+		shape.len = 0;
+		DLT_TRY(shape_text(&shape, t));
+		DLT_TRY(dlt_buf_printf(out, "  %-*s  %-5s  %-*s  %-5s  %12llu  %12llu\n",
+				       wname, t->name, dlt_dtype_name(t->dtype), wshape, shape.data,
+				       dlt_codec_name(t->codec), (unsigned long long)t->raw_size,
+				       (unsigned long long)t->stored_size));
+	}
+fail:
+	dlt_buf_free(&shape);
+	return rc;
+}
+
+/* One line per class: id, samples, name when the labels were strings. */
+static int classes_text(dlt_buf *out, const struct info *in)
+{
+	const dlt_jval *names = meta_get(in, "classes");
+	int rc;
+
+	if (!in->counts)
+		return 0;
+	if (names && (names->type != DLT_JARR || names->n != in->k))
+		names = NULL;
+	DLT_TRY(dlt_buf_printf(out, "classes:\n  %5s  %10s%s\n", "id", "samples",
+			       names ? "  name" : ""));
+	for (size_t i = 0; i < in->k; i++) {
+		DLT_TRY(dlt_buf_printf(out, "  %5zu  %10llu", i, (unsigned long long)in->counts[i]));
+		if (names) {
+			DLT_TRY(dlt_buf_append(out, "  ", 2));
+			DLT_TRY(value_text(out, &names->items[i]));
+		}
+		DLT_TRY(dlt_buf_append(out, "\n", 1));
+	}
+fail:
+	return rc;
+}
+
+static int info_text(dlt_buf *out, const struct info *in)
+{
+	int rc;
+
+	DLT_TRY(dlt_buf_printf(out, "file: %s (%llu bytes)\n", dlt_archive_path(in->a),
+			       (unsigned long long)dlt_archive_file_size(in->a)));
+	DLT_TRY(tensors_text(out, in));
+	/* the metadata in its own order; the class names go in the table */
+	for (size_t i = 0; in->meta && in->m.type == DLT_JOBJ && i < in->m.n; i++) {
+		const dlt_jval *v = &in->m.items[i];
+		if (in->counts && strcmp(v->key, "classes") == 0)
+			continue;
+		DLT_TRY(dlt_buf_printf(out, "%s: ", v->key));
+		DLT_TRY(value_text(out, v));
+		DLT_TRY(dlt_buf_append(out, "\n", 1));
+	}
+	DLT_TRY(classes_text(out, in));
+fail:
+	return rc;
+}
+
+static int info_json(dlt_buf *out, const struct info *in)
+{
+	size_t n = dlt_archive_count(in->a);
+	dlt_json j;
+	int rc;
+
+	dlt_json_begin(&j);
+	dlt_json_str(&j, "file", in->path);
+	dlt_json_int(&j, "size", (long long)dlt_archive_file_size(in->a));
+	dlt_json_array_begin(&j, "tensors");
+	for (size_t i = 0; i < n; i++) {
+		const dlt_tensor_info *t = dlt_archive_tensor(in->a, i);
+		dlt_json_object_begin(&j, NULL);
+		dlt_json_str(&j, "name", t->name);
+		dlt_json_str(&j, "dtype", dlt_dtype_name(t->dtype));
+		dlt_json_array_begin(&j, "shape");
+		for (int d = 0; d < t->ndim; d++)
+			dlt_json_int(&j, NULL, (long long)t->dims[d]);
+		dlt_json_array_end(&j);
+		dlt_json_str(&j, "codec", dlt_codec_name(t->codec));
+		dlt_json_int(&j, "raw_size", (long long)t->raw_size);
+		dlt_json_int(&j, "stored_size", (long long)t->stored_size);
+		dlt_json_end(&j);
+	}
+	dlt_json_array_end(&j);
+	/* parsed above, so it is one valid JSON value */
+	if (in->meta)
+		dlt_json_raw(&j, "meta", in->meta);
+	if (in->counts) {
+		dlt_json_array_begin(&j, "counts");
+		for (size_t i = 0; i < in->k; i++)
+			dlt_json_int(&j, NULL, (long long)in->counts[i]);
+		dlt_json_array_end(&j);
+	}
+	dlt_json_end(&j);
+	if ((rc = dlt_json_ok(&j)) == 0)
+		rc = dlt_buf_printf(out, "%s\n", j.buf.data);
+	dlt_json_free(&j);
+	return rc;
+}
+
+int dlt_prep_info(const char *path, int json, dlt_buf *out)
+{
+	struct info in = { .path = path };
+	int rc;
+
+	DLT_TRY(dlt_archive_open(&in.a, path));
+	if ((in.meta = dlt_archive_meta(in.a))) {
+		if ((rc = dlt_json_parse(in.meta, strlen(in.meta), &in.m)) < 0) {
+			in.meta = NULL;
+			rc = dlt_error_prefix(rc, "%s: metadata", dlt_archive_path(in.a));
+			goto fail;
+		}
+	}
+	DLT_TRY(count_classes(&in));
+	rc = json ? info_json(out, &in) : info_text(out, &in);
+fail:
+	if (in.meta)
+		dlt_jval_free(&in.m);
+	free(in.counts);
+	if (in.a)
+		dlt_archive_close(in.a);
+	return rc;
+}

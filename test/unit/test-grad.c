@@ -1,0 +1,357 @@
+/* Gradients of every layer and of whole models against central finite
+ * differences; optimiser steps and learning-rate schedules against values
+ * worked out by hand from PyTorch's formulas. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+#include "nn/nn.h"
+
+#define BATCH 4
+
+static dlt_rng rng;
+
+static dlt_layer_cfg layer(int kind, int units, int line)
+{
+	dlt_layer_cfg l = { .kind = kind, .line = line, .units = units, .bias = 1,
+			    .slope = 0.1f };
+	return l;
+}
+
+static dlt_layer_cfg dense(int units)
+{
+	return layer(DLT_LAYER_DENSE, units, 0);
+}
+
+static dlt_layer_cfg act(int kind)
+{
+	return layer(kind, 0, 0);
+}
+
+static dlt_layer_cfg dropout(float rate)
+{
+	dlt_layer_cfg l = layer(DLT_LAYER_DROPOUT, 0, 0);
+	l.rate = rate;
+	return l;
+}
+
+static dlt_config config(dlt_layer_cfg *layers, int n)
+{
+	dlt_config c;
+	memset(&c, 0, sizeof(c));
+	c.path = "test.yaml";
+	c.layers = layers;
+	c.n_layers = n;
+	c.model_line = 3;
+	c.train.seed = 5;
+	return c;
+}
+
+/* Loss of the model as it stands: training mode, a fixed step, so the
+ * dropout mask is the same at every call. */
+static double loss_now(dlt_model *m, const int32_t *lab)
+{
+	dlt_model_forward(m, BATCH, 1, 17);
+	return dlt_model_loss(m, lab, BATCH, NULL);
+}
+
+/* Worst |numeric - analytic| over v, relative to the largest analytic
+ * value: f32 forward passes make the numeric side noisy at 1e-5. */
+static double fd_error(dlt_model *m, const int32_t *lab, float *v, const float *ana, size_t n)
+{
+	const float eps = 1e-2f;
+	double worst = 0.0, scale = 1e-4;
+	for (size_t i = 0; i < n; i++)
+		scale = fmax(scale, fabs(ana[i]));
+	for (size_t i = 0; i < n; i++) {
+		float old = v[i], hi = old + eps, lo = old - eps;
+		double lp, lm, num;
+		v[i] = hi;
+		lp = loss_now(m, lab);
+		v[i] = lo;
+		lm = loss_now(m, lab);
+		v[i] = old;
+		num = (lp - lm) / ((double)hi - lo);
+		worst = fmax(worst, fabs(num - ana[i]) / scale);
+	}
+	return worst;
+}
+
+static float *dup(const float *p, size_t n)
+{
+	float *q = malloc(n * sizeof(float));
+	memcpy(q, p, n * sizeof(float));
+	return q;
+}
+
+/* Inputs of either sign but away from 0 by more than the finite step, so
+ * no difference straddles relu's kink. */
+static void fill_input(float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		float u = 2.0f * dlt_rng_uniform(&rng) - 1.0f;
+		x[i] = u < 0 ? 2.0f * u - 0.1f : 2.0f * u + 0.1f;
+	}
+}
+
+/* Checks every param's gradient and the input's. */
+static void check_model(const char *what, dlt_layer_cfg *layers, int n, int in, int classes)
+{
+	dlt_config c = config(layers, n);
+	dlt_model m;
+	int32_t lab[BATCH];
+	float *dx, *ana;
+	if (!ok_rc(dlt_model_init(&m, &c, dlt_backend_cpu(), in, classes, BATCH), 0,
+		   "%s: model builds", what))
+		return;
+	fill_input(m.act[0], (size_t)BATCH * in);
+	for (int r = 0; r < BATCH; r++)
+		lab[r] = (int32_t)dlt_rng_below(&rng, classes);
+	dx = malloc((size_t)BATCH * in * sizeof(float));
+	if (n)
+		m.grad[0] = dx;
+	loss_now(&m, lab);
+	dlt_model_backward(&m, BATCH);
+	for (int k = 0; k < m.n_params; k++) {
+		dlt_param *p = &m.params[k];
+		double e;
+		ana = dup(p->g, p->n);
+		e = fd_error(&m, lab, p->w, ana, p->n);
+		if (!ok(e < 1e-2, "%s: gradient of %s", what, p->name))
+			diag("worst error %g of the largest gradient", e);
+		free(ana);
+	}
+	ana = dup(m.grad[0], (size_t)BATCH * in);
+	{
+		double e = fd_error(&m, lab, m.act[0], ana, (size_t)BATCH * in);
+		if (!ok(e < 1e-2, "%s: gradient of the input", what))
+			diag("worst error %g of the largest gradient", e);
+	}
+	free(ana);
+	if (n)
+		m.grad[0] = NULL;
+	free(dx);
+	dlt_model_free(&m);
+}
+
+static void test_layers(void)
+{
+	static const struct {
+		const char *name;
+		int kind;
+	} acts[] = {
+		{ "relu", DLT_LAYER_RELU }, { "leaky_relu", DLT_LAYER_LEAKY_RELU },
+		{ "gelu", DLT_LAYER_GELU }, { "tanh", DLT_LAYER_TANH },
+		{ "sigmoid", DLT_LAYER_SIGMOID },
+	};
+	dlt_layer_cfg l[8];
+	char what[64];
+	check_model("softmax-xent", l, 0, 5, 5);
+	l[0] = dense(5);
+	check_model("dense", l, 1, 7, 5);
+	l[0].bias = 0;
+	check_model("dense without bias", l, 1, 7, 5);
+	for (size_t i = 0; i < sizeof(acts) / sizeof(acts[0]); i++) {
+		l[0] = act(acts[i].kind);
+		snprintf(what, sizeof(what), "%s", acts[i].name);
+		check_model(what, l, 1, 5, 5);
+		/* after a dense: fused where possible */
+		l[0] = dense(6);
+		l[1] = act(acts[i].kind);
+		l[2] = dense(5);
+		snprintf(what, sizeof(what), "dense + %s", acts[i].name);
+		check_model(what, l, 3, 7, 5);
+	}
+	l[0] = dropout(0.5f);
+	check_model("dropout", l, 1, 5, 5);
+	l[0] = dense(8);
+	l[1] = dropout(0.3f);
+	l[2] = dense(5);
+	check_model("dense + dropout", l, 3, 7, 5);
+	l[0] = act(DLT_LAYER_FLATTEN);
+	l[1] = dense(5);
+	l[2] = act(DLT_LAYER_FLATTEN);
+	check_model("flatten", l, 3, 7, 5);
+}
+
+static void test_mlp(void)
+{
+	dlt_layer_cfg l[] = {
+		act(DLT_LAYER_FLATTEN), dense(16), act(DLT_LAYER_GELU), dense(12),
+		act(DLT_LAYER_TANH), dropout(0.2f), dense(10), act(DLT_LAYER_LEAKY_RELU),
+		dense(8), act(DLT_LAYER_SIGMOID), dense(6),
+	};
+	check_model("mlp", l, sizeof(l) / sizeof(l[0]), 9, 6);
+}
+
+static void test_init(void)
+{
+	dlt_layer_cfg l[] = { dense(300), act(DLT_LAYER_RELU), dense(10) };
+	dlt_config c = config(l, 3);
+	dlt_model a, b;
+	float bound = 1.0f / sqrtf(784.0f), lo = 0, hi = 0;
+	dlt_param *w;
+	ok_rc(dlt_model_init(&a, &c, dlt_backend_cpu(), 784, 10, 8), 0, "mnist mlp builds");
+	ok_rc(dlt_model_init(&b, &c, dlt_backend_cpu(), 784, 10, 8), 0, "again");
+	ok(a.n_params == 4 && a.n_weights == 784 * 300 + 300 + 300 * 10 + 10,
+	   "4 params, 238510 weights");
+	w = &a.params[0];
+	ok(!strcmp(w->name, "0.w") && w->ndim == 2 && w->dims[0] == 300 && w->dims[1] == 784 &&
+	   !strcmp(a.params[3].name, "2.b") && a.params[3].ndim == 1 && a.params[3].dims[0] == 10,
+	   "params named and shaped like PyTorch's");
+	ok(!memcmp(a.params[0].w, b.params[0].w, a.n_weights * sizeof(float)),
+	   "the same seed gives the same weights");
+	for (size_t i = 0; i < w->n; i++) {
+		lo = fminf(lo, w->w[i]);
+		hi = fmaxf(hi, w->w[i]);
+	}
+	ok(lo >= -bound && hi <= bound && lo < -0.99f * bound && hi > 0.99f * bound,
+	   "weights fill +-1/sqrt(fan_in)");
+	ok(a.params[1].w[0] != a.params[0].w[0] && fabsf(a.params[3].w[0]) <= 1 / sqrtf(300),
+	   "bias drawn from its own stream, bound by its fan_in");
+	dlt_model_free(&b);
+	c.train.seed = 6;
+	ok_rc(dlt_model_init(&b, &c, dlt_backend_cpu(), 784, 10, 8), 0, "seed 6 builds");
+	ok(memcmp(a.params[0].w, b.params[0].w, 64), "another seed, other weights");
+	ok(dlt_model_forward(&a, 9, 0, 0) == NULL, "a batch above max_batch is refused");
+	dlt_model_free(&a);
+	dlt_model_free(&b);
+}
+
+static void test_errors(void)
+{
+	dlt_layer_cfg l[] = { layer(DLT_LAYER_DENSE, 8, 4), layer(DLT_LAYER_DROPOUT, 0, 5) };
+	dlt_config c = config(l, 2);
+	dlt_model m;
+	ok_rc(dlt_model_init(&m, &c, dlt_backend_cpu(), 4, 5, 2), DLT_EINPUT,
+	      "wrong number of classes");
+	ok_msg("test.yaml:5: the model ends with 8 features but the data has 5 classes",
+	       "the message names the config line");
+	c.n_layers = 0;
+	ok_rc(dlt_model_init(&m, &c, dlt_backend_cpu(), 4, 5, 2), DLT_EINPUT,
+	      "no layers, wrong classes");
+	ok_msg("test.yaml:3: the model ends with 4 features", "the message names the model");
+	c.n_layers = 2;
+	l[1].rate = 1.0f;
+	ok_rc(dlt_model_init(&m, &c, dlt_backend_cpu(), 4, 8, 2), DLT_EINPUT, "dropout rate 1");
+	ok_msg("test.yaml:5: dropout rate", "the message names the line");
+	l[1].rate = 0.5f;
+	l[0].units = 0;
+	ok_rc(dlt_model_init(&m, &c, dlt_backend_cpu(), 4, 8, 2), DLT_EINPUT, "dense: 0");
+}
+
+/* A model whose params are w = {0.5, -1, 2} (a 1x2 dense and its bias). */
+static void tiny(dlt_model *m, dlt_optim *o, dlt_optim_cfg oc)
+{
+	static dlt_layer_cfg l[1];
+	static const float w0[3] = { 0.5f, -1.0f, 2.0f };
+	dlt_config c;
+	l[0] = dense(1);
+	c = config(l, 1);
+	dlt_model_init(m, &c, dlt_backend_cpu(), 2, 1, 1);
+	memcpy(m->params[0].w, w0, sizeof(w0));
+	dlt_optim_init(o, &oc, m);
+}
+
+/* Two steps with gradients g1 = {0.1, -0.2, -0.1}, g2 = {-0.1, -0.2, 0.6}
+ * (just one when want2 is NULL). */
+static void check_steps(const char *what, dlt_optim_cfg oc, const double *want1,
+			const double *want2)
+{
+	static const float g1[3] = { 0.1f, -0.2f, -0.1f }, g2[3] = { -0.1f, -0.2f, 0.6f };
+	dlt_model m;
+	dlt_optim o;
+	int good = 1;
+	tiny(&m, &o, oc);
+	memcpy(m.params[0].g, g1, sizeof(g1));
+	dlt_optim_step(&o, &m, oc.lr);
+	for (int i = 0; i < 3 && want1; i++)
+		good &= fabs(m.params[0].w[i] - want1[i]) < 1e-6;
+	if (want2) {
+		memcpy(m.params[0].g, g2, sizeof(g2));
+		dlt_optim_step(&o, &m, oc.lr);
+		for (int i = 0; i < 3; i++)
+			good &= fabs(m.params[0].w[i] - want2[i]) < 1e-6;
+	}
+	if (!ok(good && o.step == (want2 ? 2 : 1), "%s", what))
+		diag("got %.9g %.9g %.9g", m.params[0].w[0], m.params[0].w[1], m.params[0].w[2]);
+	dlt_model_free(&m);
+}
+
+static void test_optim(void)
+{
+	dlt_optim_cfg sgd = { .kind = DLT_OPT_SGD, .lr = 0.1 };
+	dlt_optim_cfg adam = { .kind = DLT_OPT_ADAM, .lr = 0.1, .beta1 = 0.9, .beta2 = 0.999,
+			       .eps = 1e-8 };
+	dlt_optim_cfg c;
+	/* w - lr g */
+	check_steps("sgd", sgd, (double[]){ 0.49, -0.98, 2.01 }, NULL);
+	/* g + wd w = 0.105, ...: 0.5 - 0.0105 */
+	c = sgd;
+	c.weight_decay = 0.01;
+	check_steps("sgd weight decay", c, (double[]){ 0.4895, -0.979, 2.008 }, NULL);
+	/* buf = g1, w = 0.49; buf = 0.9 * 0.1 - 0.1 = -0.01, w = 0.49 + 0.001 */
+	c = sgd;
+	c.momentum = 0.9;
+	check_steps("sgd momentum", c, (double[]){ 0.49, -0.98, 2.01 },
+		    (double[]){ 0.491, -0.942, 1.959 });
+	/* step g + 0.9 buf: 0.19, w = 0.481; buf = -0.01, step -0.109, w = 0.4919 */
+	c.nesterov = 1;
+	check_steps("sgd nesterov", c, (double[]){ 0.481, -0.962, 2.019 },
+		    (double[]){ 0.4919, -0.9078, 1.9131 });
+	c.weight_decay = 0.1;
+	check_steps("sgd nesterov weight decay", c, NULL,
+		    (double[]){ 0.4693915, -0.862783, 1.821261 });
+	/* the first Adam step is lr * sign(g) (bias correction undoes the
+	 * betas); the second: m = -0.001, v = 1.999e-5, m^ = -0.001 / 0.19,
+	 * v^ = 0.01, w = 0.4 + 0.1 * 0.0052632 / 0.1 */
+	check_steps("adam", adam, (double[]){ 0.4, -0.9, 2.1 },
+		    (double[]){ 0.40526316736842, -0.80000001, 2.0376081248035804 });
+	/* L2: g + 0.1 w turns the third gradient positive: w = 2 - 0.1 */
+	c = adam;
+	c.weight_decay = 0.1;
+	check_steps("adam weight decay", c, (double[]){ 0.4, -0.9, 1.9 },
+		    (double[]){ 0.3654394245410893, -0.8001027137942831, 1.8177643829229517 });
+	/* decoupled: w (1 - lr wd) - lr sign(g) = 0.495 - 0.1 */
+	c.kind = DLT_OPT_ADAMW;
+	check_steps("adamw", c, (double[]){ 0.395, -0.89, 2.08 },
+		    (double[]){ 0.39631316726842, -0.78110000995, 1.9968081249035805 });
+}
+
+static void test_schedules(void)
+{
+	dlt_optim_cfg o = { .kind = DLT_OPT_SGD, .lr = 0.1 };
+	dlt_sched_cfg s = { .kind = DLT_SCHED_CONSTANT };
+	ok_near(dlt_lr_at(&o, &s, 0, 100, 1000), 0.1, 1e-12, "constant");
+	ok_near(dlt_lr_at(&o, &s, 999, 100, 1000), 0.1, 1e-12, "constant at the end");
+	s.warmup = 10;
+	ok_near(dlt_lr_at(&o, &s, 0, 100, 1000), 0.01, 1e-12, "warmup: lr/10 at step 0");
+	ok_near(dlt_lr_at(&o, &s, 4, 100, 1000), 0.05, 1e-12, "warmup: lr/2 at step 4");
+	ok_near(dlt_lr_at(&o, &s, 9, 100, 1000), 0.1, 1e-12, "warmup: lr at its last step");
+	ok_near(dlt_lr_at(&o, &s, 10, 100, 1000), 0.1, 1e-12, "after warmup: lr");
+	s = (dlt_sched_cfg){ .kind = DLT_SCHED_STEP, .step_every = 2, .gamma = 0.1 };
+	ok_near(dlt_lr_at(&o, &s, 199, 100, 1000), 0.1, 1e-12, "step: epochs 0-1 at lr");
+	ok_near(dlt_lr_at(&o, &s, 200, 100, 1000), 0.01, 1e-12, "step: epoch 2 at lr * gamma");
+	ok_near(dlt_lr_at(&o, &s, 450, 100, 1000), 0.001, 1e-12, "step: epoch 4 at lr * gamma^2");
+	s = (dlt_sched_cfg){ .kind = DLT_SCHED_COSINE, .warmup = 10, .min_lr = 0.001 };
+	ok_near(dlt_lr_at(&o, &s, 5, 100, 110), 0.06, 1e-12, "cosine: warmup first");
+	ok_near(dlt_lr_at(&o, &s, 10, 100, 110), 0.1, 1e-12, "cosine: lr after warmup");
+	ok_near(dlt_lr_at(&o, &s, 35, 100, 110), 0.0855017856687341, 1e-12,
+		"cosine: a quarter of the way");
+	ok_near(dlt_lr_at(&o, &s, 60, 100, 110), 0.0505, 1e-12, "cosine: half way");
+	ok_near(dlt_lr_at(&o, &s, 110, 100, 110), 0.001, 1e-12, "cosine: min_lr at the end");
+	ok_near(dlt_lr_at(&o, &s, 500, 100, 110), 0.001, 1e-12, "cosine: min_lr after");
+}
+
+int main(void)
+{
+	dlt_rng_init(&rng, 99, 0);
+	test_layers();
+	test_mlp();
+	test_init();
+	test_errors();
+	test_optim();
+	test_schedules();
+	return done_testing();
+}

@@ -1,0 +1,394 @@
+/* Every kernel of the fast backends against the reference, on random
+ * inputs of many shapes (as ggml's test-backend-ops).  A new kernel gets
+ * its test by adding a row to `cases`. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <omp.h>
+
+#include "tap.h"
+#include "kernels/kernels.h"
+#include "util/util.h"
+
+/* rows x cols for element-wise kernels; M x N x K for gemm */
+typedef struct shape {
+	int rows, cols, k;
+} shape;
+
+static const shape shapes[] = {
+	{ 1, 1, 1 }, { 1, 7, 3 }, { 7, 1, 5 }, { 3, 5, 1 }, { 17, 33, 9 }, { 33, 17, 64 },
+	{ 128, 784, 256 }, { 257, 10, 128 }, { 10, 1000, 7 }, { 300, 300, 31 },
+};
+
+static dlt_rng rng;
+
+static float *randv(size_t n, float lo, float hi)
+{
+	float *p = malloc(n * sizeof(float) + 1);
+	for (size_t i = 0; i < n; i++)
+		p[i] = lo + (hi - lo) * dlt_rng_uniform(&rng);
+	return p;
+}
+
+static float *copyv(const float *p, size_t n)
+{
+	float *q = malloc(n * sizeof(float) + 1);
+	memcpy(q, p, n * sizeof(float));
+	return q;
+}
+
+/* Worst |got - want| / (1 + |want|); NaN where the other has none counts
+ * as infinitely wrong. */
+static double diff(const float *got, const float *want, size_t n)
+{
+	double worst = 0.0;
+	for (size_t i = 0; i < n; i++) {
+		double d;
+		if (isnan(got[i]) || isnan(want[i])) {
+			if (isnan(got[i]) != isnan(want[i]))
+				return INFINITY;
+			continue;
+		}
+		d = fabs((double)got[i] - want[i]) / (1.0 + fabs((double)want[i]));
+		if (d > worst)
+			worst = d;
+	}
+	return worst;
+}
+
+static double max3(double a, double b, double c)
+{
+	return fmax(a, fmax(b, c));
+}
+
+/* arg bits: 1 transposes A, 2 transposes B, 4 uses alpha and beta on a
+ * random C (else beta = 0 on a C of NaN, which BLAS must ignore), 8 pads
+ * the leading dimensions. */
+static double check_gemm(const dlt_backend *be, const dlt_backend *ref, shape s, int arg)
+{
+	int tA = arg & 1, tB = !!(arg & 2), pad = arg & 8 ? 3 : 0;
+	int M = s.rows, N = s.cols, K = s.k;
+	int lda = (tA ? M : K) + pad, ldb = (tB ? K : N) + pad, ldc = N + pad;
+	size_t na = (size_t)(tA ? K : M) * lda, nb = (size_t)(tB ? N : K) * ldb;
+	size_t nc = (size_t)M * ldc;
+	float alpha = arg & 4 ? 0.5f : 1.0f, beta = arg & 4 ? -1.5f : 0.0f;
+	float *A = randv(na, -1, 1), *B = randv(nb, -1, 1), *C = randv(nc, -1, 1), *C2;
+	double d;
+	if (!(arg & 4))
+		for (size_t i = 0; i < nc; i++)
+			C[i] = NAN;
+	C2 = copyv(C, nc);
+	be->gemm(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	ref->gemm(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C2, ldc);
+	/* padding columns are not part of C: compare row by row */
+	d = 0.0;
+	for (int i = 0; i < M; i++)
+		d = fmax(d, diff(C + (size_t)i * ldc, C2 + (size_t)i * ldc, N));
+	free(A);
+	free(B);
+	free(C);
+	free(C2);
+	return d / sqrt(K);	/* float sums drift like sqrt(K) */
+}
+
+/* arg: the activation; + 16 leaves the bias out */
+static double check_bias_act(const dlt_backend *be, const dlt_backend *ref, shape s, int arg)
+{
+	size_t n = (size_t)s.rows * s.cols;
+	float *y = randv(n, -4, 4), *y2 = copyv(y, n), *b = randv(s.cols, -1, 1);
+	double d;
+	be->bias_act(y, arg & 16 ? NULL : b, s.rows, s.cols, arg & 15, 0.1f);
+	ref->bias_act(y2, arg & 16 ? NULL : b, s.rows, s.cols, arg & 15, 0.1f);
+	d = diff(y, y2, n);
+	free(y);
+	free(y2);
+	free(b);
+	return d;
+}
+
+/* arg: the activation; + 16 runs in place */
+static double check_act_forward(const dlt_backend *be, const dlt_backend *ref, shape s, int arg)
+{
+	size_t n = (size_t)s.rows * s.cols;
+	float *x = randv(n, -6, 6), *y = malloc(n * 4 + 1), *x2 = copyv(x, n);
+	float *y2 = malloc(n * 4 + 1);
+	double d;
+	if (arg & 16) {
+		be->act_forward(x, x, n, arg & 15, 0.02f);
+		ref->act_forward(x2, x2, n, arg & 15, 0.02f);
+		d = diff(x, x2, n);
+	} else {
+		be->act_forward(x, y, n, arg & 15, 0.02f);
+		ref->act_forward(x, y2, n, arg & 15, 0.02f);
+		d = diff(y, y2, n);
+	}
+	free(x);
+	free(y);
+	free(x2);
+	free(y2);
+	return d;
+}
+
+static double check_act_backward(const dlt_backend *be, const dlt_backend *ref, shape s, int arg)
+{
+	size_t n = (size_t)s.rows * s.cols;
+	float *x = randv(n, -6, 6), *y = malloc(n * 4 + 1), *dy = randv(n, -1, 1);
+	float *dx = malloc(n * 4 + 1), *dx2 = malloc(n * 4 + 1);
+	double d;
+	ref->act_forward(x, y, n, arg, 0.02f);
+	be->act_backward(x, y, dy, dx, n, arg, 0.02f);
+	ref->act_backward(x, y, dy, dx2, n, arg, 0.02f);
+	d = diff(dx, dx2, n);
+	free(x);
+	free(y);
+	free(dy);
+	free(dx);
+	free(dx2);
+	return d;
+}
+
+static double check_bias_grad(const dlt_backend *be, const dlt_backend *ref, shape s, int arg)
+{
+	float *dy = randv((size_t)s.rows * s.cols, -1, 1);
+	float *db = malloc(s.cols * 4 + 1), *db2 = malloc(s.cols * 4 + 1);
+	double d;
+	be->bias_grad(dy, db, s.rows, s.cols);
+	ref->bias_grad(dy, db2, s.rows, s.cols);
+	d = diff(db, db2, s.cols);
+	free(dy);
+	free(db);
+	free(db2);
+	return d;
+}
+
+/* arg: the logits' spread; wide ones test the max subtraction */
+static double check_softmax_xent(const dlt_backend *be, const dlt_backend *ref, shape s, int arg)
+{
+	size_t n = (size_t)s.rows * s.cols;
+	float *x = randv(n, -arg, arg), *dx = malloc(n * 4 + 1), *dx2 = malloc(n * 4 + 1);
+	int32_t *lab = malloc(s.rows * sizeof(int32_t));
+	double loss, loss2, d;
+	int hits, hits2;
+	for (int r = 0; r < s.rows; r++)
+		lab[r] = (int32_t)dlt_rng_below(&rng, s.cols);
+	be->softmax_xent(x, lab, s.rows, s.cols, dx, &loss, &hits);
+	ref->softmax_xent(x, lab, s.rows, s.cols, dx2, &loss2, &hits2);
+	d = max3(diff(dx, dx2, n), fabs(loss - loss2) / (1.0 + fabs(loss2)),
+		 hits == hits2 && isfinite(loss) ? 0.0 : INFINITY);
+	free(x);
+	free(dx);
+	free(dx2);
+	free(lab);
+	return d;
+}
+
+/* arg: the rate in percent */
+static double check_dropout(const dlt_backend *be, const dlt_backend *ref, shape s, int arg)
+{
+	size_t n = (size_t)s.rows * s.cols;
+	float *x = randv(n, -1, 1), *y = malloc(n * 4 + 1), *y2 = malloc(n * 4 + 1);
+	float *mk = malloc(n * 4 + 1), *mk2 = malloc(n * 4 + 1);
+	double d;
+	be->dropout(x, y, mk, n, arg / 100.0f, 42, 7 + n);
+	ref->dropout(x, y2, mk2, n, arg / 100.0f, 42, 7 + n);
+	d = fmax(diff(y, y2, n), diff(mk, mk2, n));
+	free(x);
+	free(y);
+	free(y2);
+	free(mk);
+	free(mk2);
+	return d;
+}
+
+static double check_mul(const dlt_backend *be, const dlt_backend *ref, shape s, int arg)
+{
+	size_t n = (size_t)s.rows * s.cols;
+	float *a = randv(n, -3, 3), *b = randv(n, -3, 3), *y = malloc(n * 4 + 1);
+	float *y2 = malloc(n * 4 + 1);
+	double d;
+	be->mul(a, b, y, n);
+	ref->mul(a, b, y2, n);
+	d = diff(y, y2, n);
+	free(a);
+	free(b);
+	free(y);
+	free(y2);
+	return d;
+}
+
+/* arg: 1 decoupled (AdamW) */
+static double check_adam(const dlt_backend *be, const dlt_backend *ref, shape s, int arg)
+{
+	size_t n = (size_t)s.rows * s.cols;
+	float *w = randv(n, -1, 1), *g = randv(n, -1, 1), *m = randv(n, -0.1f, 0.1f);
+	float *v = randv(n, 0, 0.01f);
+	float *w2 = copyv(w, n), *m2 = copyv(m, n), *v2 = copyv(v, n);
+	double d;
+	be->adam(w, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, arg, 3);
+	ref->adam(w2, g, m2, v2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, arg, 3);
+	d = max3(diff(w, w2, n), diff(m, m2, n), diff(v, v2, n));
+	free(w);
+	free(g);
+	free(m);
+	free(v);
+	free(w2);
+	free(m2);
+	free(v2);
+	return d;
+}
+
+/* arg: 0 plain, 1 momentum, 2 nesterov; + 4 the first step */
+static double check_sgd(const dlt_backend *be, const dlt_backend *ref, shape s, int arg)
+{
+	size_t n = (size_t)s.rows * s.cols;
+	float mom = arg & 3 ? 0.9f : 0.0f;
+	float *w = randv(n, -1, 1), *g = randv(n, -1, 1), *b = randv(n, -1, 1);
+	float *w2 = copyv(w, n), *b2 = copyv(b, n);
+	double d;
+	be->sgd(w, g, mom ? b : NULL, n, 0.1f, mom, (arg & 3) == 2, 1e-4f, !!(arg & 4));
+	ref->sgd(w2, g, mom ? b2 : NULL, n, 0.1f, mom, (arg & 3) == 2, 1e-4f, !!(arg & 4));
+	d = fmax(diff(w, w2, n), diff(b, b2, n));
+	free(w);
+	free(g);
+	free(b);
+	free(w2);
+	free(b2);
+	return d;
+}
+
+typedef struct kcase {
+	const char *name;
+	double (*check)(const dlt_backend *be, const dlt_backend *ref, shape s, int arg);
+	int arg;
+	double tol;		/* on the worst relative difference */
+} kcase;
+
+static const kcase cases[] = {
+	{ "gemm nn", check_gemm, 0, 2e-6 },
+	{ "gemm tn", check_gemm, 1, 2e-6 },
+	{ "gemm nt", check_gemm, 2, 2e-6 },
+	{ "gemm tt", check_gemm, 3, 2e-6 },
+	{ "gemm nn alpha beta", check_gemm, 4, 2e-6 },
+	{ "gemm tt alpha beta padded", check_gemm, 15, 2e-6 },
+	{ "gemm nt padded", check_gemm, 10, 2e-6 },
+	{ "bias_act none", check_bias_act, DLT_ACT_NONE, 1e-7 },
+	{ "bias_act relu", check_bias_act, DLT_ACT_RELU, 1e-7 },
+	{ "bias_act leaky_relu", check_bias_act, DLT_ACT_LEAKY_RELU, 1e-7 },
+	{ "bias_act gelu", check_bias_act, DLT_ACT_GELU, 1e-7 },
+	{ "bias_act tanh", check_bias_act, DLT_ACT_TANH, 1e-7 },
+	{ "bias_act sigmoid", check_bias_act, DLT_ACT_SIGMOID, 1e-7 },
+	{ "bias_act relu, no bias", check_bias_act, DLT_ACT_RELU + 16, 1e-7 },
+	{ "bias_act gelu, no bias", check_bias_act, DLT_ACT_GELU + 16, 1e-7 },
+	{ "act_forward none", check_act_forward, DLT_ACT_NONE, 1e-7 },
+	{ "act_forward relu", check_act_forward, DLT_ACT_RELU, 1e-7 },
+	{ "act_forward leaky_relu", check_act_forward, DLT_ACT_LEAKY_RELU, 1e-7 },
+	{ "act_forward gelu", check_act_forward, DLT_ACT_GELU, 1e-7 },
+	{ "act_forward tanh", check_act_forward, DLT_ACT_TANH, 1e-7 },
+	{ "act_forward sigmoid", check_act_forward, DLT_ACT_SIGMOID, 1e-7 },
+	{ "act_forward sigmoid in place", check_act_forward, DLT_ACT_SIGMOID + 16, 1e-7 },
+	{ "act_forward relu in place", check_act_forward, DLT_ACT_RELU + 16, 1e-7 },
+	{ "act_backward none", check_act_backward, DLT_ACT_NONE, 1e-7 },
+	{ "act_backward relu", check_act_backward, DLT_ACT_RELU, 1e-7 },
+	{ "act_backward leaky_relu", check_act_backward, DLT_ACT_LEAKY_RELU, 1e-7 },
+	{ "act_backward gelu", check_act_backward, DLT_ACT_GELU, 1e-7 },
+	{ "act_backward tanh", check_act_backward, DLT_ACT_TANH, 1e-7 },
+	{ "act_backward sigmoid", check_act_backward, DLT_ACT_SIGMOID, 1e-7 },
+	{ "bias_grad", check_bias_grad, 0, 0 },
+	{ "softmax_xent", check_softmax_xent, 3, 1e-7 },
+	{ "softmax_xent wide logits", check_softmax_xent, 200, 1e-7 },
+	{ "dropout 0.5", check_dropout, 50, 0 },
+	{ "dropout 0.1", check_dropout, 10, 0 },
+	{ "dropout 0", check_dropout, 0, 0 },
+	{ "mul", check_mul, 0, 0 },
+	{ "adam", check_adam, 0, 1e-7 },
+	{ "adamw", check_adam, 1, 1e-7 },
+	{ "sgd", check_sgd, 0, 1e-7 },
+	{ "sgd momentum", check_sgd, 1, 1e-7 },
+	{ "sgd momentum first step", check_sgd, 1 + 4, 1e-7 },
+	{ "sgd nesterov", check_sgd, 2, 1e-7 },
+	{ "sgd nesterov first step", check_sgd, 2 + 4, 1e-7 },
+};
+
+static void run_table(const dlt_backend *be, const dlt_backend *ref)
+{
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+			shape s = shapes[i];
+			double d = cases[c].check(be, ref, s, cases[c].arg);
+			if (!ok(d <= cases[c].tol, "%s %s %dx%d (k %d)", be->name, cases[c].name,
+				s.rows, s.cols, s.k))
+				diag("worst relative difference %g, tolerance %g", d,
+				     cases[c].tol);
+		}
+	}
+}
+
+/* The reductions must give the same bits on any number of threads. */
+static void test_thread_independence(const dlt_backend *be)
+{
+	int rows = 3000, cols = 300;
+	size_t n = (size_t)rows * cols;
+	float *dy = randv(n, -1, 1), *db1 = malloc(cols * 4), *db3 = malloc(cols * 4);
+	float *dx1 = malloc(n * 4), *dx3 = malloc(n * 4);
+	int32_t *lab = malloc(rows * sizeof(int32_t));
+	double l1, l3;
+	int h1, h3, saved = omp_get_max_threads();
+	for (int r = 0; r < rows; r++)
+		lab[r] = (int32_t)dlt_rng_below(&rng, cols);
+	omp_set_num_threads(1);
+	be->bias_grad(dy, db1, rows, cols);
+	be->softmax_xent(dy, lab, rows, cols, dx1, &l1, &h1);
+	omp_set_num_threads(3);
+	be->bias_grad(dy, db3, rows, cols);
+	be->softmax_xent(dy, lab, rows, cols, dx3, &l3, &h3);
+	omp_set_num_threads(saved);
+	ok(!memcmp(db1, db3, cols * 4), "%s bias_grad: same bits on 1 and 3 threads", be->name);
+	ok(l1 == l3 && h1 == h3 && !memcmp(dx1, dx3, n * 4),
+	   "%s softmax_xent: same bits on 1 and 3 threads", be->name);
+	free(dy);
+	free(db1);
+	free(db3);
+	free(dx1);
+	free(dx3);
+	free(lab);
+}
+
+/* Beyond agreeing with the reference, the kernels must be right. */
+static void test_known_values(const dlt_backend *be)
+{
+	size_t n = 100000;
+	float *x = randv(n, 1, 2), *y = malloc(n * 4), *mk = malloc(n * 4);
+	float logits[3] = { 1000.0f, 0.0f, -1000.0f }, dl[3];
+	int32_t lab = 1;
+	double loss, kept = 0.0;
+	int hits;
+	be->dropout(x, y, mk, n, 0.3f, 1, 99);
+	for (size_t i = 0; i < n; i++)
+		kept += mk[i] != 0.0f;
+	ok_near(kept / n, 0.7, 0.01, "%s dropout 0.3 keeps 70%%", be->name);
+	ok(mk[0] == 0.0f || fabsf(mk[0] - 1.0f / 0.7f) < 1e-6f, "%s dropout scales by 1/(1-p)",
+	   be->name);
+	be->softmax_xent(logits, &lab, 1, 3, dl, &loss, &hits);
+	ok_near(loss, 1000.0, 1e-9, "%s softmax_xent of logits 1000, 0, -1000 at 0", be->name);
+	ok(dl[0] == 1.0f && dl[1] == -1.0f && dl[2] == 0.0f && hits == 0,
+	   "%s softmax_xent gradient is softmax - onehot", be->name);
+	lab = 7;
+	be->softmax_xent(logits, &lab, 1, 3, dl, &loss, &hits);
+	ok(isnan(loss), "%s softmax_xent: a label out of range gives a NaN loss", be->name);
+	free(x);
+	free(y);
+	free(mk);
+}
+
+int main(void)
+{
+	const dlt_backend *backends[] = { dlt_backend_cpu() };
+	dlt_rng_init(&rng, 1234, 0);
+	for (size_t b = 0; b < sizeof(backends) / sizeof(backends[0]); b++) {
+		run_table(backends[b], dlt_backend_ref());
+		test_thread_independence(backends[b]);
+		test_known_values(backends[b]);
+	}
+	return done_testing();
+}
