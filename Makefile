@@ -1,10 +1,8 @@
 # dlt — see README, `make help`.
-.POSIX:
 .SUFFIXES:
 
 VERSION = 0.1.0
 PREFIX ?= /usr/local
-CC ?= cc
 CFLAGS ?= -O2 -g
 WERROR ?= -Werror
 WARN = -Wall -Wextra $(WERROR) -Wshadow -Wno-unused-parameter

@@ -172,6 +172,8 @@ static int check_args(const struct args *a)
 		return 0;
 	if (strcmp(a->cmd, "csv") == 0 && !a->label)
 		return cli_usage(prog, "csv needs --label COL");
+	if (a->seed_given && !a->shuffle)
+		return cli_usage(prog, "--seed needs --shuffle");
 	if (a->nout == 0)
 		return cli_usage(prog, "missing -o OUT");
 	if (a->split > 0 && a->nout != 2)

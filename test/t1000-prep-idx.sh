@@ -139,6 +139,14 @@ test_expect_success 'bad input: truncated gzip stream' '
 	is_empty out
 '
 
+test_expect_success 'bad input: damaged gzip data' '
+	gzip -nc img.idx >crc.gz &&
+	perl -0777 -pi -e "substr(\$_, -8, 1) ^= chr(1)" crc.gz &&
+	test_must_fail 2 "crc.gz: gzip: incorrect data check" \
+		dlt-prep idx crc.gz lab.idx -o out/d.dlt &&
+	is_empty out
+'
+
 test_expect_success 'bad input: a header that claims far more than the file holds' '
 	mkidx huge.idx 0x803 1000000 1000 1000 -- 1 2 3 &&
 	test_must_fail 2 "huge.idx: truncated: the header promises 1000000000000 bytes" \

@@ -166,7 +166,7 @@ test_expect_success 'bad input: the label column must exist' '
 	is_empty out
 '
 
-test_expect_success 'bad input: empty, header only, one column, open quote, empty label' '
+test_expect_success 'bad input: empty, header only, one column, open quote, empty label, NUL' '
 	: >empty.csv &&
 	test_must_fail 2 "empty.csv: empty file" dlt-prep csv empty.csv --label 0 -o out/d.dlt &&
 	printf "\n\r\n" >blank.csv &&
@@ -185,6 +185,8 @@ test_expect_success 'bad input: empty, header only, one column, open quote, empt
 	printf "a,y\n1,\"0\"x\n" >after.csv &&
 	test_must_fail 2 "after.csv:2: unexpected '"'"'x'"'"' after a quoted field" \
 		dlt-prep csv after.csv --label y -o out/d.dlt &&
+	printf "1,2,0\n1\0009,3,1\n" >nul.csv &&
+	test_must_fail 2 "nul.csv: not a text file" dlt-prep csv nul.csv --label 2 -o out/d.dlt &&
 	test_must_fail 2 "nosuch.csv: No such file or directory" \
 		dlt-prep csv nosuch.csv --label y -o out/d.dlt &&
 	is_empty out

@@ -39,6 +39,8 @@ test_expect_success 'bad usage: unknown options and missing values' '
 	test_must_fail 2 "unknown option '"'"'-x'"'"'" dlt-prep idx img.idx lab.idx -x -o out/d.dlt &&
 	test_must_fail 2 "option '"'"'-o'"'"' needs a value" dlt-prep idx img.idx lab.idx -o &&
 	test_must_fail 2 "option '"'"'--seed'"'"' needs a value" dlt-prep idx img.idx lab.idx --seed &&
+	test_must_fail 2 "option '"'"'--shuffle'"'"' takes no value" \
+		dlt-prep idx img.idx lab.idx --shuffle=1 -o out/d.dlt &&
 	is_empty out
 '
 
@@ -62,6 +64,7 @@ test_expect_success 'bad usage: numbers' '
 
 test_expect_success 'bad usage: outputs' '
 	test_must_fail 2 "missing -o OUT" dlt-prep idx img.idx lab.idx &&
+	test_must_fail 2 "--seed needs --shuffle" dlt-prep idx img.idx lab.idx --seed 3 -o out/d.dlt &&
 	test_must_fail 2 "--split needs a second -o for the rest" \
 		dlt-prep idx img.idx lab.idx --split 0.5 -o out/a.dlt &&
 	test_must_fail 2 "a second -o needs --split" \

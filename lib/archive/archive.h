@@ -35,7 +35,7 @@ enum dlt_codec { DLT_RAW = 0, DLT_ZSTD = 1, DLT_SHUFFLE_ZSTD = 2 };
 size_t dlt_dtype_size(int dtype);	/* 0 for an unknown dtype */
 const char *dlt_dtype_name(int dtype);	/* "f32", ...; NULL if unknown */
 int dlt_dtype_parse(const char *name);	/* 0 if unknown */
-const char *dlt_codec_name(int codec);
+const char *dlt_codec_name(int codec);	/* "raw", "zstd", "shuffle-zstd"; NULL if unknown */
 
 /* What the reader knows of a tensor; pointers stay valid until close. */
 typedef struct dlt_tensor_info {
@@ -65,8 +65,11 @@ int dlt_archive_writer_close(dlt_archive_writer *w);	/* index, trailer, commit; 
 void dlt_archive_writer_abort(dlt_archive_writer *w);	/* removes the temp file; frees */
 
 /* Reader.  path "-" reads standard input to its end.  Opening checks the
- * header, trailer, index and every record header (sizes, offsets, header
- * checksums); tensor data is checked when read.  Errors name the file. */
+ * header, trailer and index (and their checksum), every record header's
+ * sizes and offsets, and the metadata record's checksum; a tensor's record
+ * checksum, which covers its header too, is checked when it is read.
+ * Errors name the file ("standard input" for "-").  Reads of one archive
+ * may run in several threads at once. */
 int dlt_archive_open(dlt_archive **a, const char *path);
 /* The same from bytes in memory (copied); name is used in messages. */
 int dlt_archive_open_mem(dlt_archive **a, const void *data, size_t n, const char *name);

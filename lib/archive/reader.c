@@ -560,8 +560,8 @@ int dlt_archive_read(dlt_archive *a, const dlt_tensor_info *t, void *out, size_t
 	if (!r)
 		return dlt_error(DLT_EINPUT, "%s: not a tensor of this archive", a->path);
 	if (out_size != t->raw_size || (out_size && !out))
-		return bad(a, rec_label(where, r), "buffer of %zu bytes for %llu", out_size,
-			   (unsigned long long)t->raw_size);
+		return dlt_error(DLT_EINPUT, "%s: %s has %llu bytes, not %zu", a->path,
+				 rec_label(where, r), (unsigned long long)t->raw_size, out_size);
 	return decode(a, r, out);
 }
 

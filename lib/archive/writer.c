@@ -289,6 +289,8 @@ int dlt_archive_write_meta(dlt_archive_writer *w, const char *json)
 		return w->rc;
 	if (w->has_meta)
 		return dlt_error(DLT_EINPUT, "%s: more than one metadata record", w->name);
+	if (!json)
+		return dlt_error(DLT_EINPUT, "%s: no metadata", w->name);
 	len = strlen(json);
 	if ((rc = dlt_json_parse(json, len, &v)) < 0)
 		return dlt_error_prefix(rc, "%s: metadata", w->name);

@@ -376,6 +376,11 @@ int dlt_prep_read_csv(dlt_dataset *d, const char *path, const char *label, int h
 	}
 	c.end = c.p + len;
 	data = c.p;
+	/* a NUL would end a cell early and let "1<NUL>junk" pass as 1 */
+	if (memchr(data, 0, len)) {
+		free(data);
+		return dlt_error(DLT_EINPUT, "%s: not a text file: it holds a NUL byte", c.name);
+	}
 	d->source = "csv";
 	d->dtype = DLT_F32;
 	d->ndim = 1;

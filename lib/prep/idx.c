@@ -55,9 +55,13 @@ static long idx_gzread(gzFile g, const char *name, void *p, size_t n)
 		size_t want = n - got < (1u << 30) ? n - got : (1u << 30);
 		int r = gzread(g, (char *)p + got, (unsigned)want);
 		if (r < 0) {
-			const char *msg = gzerror(g, &err);
-			return err == Z_ERRNO ? dlt_error_errno(DLT_EIO, "%s", name) :
-			       dlt_error(DLT_EINPUT, "%s: gzip: %s", name, msg);
+			const char *msg = gzerror(g, &err), *colon;
+			if (err == Z_ERRNO)
+				return dlt_error_errno(DLT_EIO, "%s", name);
+			/* zlib puts the path first; ours goes first anyway */
+			while ((colon = strstr(msg, ": ")))
+				msg = colon + 2;
+			return dlt_error(DLT_EINPUT, "%s: gzip: %s", name, msg);
 		}
 		if (r == 0)
 			break;

@@ -41,7 +41,15 @@ int dlt_error_prefix(int code, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	n = strlen(msg);
-	snprintf(msg + n, sizeof(msg) - n, ": %s", old);
+	/* cut at the buffer's end, as vsnprintf would */
+	if (n + 3 <= sizeof(msg)) {
+		size_t k = strlen(old), room = sizeof(msg) - n - 3;
+		if (k > room)
+			k = room;
+		memcpy(msg + n, ": ", 2);
+		memcpy(msg + n + 2, old, k);
+		msg[n + 2 + k] = 0;
+	}
 	return code;
 }
 
