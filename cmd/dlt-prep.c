@@ -213,7 +213,7 @@ static int parse_args(struct args *a, int argc, char **argv)
 	return check_args(a);
 }
 
-static void summary(const struct args *a, const dlt_dataset *d)
+static void summary(const struct args *a, const dlt_prep_data *d)
 {
 	size_t n1 = dlt_prep_split_count(d->n, a->split);
 
@@ -234,7 +234,7 @@ static int prep(const struct args *a)
 		.out = a->out[0], .out2 = a->out[1], .split = a->split,
 		.shuffle = a->shuffle, .seed = (uint64_t)a->seed,
 	};
-	dlt_dataset d;
+	dlt_prep_data d;
 	int rc;
 
 	if (strcmp(a->cmd, "idx") == 0)
@@ -245,7 +245,7 @@ static int prep(const struct args *a)
 		return cli_fail(prog, rc);
 	if ((rc = dlt_prep_write(&d, &o)) == 0)
 		summary(a, &d);
-	dlt_dataset_free(&d);
+	dlt_prep_data_free(&d);
 	return rc < 0 ? cli_fail(prog, rc) : 0;
 }
 

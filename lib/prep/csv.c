@@ -256,7 +256,7 @@ static int cmp_str(const void *a, const void *b)
 
 /* String labels: the distinct names, sorted bytewise so that the same
  * data gives the same ids whatever its row order, become classes. */
-static int csv_classes(dlt_dataset *d, struct csv_labels *l, const char *name)
+static int csv_classes(dlt_prep_data *d, struct csv_labels *l, const char *name)
 {
 	char **u = dlt_malloc(l->n * sizeof(*u));
 	size_t k = 0;
@@ -290,7 +290,7 @@ nomem:
 	return DLT_ENOMEM;
 }
 
-static int csv_ids(dlt_dataset *d, const struct csv_labels *l, const char *name)
+static int csv_ids(dlt_prep_data *d, const struct csv_labels *l, const char *name)
 {
 	long id = 0, max = 0;
 
@@ -306,7 +306,7 @@ static int csv_ids(dlt_dataset *d, const struct csv_labels *l, const char *name)
 	return 0;
 }
 
-static int csv_rows(dlt_dataset *d, struct csv *c, const char *label, int header)
+static int csv_rows(dlt_prep_data *d, struct csv *c, const char *label, int header)
 {
 	struct csv_labels l = { .all_ids = 1 };
 	char **hdr = NULL;
@@ -358,7 +358,7 @@ fail:
 	return rc;
 }
 
-int dlt_prep_read_csv(dlt_dataset *d, const char *path, const char *label, int header)
+int dlt_prep_read_csv(dlt_prep_data *d, const char *path, const char *label, int header)
 {
 	struct csv c = { .name = strcmp(path, "-") ? path : "standard input", .line = 1 };
 	char *data;
@@ -386,7 +386,7 @@ int dlt_prep_read_csv(dlt_dataset *d, const char *path, const char *label, int h
 	d->ndim = 1;
 	d->scale = 1;
 	if ((rc = csv_rows(d, &c, label, header)) < 0)
-		dlt_dataset_free(d);
+		dlt_prep_data_free(d);
 	free(c.f);
 	free(data);
 	return rc;

@@ -7,7 +7,7 @@
 
 #include "prep.h"
 
-void dlt_dataset_free(dlt_dataset *d)
+void dlt_prep_data_free(dlt_prep_data *d)
 {
 	if (d->classes)
 		for (int i = 0; i < d->num_classes; i++)
@@ -77,7 +77,7 @@ static void stats_f32(struct stats *s, const float *x, size_t count, double scal
 	}
 }
 
-static int stats(struct stats *s, const dlt_dataset *d, const void *x, size_t n)
+static int stats(struct stats *s, const dlt_prep_data *d, const void *x, size_t n)
 {
 	size_t count = n * (d->sample_size / dlt_dtype_size(d->dtype));
 
@@ -102,7 +102,7 @@ static void meta_doubles(dlt_json *j, const char *key, const double *v, size_t n
 	dlt_json_array_end(j);
 }
 
-static int meta(dlt_json *j, const dlt_dataset *d, size_t n, const struct stats *s)
+static int meta(dlt_json *j, const dlt_prep_data *d, size_t n, const struct stats *s)
 {
 	dlt_json_begin(j);
 	dlt_json_str(j, "kind", "dataset");
@@ -128,7 +128,7 @@ static int meta(dlt_json *j, const dlt_dataset *d, size_t n, const struct stats 
 
 /* Writes samples [0, n) of x and y as one archive, left open for the
  * caller to close once every part is written. */
-static int write_part(dlt_archive_writer **w, const char *path, const dlt_dataset *d,
+static int write_part(dlt_archive_writer **w, const char *path, const dlt_prep_data *d,
 		      const void *x, const int32_t *y, size_t n, const struct stats *s)
 {
 	uint64_t dims[DLT_MAX_DIMS];
@@ -148,7 +148,7 @@ fail:
 }
 
 /* The samples in permuted order, in new buffers. */
-static int gather(const dlt_dataset *d, const uint32_t *perm, void **x, int32_t **y)
+static int gather(const dlt_prep_data *d, const uint32_t *perm, void **x, int32_t **y)
 {
 	if (!(*x = dlt_calloc(d->n, d->sample_size)) || !(*y = dlt_calloc(d->n, sizeof(**y))))
 		return DLT_ENOMEM;
@@ -160,7 +160,7 @@ static int gather(const dlt_dataset *d, const uint32_t *perm, void **x, int32_t 
 	return 0;
 }
 
-static int check_opts(const dlt_dataset *d, const dlt_prep_opts *o, size_t n1)
+static int check_opts(const dlt_prep_data *d, const dlt_prep_opts *o, size_t n1)
 {
 	if (d->n > UINT32_MAX)
 		return dlt_error(DLT_EINPUT, "%zu samples: at most %u", d->n, UINT32_MAX);
@@ -187,7 +187,7 @@ static int close_parts(dlt_archive_writer *w1, dlt_archive_writer *w2, const dlt
 	return rc;
 }
 
-int dlt_prep_write(const dlt_dataset *d, const dlt_prep_opts *o)
+int dlt_prep_write(const dlt_prep_data *d, const dlt_prep_opts *o)
 {
 	size_t n1 = dlt_prep_split_count(d->n, o->split);
 	dlt_archive_writer *w1 = NULL, *w2 = NULL;

@@ -163,7 +163,7 @@ static int idx_read(struct idx *f, const char *path, uint32_t magic, const char 
 	return rc;
 }
 
-static int idx_labels(dlt_dataset *d, const struct idx *lab)
+static int idx_labels(dlt_prep_data *d, const struct idx *lab)
 {
 	int max = 0;
 
@@ -177,7 +177,7 @@ static int idx_labels(dlt_dataset *d, const struct idx *lab)
 	return 0;
 }
 
-int dlt_prep_read_idx(dlt_dataset *d, const char *images, const char *labels)
+int dlt_prep_read_idx(dlt_prep_data *d, const char *images, const char *labels)
 {
 	struct idx img, lab = { 0 };
 	int rc;
@@ -208,6 +208,6 @@ int dlt_prep_read_idx(dlt_dataset *d, const char *images, const char *labels)
 fail:
 	free(img.data);
 	free(lab.data);
-	dlt_dataset_free(d);
+	dlt_prep_data_free(d);
 	return rc;
 }

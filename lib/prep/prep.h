@@ -24,7 +24,7 @@
 #define DLT_PREP_MAX_CLASSES (1 << 20)
 
 /* A dataset in memory, in file order. */
-typedef struct dlt_dataset {
+typedef struct dlt_prep_data {
 	const char *source;	/* "idx" or "csv" */
 	int dtype;		/* of x: DLT_U8 (images) or DLT_F32 */
 	int ndim;		/* per-sample dims */
@@ -36,13 +36,13 @@ typedef struct dlt_dataset {
 	int num_classes;
 	char **classes;		/* names in class-id order, or NULL */
 	double scale;		/* the trainer multiplies x by it */
-} dlt_dataset;
+} dlt_prep_data;
 
-void dlt_dataset_free(dlt_dataset *d);
+void dlt_prep_data_free(dlt_prep_data *d);
 
 /* Reads IDX images (magic 0x00000803) and labels (0x00000801), gzip'd or
  * plain; either path may be "-".  x is u8 [N, 1, rows, cols]. */
-int dlt_prep_read_idx(dlt_dataset *d, const char *images, const char *labels);
+int dlt_prep_read_idx(dlt_prep_data *d, const char *images, const char *labels);
 
 enum { DLT_CSV_HEADER_AUTO = -1, DLT_CSV_NO_HEADER = 0, DLT_CSV_HEADER = 1 };
 
@@ -51,7 +51,7 @@ enum { DLT_CSV_HEADER_AUTO = -1, DLT_CSV_NO_HEADER = 0, DLT_CSV_HEADER = 1 };
  * non-negative integers are the class ids; otherwise the distinct strings,
  * sorted bytewise, get ids 0..K-1 and become d->classes.  x is f32 [N, F]
  * with the label column left out. */
-int dlt_prep_read_csv(dlt_dataset *d, const char *path, const char *label, int header);
+int dlt_prep_read_csv(dlt_prep_data *d, const char *path, const char *label, int header);
 
 typedef struct dlt_prep_opts {
 	const char *out;	/* "-" for stdout */
@@ -66,7 +66,7 @@ size_t dlt_prep_split_count(size_t n, double split);
 
 /* Shuffles (when asked), splits, computes the normalisation stats and
  * writes the archive(s).  On error no output file is left behind. */
-int dlt_prep_write(const dlt_dataset *d, const dlt_prep_opts *o);
+int dlt_prep_write(const dlt_prep_data *d, const dlt_prep_opts *o);
 
 /* Describes an archive: its tensors, and from a dataset's metadata kind, n,
  * shape, classes with their counts and the normalisation.  Appends text for
