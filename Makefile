@@ -9,9 +9,15 @@ WARN = -Wall -Wextra $(WERROR) -Wshadow -Wno-unused-parameter
 PKGS = openblas libzstd yaml-0.1 libxxhash zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lopenblas -lzstd -lyaml -lxxhash -lz)
-ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) -fopenmp -pthread -Ilib -I. $(PKG_CFLAGS) \
+ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) -fno-math-errno -fopenmp -pthread -Ilib -I. $(PKG_CFLAGS) \
 	-DDLT_VERSION='"$(VERSION)"' -MMD -MP
 LDLIBS = $(PKG_LIBS) -fopenmp -pthread -lm
+
+# make V=1 shows the commands
+V = 0
+Q_0 = @
+Q = $(Q_$(V))
+say = $(if $(Q),@echo '  $(1) $@')
 
 LIB_SRC = $(wildcard lib/*/*.c kernels/cpu/*.c)
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o)
@@ -22,23 +28,28 @@ all: $(PROGS) $(UNIT)
 
 build/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+	$(call say,CC)
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 build/libdlt.a: $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $(LIB_OBJ)
+	$(call say,AR)
+	$(Q)ar rcs $@ $(LIB_OBJ)
 
 bin/%: build/cmd/%.o build/libdlt.a
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -o $@ $< build/libdlt.a $(LDLIBS)
+	$(call say,LD)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< build/libdlt.a $(LDLIBS)
 
 build/test/%: build/test/unit/%.o build/test/unit/tap.o build/libdlt.a
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -o $@ $< build/test/unit/tap.o build/libdlt.a $(LDLIBS)
+	$(call say,LD)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< build/test/unit/tap.o build/libdlt.a $(LDLIBS)
 
 build/test/unit/%.o: test/unit/%.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Itest/unit -c -o $@ $<
+	$(call say,CC)
+	$(Q)$(CC) $(ALL_CFLAGS) -Itest/unit -c -o $@ $<
 
 deps:
 	@scripts/install-deps

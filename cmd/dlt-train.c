@@ -155,6 +155,7 @@ int main(int argc, char **argv)
 	}
 	if (!u.json && !isnan(res.test_acc))
 		printf("test accuracy: %.4f\n", res.test_acc);
+	fflush(stdout);
 	if (!u.json && !u.quiet)
 		fprintf(stderr, "%s: run directory %s\n", prog, rundir);
 	dlt_config_free(&c);

@@ -16,7 +16,8 @@
  * choice between computations would be a branch to gcc (-ftrapping-math)
  * and the loop would not vectorise.  relu and leaky_relu (slope >= 0) look
  * only at the sign of x, which y shares, so they may be given y in place
- * of x: that lets dense fuse them.  NaN goes through, as in PyTorch. */
+ * of x: that lets dense fuse them.  A NaN input gives a NaN output, as in
+ * PyTorch, so divergence shows. */
 DLT_HD static inline float dlt_relu(float x)
 {
 	return x < 0.0f ? 0.0f : x;
@@ -152,33 +153,52 @@ DLT_HD static inline double dlt_softmax_xent_row(const float *x, int cols, int l
 	return (double)logf(sum) - (double)(x[label] - mx);
 }
 
-/* Adam and AdamW, one parameter, PyTorch's arithmetic.  The per-step
- * scalars come from the host in double, rounded once:
+/* Adam and AdamW with PyTorch's arithmetic.  The per-step scalars are
+ * computed once per step in double and rounded once, the same way on
+ * every backend:
  *   l2        = weight_decay (Adam: added to the gradient), 0 for AdamW
  *   decay     = 1 - lr * weight_decay (AdamW: decoupled), 1 for Adam
  *   step_size = lr / (1 - beta1^t)
  *   bc2_sqrt  = sqrt(1 - beta2^t)
  * m is updated as PyTorch's lerp_ (m + (1 - beta1) (g - m)). */
-DLT_HD static inline void dlt_adam_update(float *w, float g, float *m, float *v, float beta1,
-					  float beta2, float eps, float l2, float decay,
-					  float step_size, float bc2_sqrt)
+typedef struct dlt_adam_step {
+	float beta1, beta2, eps, l2, decay, step_size, bc2_sqrt;
+} dlt_adam_step;
+
+DLT_HD static inline dlt_adam_step dlt_adam_prepare(float lr, float beta1, float beta2,
+						    float eps, float wd, int decoupled,
+						    long long t)
+{
+	dlt_adam_step s;
+	s.beta1 = beta1;
+	s.beta2 = beta2;
+	s.eps = eps;
+	s.l2 = decoupled ? 0.0f : wd;
+	s.decay = decoupled ? (float)(1.0 - (double)lr * wd) : 1.0f;
+	s.step_size = (float)(lr / (1.0 - pow(beta1, (double)t)));
+	s.bc2_sqrt = (float)sqrt(1.0 - pow(beta2, (double)t));
+	return s;
+}
+
+DLT_HD static inline void dlt_adam_update(float *w, float g, float *m, float *v,
+					  dlt_adam_step s)
 {
 	float p = *w;
 	float mm, vv;
-	g += l2 * p;
-	p *= decay;
-	mm = *m + (1.0f - beta1) * (g - *m);
-	vv = beta2 * *v + (1.0f - beta2) * g * g;
+	g += s.l2 * p;
+	p *= s.decay;
+	mm = *m + (1.0f - s.beta1) * (g - *m);
+	vv = s.beta2 * *v + (1.0f - s.beta2) * g * g;
 	*m = mm;
 	*v = vv;
-	*w = p - step_size * (mm / (sqrtf(vv) / bc2_sqrt + eps));
+	*w = p - s.step_size * (mm / (sqrtf(vv) / s.bc2_sqrt + s.eps));
 }
 
 /* SGD as PyTorch (dampening 0): weight decay joins the gradient; the
  * momentum buffer starts as the first gradient; nesterov looks ahead.
  * The flags pick values (0 for the old buffer on the first step; g and
  * momentum, or 0 and 1, for the look-ahead), not code paths, so the loop
- * vectorises; every result equals PyTorch's to the bit. */
+ * vectorises; the values are PyTorch's, up to the sign of a zero. */
 DLT_HD static inline void dlt_sgd_update(float *w, float g, float lr, float wd)
 {
 	float p = *w;

@@ -95,13 +95,9 @@ static void ref_adam(float *w, const float *g, float *m, float *v, size_t n, flo
 		     float beta1, float beta2, float eps, float wd, int decoupled,
 		     long long step)
 {
-	float step_size = (float)(lr / (1.0 - pow(beta1, (double)step)));
-	float bc2_sqrt = (float)sqrt(1.0 - pow(beta2, (double)step));
-	float l2 = decoupled ? 0.0f : wd;
-	float decay = decoupled ? (float)(1.0 - (double)lr * wd) : 1.0f;
+	dlt_adam_step s = dlt_adam_prepare(lr, beta1, beta2, eps, wd, decoupled, step);
 	for (size_t i = 0; i < n; i++)
-		dlt_adam_update(&w[i], g[i], &m[i], &v[i], beta1, beta2, eps, l2, decay,
-				step_size, bc2_sqrt);
+		dlt_adam_update(&w[i], g[i], &m[i], &v[i], s);
 }
 
 static void ref_sgd(float *w, const float *g, float *buf, size_t n, float lr, float momentum,

@@ -7,6 +7,8 @@
  * before it, whose output buffer then holds act(x W^T + b) directly.  A
  * buffer is freed once, where it first appears. */
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +16,6 @@
 
 struct dlt_layer {
 	int kind;		/* DLT_LAYER_* */
-	int line;		/* in the config, for messages */
 	int in, out;		/* features per row */
 	int act;		/* DLT_ACT_*: an activation's own; for dense, the fused one */
 	float slope;		/* leaky_relu */
@@ -25,13 +26,24 @@ struct dlt_layer {
 	int masked;		/* dropout: the last forward applied mask */
 };
 
-/* Parameter init draws from dlt_rng streams INIT_STREAM + param index of
- * the seed, clear of the low streams the loader uses. */
+/* Parameter init draws from dlt_rng stream INIT_STREAM + param index of
+ * the seed: a range of its own, apart from the loader's streams. */
 #define INIT_STREAM 0x40000000u
 
-static const char *cfg_name(const dlt_config *c)
+/* A DLT_EINPUT error "file:line: ...", or "file: ..." for a layer an
+ * override added (line 0), as the config's own messages. */
+static int cfg_error(const dlt_config *c, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int cfg_error(const dlt_config *c, int line, const char *fmt, ...)
 {
-	return c->path ? c->path : "config";
+	char msg[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (line > 0)
+		return dlt_error(DLT_EINPUT, "%s:%d: %s", c->path ? c->path : "config", line, msg);
+	return dlt_error(DLT_EINPUT, "%s: %s", c->path ? c->path : "config", msg);
 }
 
 static int act_of(int kind)
@@ -76,7 +88,6 @@ static int plan_layers(dlt_model *m, const dlt_config *c, int n_classes)
 		const dlt_layer_cfg *lc = &c->layers[i];
 		dlt_layer *l = &m->layers[i];
 		l->kind = lc->kind;
-		l->line = lc->line;
 		l->in = feat;
 		l->act = act_of(lc->kind);
 		l->slope = lc->slope;
@@ -84,8 +95,7 @@ static int plan_layers(dlt_model *m, const dlt_config *c, int n_classes)
 		switch (lc->kind) {
 		case DLT_LAYER_DENSE:
 			if (lc->units < 1)
-				return dlt_error(DLT_EINPUT, "%s:%d: dense needs at least 1 unit",
-						 cfg_name(c), lc->line);
+				return cfg_error(c, lc->line, "dense needs at least 1 unit");
 			feat = lc->units;
 			l->w = m->n_params++;
 			if (lc->bias)
@@ -93,16 +103,16 @@ static int plan_layers(dlt_model *m, const dlt_config *c, int n_classes)
 			break;
 		case DLT_LAYER_DROPOUT:
 			if (!(lc->rate >= 0.0f && lc->rate < 1.0f))
-				return dlt_error(DLT_EINPUT, "%s:%d: dropout rate %g is not in [0, 1)",
-						 cfg_name(c), lc->line, lc->rate);
+				return cfg_error(c, lc->line, "dropout rate %g is not in [0, 1)",
+						 lc->rate);
 			l->rate = lc->rate;
 			break;
 		case DLT_LAYER_FLATTEN:
 			break;
 		default:
 			if (l->act == DLT_ACT_NONE)
-				return dlt_error(DLT_EINPUT, "%s:%d: layer kind %d is not supported",
-						 cfg_name(c), lc->line, lc->kind);
+				return cfg_error(c, lc->line, "layer kind %d is not supported",
+						 lc->kind);
 			if (i > 0 && l[-1].kind == DLT_LAYER_DENSE && fusable(l)) {
 				l->fused = 1;
 				l[-1].act = l->act;
@@ -112,10 +122,9 @@ static int plan_layers(dlt_model *m, const dlt_config *c, int n_classes)
 		l->out = feat;
 	}
 	if (feat != n_classes)
-		return dlt_error(DLT_EINPUT,
-				 "%s:%d: the model ends with %d features but the data has %d classes",
-				 cfg_name(c), m->n_layers ? c->layers[m->n_layers - 1].line
-							  : c->model_line, feat, n_classes);
+		return cfg_error(c, m->n_layers ? c->layers[m->n_layers - 1].line : c->model_line,
+				 "the model ends with %d features but the data has %d classes",
+				 feat, n_classes);
 	return 0;
 }
 

@@ -1,27 +1,10 @@
 #include <math.h>
 
+#include "kernels/common/philox.h"
 #include "util.h"
 
-/* Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as
- * 1, 2, 3", SC'11), the generator of cuRAND and PyTorch's CUDA backend. */
-void dlt_philox4x32(uint32_t c[4], const uint32_t key[2])
-{
-	uint32_t k0 = key[0], k1 = key[1];
-	for (int i = 0; i < 10; i++) {
-		uint64_t p0 = (uint64_t)0xD2511F53u * c[0];
-		uint64_t p1 = (uint64_t)0xCD9E8D57u * c[2];
-		uint32_t n0 = (uint32_t)(p1 >> 32) ^ c[1] ^ k0;
-		uint32_t n2 = (uint32_t)(p0 >> 32) ^ c[3] ^ k1;
-		c[1] = (uint32_t)p1;
-		c[3] = (uint32_t)p0;
-		c[0] = n0;
-		c[2] = n2;
-		k0 += 0x9E3779B9u;
-		k1 += 0xBB67AE85u;
-	}
-}
-
-/* The counter's high half is the stream, so independent streams of one
+/* Philox-4x32-10, the generator of the kernels too (so a dropout mask is
+ * the same on CPU and GPU).  The counter's high half is the stream, so independent streams of one
  * seed (one per parameter, per loader, per epoch) never overlap. */
 void dlt_rng_init(dlt_rng *r, uint64_t seed, uint64_t stream)
 {
@@ -38,7 +21,7 @@ uint32_t dlt_rng_u32(dlt_rng *r)
 		r->buf[1] = (uint32_t)(r->ctr >> 32);
 		r->buf[2] = 0;
 		r->buf[3] = 0;
-		dlt_philox4x32(r->buf, key);
+		dlt_philox4x32_10(r->buf, key);
 		r->ctr++;
 		r->have = 4;
 	}

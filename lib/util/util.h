@@ -75,7 +75,6 @@ float dlt_rng_uniform(dlt_rng *r);	/* [0, 1) */
 float dlt_rng_normal(dlt_rng *r);
 uint32_t dlt_rng_below(dlt_rng *r, uint32_t n);	/* unbiased [0, n) */
 void dlt_rng_permute(dlt_rng *r, uint32_t *idx, size_t n);	/* Fisher-Yates of 0..n-1 */
-void dlt_philox4x32(uint32_t ctr[4], const uint32_t key[2]);
 
 /* Numbers with range checks (like OpenBSD strtonum): the whole string must
  * be the number.  On error returns DLT_EINPUT with a message naming what. */

@@ -9,6 +9,7 @@
 
 #include "tap.h"
 #include "kernels/kernels.h"
+#include "kernels/common/philox.h"
 #include "util/util.h"
 
 /* rows x cols for element-wise kernels; M x N x K for gemm */
@@ -381,10 +382,34 @@ static void test_known_values(const dlt_backend *be)
 	free(mk);
 }
 
+/* The kernels' Philox is the host's: Random123's known answers, and the
+ * same numbers as dlt_rng where their counters meet (stream 0). */
+static void test_philox(void)
+{
+	uint32_t c[4] = { 0, 0, 0, 0 }, k[2] = { 0, 0 }, dev[4];
+	uint32_t ones[4] = { ~0u, ~0u, ~0u, ~0u }, kones[2] = { ~0u, ~0u };
+	int same = 1;
+	dlt_rng r;
+	dlt_philox4x32_10(c, k);
+	ok(c[0] == 0x6627e8d5 && c[1] == 0xe169c58d && c[2] == 0xbc57ac4c && c[3] == 0x9b00dbd8,
+	   "philox4x32-10 of zeros");
+	dlt_philox4x32_10(ones, kones);
+	ok(ones[0] == 0x408f276d && ones[1] == 0x41c83b0e && ones[2] == 0xa20bc7c6 &&
+	   ones[3] == 0x6d5451fd, "philox4x32-10 of ones");
+	dlt_rng_init(&r, 0x123456789abcdefull, 0);
+	for (uint64_t b = 0; b < 10; b++) {
+		dlt_philox_block(0x123456789abcdefull, 0, b, dev);
+		for (int j = 0; j < 4; j++)
+			same &= dev[j] == dlt_rng_u32(&r);
+	}
+	ok(same, "dlt_philox_block of stream 0 = dlt_rng's stream 0");
+}
+
 int main(void)
 {
 	const dlt_backend *backends[] = { dlt_backend_cpu() };
 	dlt_rng_init(&rng, 1234, 0);
+	test_philox();
 	for (size_t b = 0; b < sizeof(backends) / sizeof(backends[0]); b++) {
 		run_table(backends[b], dlt_backend_ref());
 		test_thread_independence(backends[b]);
