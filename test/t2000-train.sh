@@ -68,6 +68,11 @@ test_expect_success 'the same config twice gives the same metrics byte for byte'
 	! grep -q samples_per_s m1
 '
 
+test_expect_success 'and the same weights byte for byte' '
+	cmp run1/model.dlt run2/model.dlt &&
+	dlt-prep info --json run1/model.dlt | grep -q "\"name\":\"0.w\""
+'
+
 test_expect_success 'another seed gives other metrics' '
 	dlt-train -c mlp.yaml -o run3 -s train.seed=8 -q >/dev/null &&
 	untimed run3/metrics.jsonl >m3 &&

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "archive/archive.h"
 #include "nn/nn.h"
 
 struct dlt_layer {
@@ -380,4 +381,19 @@ void dlt_model_backward(dlt_model *m, int batch)
 			m->be->act_backward(m->act[i], m->act[i + 1], dy, dx, n, l->act,
 					    l->slope);
 	}
+}
+
+int dlt_model_write(const dlt_model *m, dlt_archive_writer *w)
+{
+	for (int i = 0; i < m->n_params; i++) {
+		const dlt_param *p = &m->params[i];
+		uint64_t dims[4];
+		int rc;
+		for (int d = 0; d < p->ndim; d++)
+			dims[d] = (uint64_t)p->dims[d];
+		rc = dlt_archive_write_tensor(w, p->name, DLT_F32, p->ndim, dims, p->w, DLT_RAW, 0);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }

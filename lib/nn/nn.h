@@ -56,6 +56,10 @@ double dlt_model_loss(dlt_model *m, const int32_t *labels, int batch, int *corre
 /* Backpropagates from the loss gradient, filling every param's g. */
 void dlt_model_backward(dlt_model *m, int batch);
 
+/* Writes every param's weights as an f32 tensor named after the param. */
+struct dlt_archive_writer;
+int dlt_model_write(const dlt_model *m, struct dlt_archive_writer *w);
+
 /* Optimiser over all params of a model (state allocated once, in the
  * params' m and v, freed by dlt_model_free). */
 typedef struct dlt_optim {

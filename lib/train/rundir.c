@@ -9,6 +9,13 @@
 
 #include "rundir.h"
 
+static char *join(const char *dir, const char *name);
+
+char *dlt_run_file(const dlt_run *r, const char *name)
+{
+	return join(r->dir, name);
+}
+
 static char *join(const char *dir, const char *name)
 {
 	char *p = dlt_malloc(strlen(dir) + strlen(name) + 2);

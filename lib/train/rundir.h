@@ -19,5 +19,7 @@ int dlt_run_open(dlt_run *r, const char *dir, const dlt_config *c);
 int dlt_run_record(dlt_run *r, const char *json);	/* a line of metrics.jsonl */
 int dlt_run_status(dlt_run *r, const char *status);	/* running, done, failed */
 int dlt_run_close(dlt_run *r);
+/* The path of a file in the run directory, malloc'd (NULL: out of memory). */
+char *dlt_run_file(const dlt_run *r, const char *name);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "archive/archive.h"
 #include "kernels/cpu/threads.h"
 #include "rundir.h"
 #include "train.h"
@@ -186,6 +187,39 @@ static void teardown(run_state *s)
 	free(s->test_order);
 }
 
+/* The trained weights, RUNDIR/model.dlt: one f32 tensor per param. */
+static int save_model(run_state *s, int epoch)
+{
+	dlt_archive_writer *w = NULL;
+	char *path;
+	dlt_json j;
+	int rc;
+
+	if (!s->run.dir)
+		return 0;
+	if (!(path = dlt_run_file(&s->run, "model.dlt")))
+		return DLT_ENOMEM;
+	dlt_json_begin(&j);
+	dlt_json_str(&j, "kind", "model");
+	dlt_json_int(&j, "epoch", epoch);
+	dlt_json_int(&j, "step", s->opt.step);
+	dlt_json_int(&j, "in_features", s->train.features);
+	dlt_json_int(&j, "num_classes", s->train.n_classes);
+	dlt_json_end(&j);
+	DLT_TRY(dlt_json_ok(&j));
+	DLT_TRY(dlt_archive_create(&w, path));
+	DLT_TRY(dlt_archive_write_meta(w, j.buf.data));
+	DLT_TRY(dlt_model_write(&s->m, w));
+	rc = dlt_archive_writer_close(w);
+	w = NULL;
+fail:
+	if (w)
+		dlt_archive_writer_abort(w);
+	dlt_json_free(&j);
+	free(path);
+	return rc;
+}
+
 /* Metrics of the steps since the last train record. */
 typedef struct window {
 	double loss_sum, t0;
@@ -295,6 +329,7 @@ int dlt_train_run(const dlt_config *c, const char *rundir, const dlt_train_hooks
 	}
 	res->steps = s.opt.step;
 	res->elapsed_s = dlt_now() - t_start;
+	DLT_TRY(save_model(&s, epochs));
 	{
 		dlt_json j;
 		dlt_json_begin(&j);

@@ -104,6 +104,8 @@ void dlt_json_int(dlt_json *j, const char *key, long long v)
 	puts_(j, s);
 }
 
+/* The shortest %g form that reads back to the same value: 0.1, not
+ * 0.10000000000000001.  digits is 17 for doubles, 9 for floats. */
 static void num(dlt_json *j, const char *key, double v, int digits)
 {
 	char s[40];
@@ -112,7 +114,11 @@ static void num(dlt_json *j, const char *key, double v, int digits)
 		puts_(j, "null");
 		return;
 	}
-	snprintf(s, sizeof(s), "%.*g", digits, v);
+	for (int d = digits == 9 ? 6 : 15; d <= digits; d++) {
+		snprintf(s, sizeof(s), "%.*g", d, v);
+		if (digits == 9 ? (float)strtod(s, NULL) == (float)v : strtod(s, NULL) == v)
+			break;
+	}
 	puts_(j, s);
 }
 
