@@ -408,7 +408,7 @@ static int open_file(dlt_archive *a, const char *path)
 	int fd, rc;
 
 	if (strcmp(path, "-") == 0)
-		return dlt_read_file("-", &a->mem, &a->size);
+		return dlt_read_file("-", 0, &a->mem, &a->size);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return dlt_error_errno(errno == ENOENT || errno == EACCES || errno == ENOTDIR ?
 				       DLT_EINPUT : DLT_EIO, "%s", path);

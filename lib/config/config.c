@@ -645,14 +645,10 @@ int dlt_config_load(dlt_config *c, const char *path, char *const *overrides, int
 	int rc;
 
 	memset(c, 0, sizeof(*c));
-	rc = dlt_read_file(path, &text, &len);
+	rc = dlt_read_file(path, MAX_CONFIG_BYTES, &text, &len);
 	if (rc < 0)
 		return rc;
-	if (len > MAX_CONFIG_BYTES)
-		rc = dlt_error(DLT_EINPUT, "%s: too large for a config (more than %d bytes)", name,
-			       MAX_CONFIG_BYTES);
-	else
-		rc = load(c, text, len, name, path, overrides, n_overrides);
+	rc = load(c, text, len, name, path, overrides, n_overrides);
 	free(text);
 	return rc;
 }

@@ -366,7 +366,7 @@ int dlt_prep_read_csv(dlt_prep_data *d, const char *path, const char *label, int
 	int rc;
 
 	memset(d, 0, sizeof(*d));
-	if ((rc = dlt_read_file(path, &data, &len)) < 0)
+	if ((rc = dlt_read_file(path, 0, &data, &len)) < 0)
 		return rc;
 	/* one byte more, so the last field of a file without a final newline
 	 * can be NUL-terminated in place too */

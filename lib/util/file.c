@@ -150,7 +150,7 @@ int dlt_write_file_atomic(const char *path, const void *p, size_t n)
 	return dlt_ofile_commit(&f);
 }
 
-int dlt_read_file(const char *path, char **data, size_t *len)
+int dlt_read_file(const char *path, size_t max, char **data, size_t *len)
 {
 	int is_stdin = strcmp(path, "-") == 0;
 	FILE *fp = is_stdin ? stdin : fopen(path, "rb");
@@ -162,9 +162,15 @@ int dlt_read_file(const char *path, char **data, size_t *len)
 	if (!fp)
 		return dlt_error_errno(errno == ENOENT || errno == EACCES || errno == ENOTDIR ||
 				       errno == EISDIR ? DLT_EINPUT : DLT_EIO, "%s", path);
-	while ((n = fread(chunk, 1, sizeof(chunk), fp)) > 0)
+	while ((n = fread(chunk, 1, sizeof(chunk), fp)) > 0) {
+		if (max && b.len + n > max) {
+			rc = dlt_error(DLT_EINPUT, "%s: larger than %zu bytes",
+				       is_stdin ? "standard input" : path, max);
+			break;
+		}
 		if ((rc = dlt_buf_append(&b, chunk, n)) < 0)
 			break;
+	}
 	if (rc == 0 && ferror(fp))
 		rc = dlt_error_errno(errno == EISDIR ? DLT_EINPUT : DLT_EIO, "%s",
 				     is_stdin ? "standard input" : path);

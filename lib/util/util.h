@@ -94,8 +94,10 @@ int dlt_ofile_open(dlt_ofile *f, const char *path);
 int dlt_ofile_commit(dlt_ofile *f);	/* flush, fsync, rename, fsync dir */
 void dlt_ofile_abort(dlt_ofile *f);	/* removes the temporary file */
 int dlt_write_file_atomic(const char *path, const void *p, size_t n);
-/* Reads a whole file (or "-" for stdin) into memory. */
-int dlt_read_file(const char *path, char **data, size_t *len);
+/* Reads a whole file (or "-" for stdin) into memory, NUL-terminated;
+ * more than max bytes (0: no limit) is an input error, found before
+ * reading them all, so /dev/zero or an endless pipe cannot exhaust memory. */
+int dlt_read_file(const char *path, size_t max, char **data, size_t *len);
 int dlt_mkdir_p(const char *path);
 int dlt_fsync_dir(const char *dir);
 

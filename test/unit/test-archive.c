@@ -204,7 +204,7 @@ static void check_all(dlt_archive *a, const char *how, const char *meta)
 static char *slurp(const char *path, size_t *n)
 {
 	char *p = NULL;
-	if (dlt_read_file(path, &p, n) < 0)
+	if (dlt_read_file(path, 0, &p, n) < 0)
 		diag("%s", dlt_errmsg());
 	return p;
 }

@@ -117,21 +117,24 @@ static void test_files(void)
 
 	snprintf(path, sizeof(path), "%s/out.txt", tap_tmpdir());
 	ok_rc(dlt_write_file_atomic(path, "hello\n", 6), 0, "atomic write");
-	ok_rc(dlt_read_file(path, &data, &len), 0, "read back");
+	ok_rc(dlt_read_file(path, 0, &data, &len), 0, "read back");
 	ok(len == 6 && memcmp(data, "hello\n", 6) == 0, "same bytes");
 	free(data);
 
 	ok_rc(dlt_ofile_open(&f, path), 0, "open over an existing file");
 	fputs("half", f.fp);
 	dlt_ofile_abort(&f);
-	ok_rc(dlt_read_file(path, &data, &len), 0, "abort keeps the old file");
+	ok_rc(dlt_read_file(path, 0, &data, &len), 0, "abort keeps the old file");
 	ok(len == 6, "old contents intact");
 	free(data);
+
+	ok_rc(dlt_read_file("/dev/zero", 1 << 20, &data, &len), DLT_EINPUT, "an endless file is cut");
+	ok_msg("/dev/zero: larger than 1048576 bytes", "says so");
 
 	snprintf(path, sizeof(path), "%s/no/such/dir/out.txt", tap_tmpdir());
 	ok_rc(dlt_ofile_open(&f, path), DLT_EINPUT, "missing directory");
 	ok_msg("No such file or directory", "says why");
-	ok_rc(dlt_read_file("/nonexistent/file", &data, &len), DLT_EINPUT, "missing file");
+	ok_rc(dlt_read_file("/nonexistent/file", 0, &data, &len), DLT_EINPUT, "missing file");
 	ok_msg("/nonexistent/file: No such file or directory", "names the file");
 
 	snprintf(path, sizeof(path), "%s/a/b/c", tap_tmpdir());
