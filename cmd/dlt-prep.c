@@ -63,39 +63,6 @@ struct args {
 	int nfiles;
 };
 
-/* The option getopt stopped at, for messages: "--name" without any
- * "=value", or the one letter out of a bundle like -qx. */
-static const char *bad_option(char **argv)
-{
-	static char s[64];
-	const char *arg = argv[optind - 1];
-
-	if (strncmp(arg, "--", 2) == 0)
-		snprintf(s, sizeof(s), "%.*s", (int)strcspn(arg, "="), arg);
-	else
-		snprintf(s, sizeof(s), "-%c", optopt);
-	return s;
-}
-
-/* Whether a long option, perhaps abbreviated, is one without a value:
- * getopt reports --shuffle=1 as it reports an unknown option. */
-static int is_flag(const char *name)
-{
-	const struct option *hit = NULL;
-	size_t n = strlen(name);
-
-	for (const struct option *o = longopts; o->name; o++) {
-		if (strcmp(o->name, name) == 0)
-			return o->has_arg == no_argument;
-		if (strncmp(o->name, name, n) == 0) {
-			if (hit)
-				return 0;	/* ambiguous */
-			hit = o;
-		}
-	}
-	return hit && hit->has_arg == no_argument;
-}
-
 static int parse_opt(struct args *a, int c, char **argv)
 {
 	double f;
@@ -141,12 +108,8 @@ static int parse_opt(struct args *a, int c, char **argv)
 	case OPT_VERSION:
 		a->version = 1;
 		return 0;
-	case ':':
-		return cli_usage(prog, "option '%s' needs a value", bad_option(argv));
 	default:
-		if (strchr(argv[optind - 1], '=') && is_flag(bad_option(argv) + 2))
-			return cli_usage(prog, "option '%s' takes no value", bad_option(argv));
-		return cli_usage(prog, "unknown option '%s'", bad_option(argv));
+		return cli_bad_option(prog, c, argv, longopts);
 	}
 }
 

@@ -125,7 +125,8 @@ int main(int argc, char **argv)
 
 	if (!overrides)
 		return 1;
-	while ((opt = getopt_long(argc, argv, "c:o:s:qh", longopts, NULL)) != -1) {
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, ":c:o:s:qh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': config = optarg; break;
 		case 'o': rundir = optarg; break;
@@ -134,7 +135,7 @@ int main(int argc, char **argv)
 		case 'q': u.quiet = 1; break;
 		case 'h': return cli_help(usage);
 		case 'V': return cli_version(prog);
-		default: return 2;	/* getopt said why */
+		default: return cli_bad_option(prog, opt, argv, longopts);
 		}
 	}
 	if (optind < argc)

@@ -144,6 +144,14 @@ test_expect_success 'a bad DLT_THREADS' '
 	test_must_fail 2 "DLT_THREADS" dlt-train -c mlp.yaml -o badrun
 '
 
+test_expect_success 'unknown options and missing values are usage errors' '
+	test_must_fail 2 "unknown option '\''--gpus'\''" dlt-train -c mlp.yaml --gpus 2 &&
+	test_must_fail 2 "option '\''-c'\'' needs a value" dlt-train -c &&
+	test_must_fail 2 "option '\''--json'\'' takes no value" dlt-train -c mlp.yaml --json=1 &&
+	test_must_fail 2 "unexpected argument '\''extra'\''" dlt-train -c mlp.yaml extra &&
+	test ! -e runs
+'
+
 test_expect_success 'no config is a usage error' '
 	test_must_fail 2 "no config" dlt-train -o badrun
 '
