@@ -96,6 +96,16 @@ test_expect_success 'overrides change the model and the optimizer' '
 	grep -q "dense: 8" run6/config.yaml || grep -q "units: 8" run6/config.yaml
 '
 
+test_expect_success 'no progress bar when stderr is not a terminal' '
+	dlt-train -c mlp.yaml -o run7 >/dev/null 2>err.txt &&
+	! grep -q ETA err.txt
+'
+
+test_expect_success 'a progress bar with samples/s and ETA on a terminal' '
+	script -qec "dlt-train -c mlp.yaml -o run8 -q" /dev/null >tty.txt &&
+	grep -q "epoch 3/3 \[=*\] 27/27 loss [0-9.]* [0-9]* samples/s ETA 0:00" tty.txt
+'
+
 test_expect_success 'a run directory that holds a run is refused' '
 	test_must_fail 2 "run1: already holds a run" dlt-train -c mlp.yaml -o run1
 '
