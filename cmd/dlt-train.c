@@ -11,6 +11,8 @@
 #include "config/config.h"
 #include "train/train.h"
 
+static const char prog[] = "dlt-train";
+
 static const char usage[] =
 	"usage: dlt-train -c CONFIG [-o RUNDIR] [-s KEY=VALUE]... [--json] [-q]\n"
 	"\n"
@@ -102,7 +104,16 @@ static char *default_rundir(const char *config)
 	return dir;
 }
 
-int main(int argc, char **argv)
+struct args {
+	const char *config, *rundir;
+	char **overrides;
+	int n_overrides;
+	int json, quiet, help, version;
+};
+
+/* Fills a from the command line; returns 0, or the exit status of a usage
+ * error already reported. */
+static int parse_args(struct args *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "config", required_argument, NULL, 'c' },
@@ -114,53 +125,74 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *prog = "dlt-train", *config = NULL, *rundir = NULL;
-	char **overrides = calloc(argc, sizeof(char *));
-	char *auto_dir = NULL;
-	int n_overrides = 0, opt, rc;
-	ui u = { 0 };
-	dlt_config c;
-	dlt_train_hooks hooks = { &u, on_record, on_progress, on_epoch };
-	dlt_train_result res;
+	int opt;
 
-	if (!overrides)
-		return 1;
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, ":c:o:s:qh", longopts, NULL)) != -1) {
 		switch (opt) {
-		case 'c': config = optarg; break;
-		case 'o': rundir = optarg; break;
-		case 's': overrides[n_overrides++] = optarg; break;
-		case 'j': u.json = 1; break;
-		case 'q': u.quiet = 1; break;
-		case 'h': return cli_help(usage);
-		case 'V': return cli_version(prog);
+		case 'c': a->config = optarg; break;
+		case 'o': a->rundir = optarg; break;
+		case 's': a->overrides[a->n_overrides++] = optarg; break;
+		case 'j': a->json = 1; break;
+		case 'q': a->quiet = 1; break;
+		case 'h': a->help = 1; return 0;
+		case 'V': a->version = 1; return 0;
 		default: return cli_bad_option(prog, opt, argv, longopts);
 		}
 	}
 	if (optind < argc)
 		return cli_usage(prog, "unexpected argument '%s'", argv[optind]);
-	if (!config)
+	if (!a->config)
 		return cli_usage(prog, "no config: give -c FILE (see -h)");
-	if ((rc = dlt_config_load(&c, config, overrides, n_overrides)) < 0)
+	return 0;
+}
+
+static int train(const struct args *a)
+{
+	ui u = { .json = a->json, .quiet = a->quiet, .tty = isatty(2) };
+	dlt_train_hooks hooks = { &u, on_record, on_progress, on_epoch };
+	dlt_train_result res;
+	const char *rundir = a->rundir;
+	char *auto_dir = NULL;
+	dlt_config c;
+	int rc;
+
+	if ((rc = dlt_config_load(&c, a->config, a->overrides, a->n_overrides)) < 0)
 		return cli_fail(prog, rc);
-	if (!rundir && !(rundir = auto_dir = default_rundir(config)))
+	if (!rundir && !(rundir = auto_dir = default_rundir(a->config))) {
+		dlt_config_free(&c);
 		return cli_fail(prog, DLT_ENOMEM);
-	u.tty = isatty(2);
+	}
 	rc = dlt_train_run(&c, rundir, &hooks, &res);
 	if (u.tty)
 		fputs("\r\033[K", stderr);
-	if (rc < 0) {
-		dlt_config_free(&c);
-		return cli_fail(prog, rc);
+	if (rc == 0) {
+		if (!u.json && !isnan(res.test_acc))
+			printf("test accuracy: %.4f\n", res.test_acc);
+		fflush(stdout);
+		if (!u.json && !u.quiet)
+			fprintf(stderr, "%s: run directory %s\n", prog, rundir);
 	}
-	if (!u.json && !isnan(res.test_acc))
-		printf("test accuracy: %.4f\n", res.test_acc);
-	fflush(stdout);
-	if (!u.json && !u.quiet)
-		fprintf(stderr, "%s: run directory %s\n", prog, rundir);
 	dlt_config_free(&c);
 	free(auto_dir);
-	free(overrides);
-	return 0;
+	return rc < 0 ? cli_fail(prog, rc) : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct args a = { .overrides = dlt_calloc(argc, sizeof(char *)) };
+	int status;
+
+	if (!a.overrides)
+		return cli_fail(prog, DLT_ENOMEM);
+	if ((status = parse_args(&a, argc, argv)) == 0) {
+		if (a.help)
+			status = cli_help(usage);
+		else if (a.version)
+			status = cli_version(prog);
+		else
+			status = train(&a);
+	}
+	free(a.overrides);
+	return status;
 }
