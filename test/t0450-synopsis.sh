@@ -1,5 +1,6 @@
 #!/bin/sh
-# Every program's -h prints the synopsis of its man page (as git's t0450).
+# Every program's -h prints the synopsis of its man page (as git's t0450),
+# and every man page renders cleanly.
 . "$(dirname "$0")/lib.sh"
 
 # The SYNOPSIS lines of a man page, roff escapes removed.
@@ -23,6 +24,12 @@ for page in "$ROOT"/man/dlt-*.1; do
 	"
 	test_expect_success "$prog --version" "
 		'$BIN/$prog' --version | grep -q '^$prog [0-9]'
+	"
+done
+for page in "$ROOT"/man/*.[17]; do
+	test_expect_success "$(basename "$page") renders without groff warnings" "
+		groff -ww -z -man '$page' 2>warn.txt &&
+		test ! -s warn.txt
 	"
 done
 for src in "$ROOT"/cmd/dlt-*.c; do
