@@ -1,4 +1,3 @@
-#include <math.h>
 
 #include "kernels/common/philox.h"
 #include "util.h"
@@ -31,13 +30,6 @@ uint32_t dlt_rng_u32(dlt_rng *r)
 float dlt_rng_uniform(dlt_rng *r)
 {
 	return (dlt_rng_u32(r) >> 8) * (1.0f / 16777216.0f);
-}
-
-float dlt_rng_normal(dlt_rng *r)
-{
-	/* Box-Muller; 1 - u keeps the log argument in (0, 1] */
-	float u = 1.0f - dlt_rng_uniform(r), v = dlt_rng_uniform(r);
-	return sqrtf(-2.0f * logf(u)) * cosf(6.283185307179586f * v);
 }
 
 uint32_t dlt_rng_below(dlt_rng *r, uint32_t n)

@@ -72,7 +72,6 @@ typedef struct dlt_rng {
 void dlt_rng_init(dlt_rng *r, uint64_t seed, uint64_t stream);
 uint32_t dlt_rng_u32(dlt_rng *r);
 float dlt_rng_uniform(dlt_rng *r);	/* [0, 1) */
-float dlt_rng_normal(dlt_rng *r);
 uint32_t dlt_rng_below(dlt_rng *r, uint32_t n);	/* unbiased [0, n) */
 void dlt_rng_permute(dlt_rng *r, uint32_t *idx, size_t n);	/* Fisher-Yates of 0..n-1 */
 
