@@ -1,4 +1,3 @@
-
 #include "kernels/common/philox.h"
 #include "util.h"
 
