@@ -41,14 +41,14 @@ static int load_stats(dlt_dataset *d, const char *meta)
 	if ((s = dlt_jval_get(&v, "scale"))) {
 		if (s->type != DLT_JNUM || !(s->num > 0) || !isfinite(s->num)) {
 			rc = dlt_error(DLT_EINPUT, "%s: metadata 'scale' must be a positive number", d->path);
-			goto out;
+			goto fail;
 		}
 		d->scale = (float)s->num;
 	}
 	if ((k = dlt_jval_get(&v, "num_classes"))) {
 		if (k->type != DLT_JNUM || k->num < 1 || k->num > 1 << 24 || k->num != (int)k->num) {
 			rc = dlt_error(DLT_EINPUT, "%s: metadata 'num_classes' must be a positive integer", d->path);
-			goto out;
+			goto fail;
 		}
 		d->n_classes = (int)k->num;
 	}
@@ -57,12 +57,12 @@ static int load_stats(dlt_dataset *d, const char *meta)
 	if (n_std != d->n_stats || (d->n_stats && d->features % d->n_stats)) {
 		rc = dlt_error(DLT_EINPUT, "%s: metadata 'mean' and 'std' do not fit %d features",
 			       d->path, d->features);
-		goto out;
+		goto fail;
 	}
 	if (!d->n_stats) {
 		if (!(d->mean = dlt_malloc(sizeof(float))) || !(std = dlt_malloc(sizeof(float)))) {
 			rc = DLT_ENOMEM;
-			goto out;
+			goto fail;
 		}
 		d->mean[0] = 0;
 		std[0] = 1;
@@ -71,13 +71,12 @@ static int load_stats(dlt_dataset *d, const char *meta)
 	for (int i = 0; i < d->n_stats; i++) {
 		if (!(std[i] > 0) || !isfinite(std[i]) || !isfinite(d->mean[i])) {
 			rc = dlt_error(DLT_EINPUT, "%s: metadata 'std' must be positive", d->path);
-			goto out;
+			goto fail;
 		}
 		std[i] = 1 / std[i];
 	}
 	d->inv_std = std;
 	std = NULL;
-out:
 fail:
 	free(std);
 	dlt_jval_free(&v);

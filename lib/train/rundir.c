@@ -9,18 +9,11 @@
 
 #include "rundir.h"
 
-static char *join(const char *dir, const char *name);
-
 char *dlt_run_file(const dlt_run *r, const char *name)
 {
-	return join(r->dir, name);
-}
-
-static char *join(const char *dir, const char *name)
-{
-	char *p = dlt_malloc(strlen(dir) + strlen(name) + 2);
+	char *p = dlt_malloc(strlen(r->dir) + strlen(name) + 2);
 	if (p)
-		sprintf(p, "%s/%s", dir, name);
+		sprintf(p, "%s/%s", r->dir, name);
 	return p;
 }
 
@@ -42,7 +35,7 @@ int dlt_run_status(dlt_run *r, const char *status)
 	dlt_json_num(&j, "time", dlt_wall());
 	dlt_json_end(&j);
 	if ((rc = dlt_json_ok(&j)) == 0 && (rc = dlt_buf_append(&j.buf, "\n", 1)) == 0) {
-		if (!(path = join(r->dir, "status")))
+		if (!(path = dlt_run_file(r, "status")))
 			rc = DLT_ENOMEM;
 		else
 			rc = dlt_write_file_atomic(path, j.buf.data, j.buf.len);
@@ -55,7 +48,7 @@ int dlt_run_status(dlt_run *r, const char *status)
 int dlt_run_open(dlt_run *r, const char *dir, const dlt_config *c)
 {
 	dlt_buf yaml = { 0 };
-	char *path = NULL;
+	char *metrics = NULL, *config = NULL;
 	struct stat st;
 	int rc;
 
@@ -65,39 +58,31 @@ int dlt_run_open(dlt_run *r, const char *dir, const dlt_config *c)
 		return 0;
 	if (!(r->dir = dlt_strdup(dir)))
 		return DLT_ENOMEM;
-	if (!(path = join(dir, "metrics.jsonl"))) {
+	if (!(metrics = dlt_run_file(r, "metrics.jsonl")) ||
+	    !(config = dlt_run_file(r, "config.yaml"))) {
 		rc = DLT_ENOMEM;
 		goto fail;
 	}
-	if (stat(path, &st) == 0) {
+	/* before anything is written, so an old run's config.yaml stays */
+	if (stat(metrics, &st) == 0) {
 		rc = dlt_error(DLT_EINPUT, "%s: already holds a run (give another -o)", dir);
 		goto fail;
 	}
 	DLT_TRY(dlt_mkdir_p(dir));
 	DLT_TRY(dlt_config_write_yaml(c, &yaml));
-	free(path);
-	if (!(path = join(dir, "config.yaml"))) {
-		rc = DLT_ENOMEM;
-		goto fail;
-	}
-	DLT_TRY(dlt_write_file_atomic(path, yaml.data, yaml.len));
-	free(path);
-	if (!(path = join(dir, "metrics.jsonl"))) {
-		rc = DLT_ENOMEM;
-		goto fail;
-	}
-	if (!(r->metrics = fopen(path, "wx"))) {
-		rc = dlt_error_errno(errno == EEXIST ? DLT_EINPUT : DLT_EIO, "%s", path);
+	DLT_TRY(dlt_write_file_atomic(config, yaml.data, yaml.len));
+	if (!(r->metrics = fopen(metrics, "wx"))) {
+		rc = dlt_error_errno(errno == EEXIST ? DLT_EINPUT : DLT_EIO, "%s", metrics);
 		goto fail;
 	}
 	DLT_TRY(dlt_run_status(r, "running"));
-	free(path);
-	dlt_buf_free(&yaml);
-	return 0;
+	rc = 0;
 fail:
-	free(path);
+	free(metrics);
+	free(config);
 	dlt_buf_free(&yaml);
-	dlt_run_close(r);
+	if (rc < 0)
+		dlt_run_close(r);
 	return rc;
 }
 
