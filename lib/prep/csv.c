@@ -25,14 +25,8 @@ static int is_blank(char c)
 
 static int csv_push(struct csv *c, char *field)
 {
-	if (c->nf == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 16;
-		char **f = dlt_realloc(c->f, cap * sizeof(*f));
-		if (!f)
-			return DLT_ENOMEM;
-		c->f = f;
-		c->cap = cap;
-	}
+	if (dlt_grow(&c->f, &c->cap, c->nf + 1, sizeof(*c->f)) < 0)
+		return DLT_ENOMEM;
 	c->f[c->nf++] = field;
 	return 0;
 }
@@ -207,14 +201,8 @@ static int csv_label(struct csv_labels *l, char *s, const struct csv *c)
 
 	if (!*s)
 		return dlt_error(DLT_EINPUT, "%s:%zu: empty label", c->name, c->row_line);
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 1024;
-		char **p = dlt_realloc(l->s, cap * sizeof(*p));
-		if (!p)
-			return DLT_ENOMEM;
-		l->s = p;
-		l->cap = cap;
-	}
+	if (dlt_grow(&l->s, &l->cap, l->n + 1, sizeof(*l->s)) < 0)
+		return DLT_ENOMEM;
 	l->s[l->n++] = s;
 	if (csv_class_id(s, &id) < 0)
 		l->all_ids = 0;

@@ -9,6 +9,25 @@ int dlt_mul_ok(size_t a, size_t b, size_t *out)
 	return !__builtin_mul_overflow(a, b, out);
 }
 
+int dlt_grow(void *array, size_t *cap, size_t n, size_t size)
+{
+	void *old, *q;
+	size_t c = *cap ? *cap : 8, bytes;
+	if (n <= *cap)
+		return 0;
+	while (c < n)
+		c = c > SIZE_MAX / 2 ? n : c * 2;
+	if (!dlt_mul_ok(c, size, &bytes))
+		return dlt_error(DLT_ENOMEM, "array of %zu x %zu bytes overflows", c, size);
+	/* through memcpy: array points at a T *, not a void * */
+	memcpy(&old, array, sizeof(old));
+	if (!(q = dlt_realloc(old, bytes)))
+		return DLT_ENOMEM;
+	memcpy(array, &q, sizeof(q));
+	*cap = c;
+	return 0;
+}
+
 void *dlt_malloc(size_t n)
 {
 	void *p = malloc(n ? n : 1);

@@ -313,14 +313,8 @@ static int parse_container(parser *p, dlt_jval *v, int depth, char close)
 	}
 	for (;;) {
 		dlt_jval *it;
-		if (v->n == cap) {
-			size_t ncap = cap ? cap * 2 : 4;
-			dlt_jval *items = dlt_realloc(v->items, ncap * sizeof(*items));
-			if (!items)
-				return DLT_ENOMEM;
-			v->items = items;
-			cap = ncap;
-		}
+		if (dlt_grow(&v->items, &cap, v->n + 1, sizeof(*v->items)) < 0)
+			return DLT_ENOMEM;
 		it = &v->items[v->n];
 		memset(it, 0, sizeof(*it));
 		skip_ws(p);

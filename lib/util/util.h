@@ -41,7 +41,10 @@ void *dlt_calloc(size_t n, size_t size);
 void *dlt_realloc(void *p, size_t n);
 void *dlt_malloc_aligned(size_t n);	/* 64-byte aligned, free with free() */
 char *dlt_strdup(const char *s);
-/* a*b (and a*b*c) with overflow check: returns 0 on overflow */
+/* Makes room for n elements of size bytes in the array *(T **)array of
+ * capacity *cap, doubling it as needed (at least 8); 0 or DLT_ENOMEM. */
+int dlt_grow(void *array, size_t *cap, size_t n, size_t size);
+/* a*b with overflow check: returns 0 on overflow */
 int dlt_mul_ok(size_t a, size_t b, size_t *out);
 
 /* Growable byte buffer. */

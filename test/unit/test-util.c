@@ -37,6 +37,23 @@ static void test_rng(void)
 	}
 }
 
+static void test_grow(void)
+{
+	int *a = NULL, all = 1;
+	size_t cap = 0;
+	for (int i = 0; i < 1000; i++) {
+		if (dlt_grow(&a, &cap, (size_t)i + 1, sizeof(*a)) < 0)
+			break;
+		a[i] = i;
+	}
+	for (int i = 0; i < 1000; i++)
+		all &= a[i] == i;
+	ok(all && cap >= 1000 && cap < 2048, "grow to 1000 ints keeps them (capacity %zu)", cap);
+	ok_rc(dlt_grow(&a, &cap, SIZE_MAX / 2, sizeof(*a)), DLT_ENOMEM, "an overflowing size");
+	ok(a[999] == 999, "a failed grow keeps the array");
+	free(a);
+}
+
 static void test_parse(void)
 {
 	long long v;
@@ -146,6 +163,7 @@ static void test_files(void)
 int main(void)
 {
 	test_rng();
+	test_grow();
 	test_parse();
 	test_json();
 	test_files();
