@@ -1,0 +1,674 @@
+/* The CPU GEMM (gemm.h), structured as GotoBLAS and BLIS are: C is cut
+ * into NC-column slabs; for each KC-deep slice of K the slab's rows of
+ * op(B) are packed into NR-wide panels, and for each MC-row block of C the
+ * block's op(A) into MR-tall panels (transposes are undone while packing,
+ * so one micro-kernel serves all four cases); a register-blocked
+ * micro-kernel then computes MR x NR tiles of C from one A panel and one
+ * B panel with fused multiply-adds.  A B panel (KC x NR) stays in L1 while
+ * the A panels of a block (MC x KC) stream from L2.
+ *
+ * Every element of C gets the same operations in the same order, whatever
+ * the kernel, tile or thread: acc = fma(a[k], b[k], acc) from k = 0 up
+ * within each KC slice, then C = fma(alpha, acc, prev), prev being beta * C
+ * (or 0 when beta is 0, so a C of NaN is never read) for the first slice
+ * and C after.  So the scalar, AVX2 and AVX-512 kernels give the same bits,
+ * and so do 1 and 64 threads: threads share out blocks of C, never K.
+ *
+ * The SIMD kernels are compiled for their instruction sets with target
+ * attributes, the rest of the build staying generic x86-64, and one is
+ * chosen at the first call from cpuid. */
+#include <cblas.h>
+#include <immintrin.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/gemm.h"
+
+/* KC x NR of B (18 KiB for AVX2, 36 KiB for AVX-512) fits L1 next to an A
+ * panel (Zen 3's 32 KiB, Zen 4/5's 32/48); MC x KC of A (162 KiB) fits L2;
+ * NC bounds a thread's B buffer (3.4 MiB).  KC is the same for every
+ * kernel: it fixes the summation order.  288 is one slice for the CNN's
+ * K = 288, and measured as good as 256 and 320 elsewhere. */
+#define KC 288
+#define MC 144
+#define NC 3072
+
+/* Below this many multiply-adds one thread beats a parallel region. */
+#define PAR_MIN_FMA (1 << 18)
+
+/* How a micro-kernel combines its sums acc with the tile of C. */
+enum { UPD_ADD, UPD_BETA, UPD_ZERO };
+
+/* C's element (i, j) of a tile is c[i ldc + j cs]: cs is 1, or ldc's
+ * role swapped with it when the GEMM runs transposed (gemm_ours). */
+typedef void ukr_fn(int kc, const float *a, const float *b, float *c, long ldc, long cs, int m,
+		    int n, float alpha, float beta, int upd);
+
+typedef struct impl {
+	const char *name;
+	int mr, nr;
+	ukr_fn *ukr;
+	int simd_pack;		/* packs with AVX2 */
+} impl;
+
+#define INLINE static inline __attribute__((always_inline))
+
+static int min_i(int a, int b)
+{
+	return a < b ? a : b;
+}
+
+/* The one update formula; inlined into a kernel compiled with FMA, fmaf is
+ * an instruction, and it rounds as the vector one does. */
+INLINE float update(float acc, const float *c, float alpha, float beta, int upd)
+{
+	float prev = upd == UPD_ADD ? *c : upd == UPD_BETA ? beta * *c : 0.0f;
+	return fmaf(alpha, acc, prev);
+}
+
+/* The m x n corner of a tile of sums t (row stride nr) into C. */
+INLINE void store_edge(const float *t, int nr, float *c, long ldc, long cs, int m, int n,
+		       float alpha, float beta, int upd)
+{
+	for (int i = 0; i < m; i++)
+		for (int j = 0; j < n; j++)
+			c[i * ldc + j * cs] = update(t[i * nr + j], &c[i * ldc + j * cs], alpha, beta,
+						     upd);
+}
+
+/* ---- micro-kernels: a is MR x kc (k-major), b is kc x NR (k-major) ---- */
+
+#define S_MR 4
+#define S_NR 4
+
+static void ukr_scalar(int kc, const float *a, const float *b, float *c, long ldc, long cs,
+		       int m, int n, float alpha, float beta, int upd)
+{
+	float acc[S_MR * S_NR] = { 0 };
+	for (int k = 0; k < kc; k++, a += S_MR, b += S_NR)
+		for (int i = 0; i < S_MR; i++)
+			for (int j = 0; j < S_NR; j++)
+				acc[i * S_NR + j] = fmaf(a[i], b[j], acc[i * S_NR + j]);
+	store_edge(acc, S_NR, c, ldc, cs, m, n, alpha, beta, upd);
+}
+
+/* 6 x 16: 12 accumulators, 2 B vectors and a broadcast of 16 registers;
+ * per k 2 loads and 6 broadcasts feed 12 FMAs, within Zen's and Intel's
+ * load ports, and 12 chains cover 2 FMA units of 4-cycle latency. */
+#define A2_ROW(i)                                                    \
+	do {                                                         \
+		__m256 a_ = _mm256_broadcast_ss(a + (i));            \
+		c##i##0 = _mm256_fmadd_ps(a_, b0, c##i##0);          \
+		c##i##1 = _mm256_fmadd_ps(a_, b1, c##i##1);          \
+	} while (0)
+
+#define A2_STEP()                                                    \
+	do {                                                         \
+		__m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8); \
+		A2_ROW(0);                                           \
+		A2_ROW(1);                                           \
+		A2_ROW(2);                                           \
+		A2_ROW(3);                                           \
+		A2_ROW(4);                                           \
+		A2_ROW(5);                                           \
+		a += 6;                                              \
+		b += 16;                                             \
+	} while (0)
+
+#define A2_UPD(i)                                                                    \
+	do {                                                                         \
+		float *r_ = c + (i) * ldc;                                           \
+		__m256 p0 = _mm256_setzero_ps(), p1 = _mm256_setzero_ps();           \
+		if (upd == UPD_ADD) {                                                \
+			p0 = _mm256_loadu_ps(r_);                                    \
+			p1 = _mm256_loadu_ps(r_ + 8);                                \
+		} else if (upd == UPD_BETA) {                                        \
+			p0 = _mm256_mul_ps(vb, _mm256_loadu_ps(r_));                 \
+			p1 = _mm256_mul_ps(vb, _mm256_loadu_ps(r_ + 8));             \
+		}                                                                    \
+		_mm256_storeu_ps(r_, _mm256_fmadd_ps(va, c##i##0, p0));              \
+		_mm256_storeu_ps(r_ + 8, _mm256_fmadd_ps(va, c##i##1, p1));          \
+	} while (0)
+
+#define A2_SAVE(i)                                                   \
+	do {                                                         \
+		_mm256_store_ps(t + (i) * 16, c##i##0);              \
+		_mm256_store_ps(t + (i) * 16 + 8, c##i##1);          \
+	} while (0)
+
+__attribute__((target("avx2,fma")))
+static void ukr_avx2(int kc, const float *restrict a, const float *restrict b, float *restrict c,
+		     long ldc, long cs, int m, int n, float alpha, float beta, int upd)
+{
+	__m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+	__m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+	int k = kc;
+	for (int i = 0; i < 6; i++) {
+		_mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+		_mm_prefetch((const char *)(c + i * ldc + 15), _MM_HINT_T0);
+	}
+	for (; k > 0; k--)
+		A2_STEP();
+	if (m == 6 && n == 16 && cs == 1) {
+		__m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+		A2_UPD(0);
+		A2_UPD(1);
+		A2_UPD(2);
+		A2_UPD(3);
+		A2_UPD(4);
+		A2_UPD(5);
+	} else {
+		float t[6 * 16] __attribute__((aligned(32)));
+		A2_SAVE(0);
+		A2_SAVE(1);
+		A2_SAVE(2);
+		A2_SAVE(3);
+		A2_SAVE(4);
+		A2_SAVE(5);
+		store_edge(t, 16, c, ldc, cs, m, n, alpha, beta, upd);
+	}
+}
+
+/* 8 x 32: 16 accumulators of 32 registers; the broadcasts fold into the
+ * FMAs as embedded broadcasts. */
+#define A5_ROW(i)                                                    \
+	do {                                                         \
+		__m512 a_ = _mm512_set1_ps(a[i]);                    \
+		c##i##0 = _mm512_fmadd_ps(a_, b0, c##i##0);          \
+		c##i##1 = _mm512_fmadd_ps(a_, b1, c##i##1);          \
+	} while (0)
+
+#define A5_STEP()                                                    \
+	do {                                                         \
+		__m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16); \
+		A5_ROW(0);                                           \
+		A5_ROW(1);                                           \
+		A5_ROW(2);                                           \
+		A5_ROW(3);                                           \
+		A5_ROW(4);                                           \
+		A5_ROW(5);                                           \
+		A5_ROW(6);                                           \
+		A5_ROW(7);                                           \
+		a += 8;                                              \
+		b += 32;                                             \
+	} while (0)
+
+#define A5_UPD(i)                                                                    \
+	do {                                                                         \
+		float *r_ = c + (i) * ldc;                                           \
+		__m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();           \
+		if (upd == UPD_ADD) {                                                \
+			p0 = _mm512_loadu_ps(r_);                                    \
+			p1 = _mm512_loadu_ps(r_ + 16);                               \
+		} else if (upd == UPD_BETA) {                                        \
+			p0 = _mm512_mul_ps(vb, _mm512_loadu_ps(r_));                 \
+			p1 = _mm512_mul_ps(vb, _mm512_loadu_ps(r_ + 16));            \
+		}                                                                    \
+		_mm512_storeu_ps(r_, _mm512_fmadd_ps(va, c##i##0, p0));              \
+		_mm512_storeu_ps(r_ + 16, _mm512_fmadd_ps(va, c##i##1, p1));         \
+	} while (0)
+
+#define A5_SAVE(i)                                                   \
+	do {                                                         \
+		_mm512_store_ps(t + (i) * 32, c##i##0);              \
+		_mm512_store_ps(t + (i) * 32 + 16, c##i##1);         \
+	} while (0)
+
+__attribute__((target("avx512f")))
+static void ukr_avx512(int kc, const float *restrict a, const float *restrict b,
+		       float *restrict c, long ldc, long cs, int m, int n, float alpha, float beta,
+		       int upd)
+{
+	__m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+	__m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+	__m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+	int k = kc;
+	for (int i = 0; i < 8; i++) {
+		_mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+		_mm_prefetch((const char *)(c + i * ldc + 31), _MM_HINT_T0);
+	}
+	for (; k > 0; k--)
+		A5_STEP();
+	if (m == 8 && n == 32 && cs == 1) {
+		__m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+		A5_UPD(0);
+		A5_UPD(1);
+		A5_UPD(2);
+		A5_UPD(3);
+		A5_UPD(4);
+		A5_UPD(5);
+		A5_UPD(6);
+		A5_UPD(7);
+	} else {
+		float t[8 * 32] __attribute__((aligned(64)));
+		A5_SAVE(0);
+		A5_SAVE(1);
+		A5_SAVE(2);
+		A5_SAVE(3);
+		A5_SAVE(4);
+		A5_SAVE(5);
+		A5_SAVE(6);
+		A5_SAVE(7);
+		store_edge(t, 32, c, ldc, cs, m, n, alpha, beta, upd);
+	}
+}
+
+/* ---- packing: zero-padded panels, so edge tiles run the full kernel ---- */
+
+/* Rows i0 .. i0+m of op(A), columns p0 .. p0+kc, into MR-tall panels. */
+INLINE void pack_a_mr(int mr, int tA, const float *A, int lda, int i0, int m, int p0, int kc,
+		      float *dst)
+{
+	for (int ip = 0; ip < m; ip += mr, dst += (size_t)mr * kc) {
+		int mm = min_i(mr, m - ip);
+		if (tA) {
+			for (int k = 0; k < kc; k++) {
+				const float *s = A + (size_t)(p0 + k) * lda + i0 + ip;
+				float *d = dst + (size_t)k * mr;
+				for (int i = 0; i < mm; i++)
+					d[i] = s[i];
+				for (int i = mm; i < mr; i++)
+					d[i] = 0.0f;
+			}
+		} else {
+			for (int i = 0; i < mm; i++) {
+				const float *s = A + (size_t)(i0 + ip + i) * lda + p0;
+				for (int k = 0; k < kc; k++)
+					dst[(size_t)k * mr + i] = s[k];
+			}
+			for (int i = mm; i < mr; i++)
+				for (int k = 0; k < kc; k++)
+					dst[(size_t)k * mr + i] = 0.0f;
+		}
+	}
+}
+
+/* Rows p0 .. p0+kc of op(B), columns j0 .. j0+n, into NR-wide panels. */
+INLINE void pack_b_nr(int nr, int tB, const float *B, int ldb, int p0, int kc, int j0, int n,
+		      float *dst)
+{
+	for (int jp = 0; jp < n; jp += nr, dst += (size_t)nr * kc) {
+		int nn = min_i(nr, n - jp);
+		if (!tB) {
+			for (int k = 0; k < kc; k++) {
+				const float *s = B + (size_t)(p0 + k) * ldb + j0 + jp;
+				float *d = dst + (size_t)k * nr;
+				if (nn == nr) {
+					memcpy(d, s, nr * sizeof(float));
+				} else {
+					for (int j = 0; j < nn; j++)
+						d[j] = s[j];
+					for (int j = nn; j < nr; j++)
+						d[j] = 0.0f;
+				}
+			}
+		} else {
+			for (int j = 0; j < nn; j++) {
+				const float *s = B + (size_t)(j0 + jp + j) * ldb + p0;
+				for (int k = 0; k < kc; k++)
+					dst[(size_t)k * nr + j] = s[k];
+			}
+			for (int j = nn; j < nr; j++)
+				for (int k = 0; k < kc; k++)
+					dst[(size_t)k * nr + j] = 0.0f;
+		}
+	}
+}
+
+/* The 8 x 8 block at v transposed in registers. */
+#define TRANSPOSE8(v)                                                                  \
+	do {                                                                           \
+		__m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]); \
+		__m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]); \
+		__m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]); \
+		__m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]); \
+		__m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee); \
+		__m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee); \
+		__m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee); \
+		__m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee); \
+		v[0] = _mm256_permute2f128_ps(u0, u4, 0x20);                           \
+		v[1] = _mm256_permute2f128_ps(u1, u5, 0x20);                           \
+		v[2] = _mm256_permute2f128_ps(u2, u6, 0x20);                           \
+		v[3] = _mm256_permute2f128_ps(u3, u7, 0x20);                           \
+		v[4] = _mm256_permute2f128_ps(u0, u4, 0x31);                           \
+		v[5] = _mm256_permute2f128_ps(u1, u5, 0x31);                           \
+		v[6] = _mm256_permute2f128_ps(u2, u6, 0x31);                           \
+		v[7] = _mm256_permute2f128_ps(u3, u7, 0x31);                           \
+	} while (0)
+
+/* One panel from r full rows (r = 6 or a multiple of 8) that run along k,
+ * as a transposed A (tA = 0) or B (tB = 1) gives them: dst[k r + i] =
+ * src[i ld + k], through 8 x 8 transposes in registers where a scalar
+ * copy would store one float a cycle.  With 6 rows each k's 8-float store
+ * runs 2 floats into the next k's (stored after it), and the last one 2
+ * floats past the panel: the buffer has room. */
+__attribute__((target("avx2")))
+static void pack_rows_avx2(int r, const float *src, long ld, int kc, float *dst)
+{
+	int g = r == 6 ? 6 : 8;
+	for (int i0 = 0; i0 < r; i0 += g) {
+		int k = 0;
+		for (; k + 8 <= kc; k += 8) {
+			__m256 v[8];
+			for (int i = 0; i < 8; i++)
+				v[i] = i < g ? _mm256_loadu_ps(src + (i0 + i) * ld + k)
+					     : _mm256_setzero_ps();
+			TRANSPOSE8(v);
+			for (int kk = 0; kk < 8; kk++)
+				_mm256_storeu_ps(dst + (size_t)(k + kk) * r + i0, v[kk]);
+		}
+		for (; k < kc; k++)
+			for (int i = 0; i < g; i++)
+				dst[(size_t)k * r + i0 + i] = src[(i0 + i) * ld + k];
+	}
+}
+
+/* The packers for each kernel's constant MR and NR, so their loops
+ * unroll; simd: the CPU has AVX2 (the scalar kernel's path never asks). */
+static void pack_a(int mr, int simd, int tA, const float *A, int lda, int i0, int m, int p0,
+		   int kc, float *dst)
+{
+	if (simd && !tA) {
+		int full = m / mr * mr;
+		for (int ip = 0; ip < full; ip += mr, dst += (size_t)mr * kc)
+			pack_rows_avx2(mr, A + (size_t)(i0 + ip) * lda + p0, lda, kc, dst);
+		i0 += full;
+		m -= full;
+		if (!m)
+			return;
+	}
+	switch (mr) {
+	case 4:
+		pack_a_mr(4, tA, A, lda, i0, m, p0, kc, dst);
+		break;
+	case 6:
+		pack_a_mr(6, tA, A, lda, i0, m, p0, kc, dst);
+		break;
+	default:
+		pack_a_mr(8, tA, A, lda, i0, m, p0, kc, dst);
+	}
+}
+
+static void pack_b(int nr, int simd, int tB, const float *B, int ldb, int p0, int kc, int j0,
+		   int n, float *dst)
+{
+	if (simd && tB) {
+		int full = n / nr * nr;
+		for (int jp = 0; jp < full; jp += nr, dst += (size_t)nr * kc)
+			pack_rows_avx2(nr, B + (size_t)(j0 + jp) * ldb + p0, ldb, kc, dst);
+		j0 += full;
+		n -= full;
+		if (!n)
+			return;
+	}
+	switch (nr) {
+	case 4:
+		pack_b_nr(4, tB, B, ldb, p0, kc, j0, n, dst);
+		break;
+	case 16:
+		pack_b_nr(16, tB, B, ldb, p0, kc, j0, n, dst);
+		break;
+	default:
+		pack_b_nr(32, tB, B, ldb, p0, kc, j0, n, dst);
+	}
+}
+
+/* ---- the blocked loops over one thread's block of C ---- */
+
+/* Each thread's packing buffer, grown to the largest need and then kept,
+ * so a training step allocates nothing once its first step has run;
+ * freed when the thread ends. */
+static __thread float *tl_buf;
+static __thread size_t tl_cap;
+static pthread_key_t buf_key;
+
+static float *packing_buffer(size_t n)
+{
+	if (n > tl_cap) {
+		size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
+		float *p = aligned_alloc(64, bytes);
+		if (!p)
+			return NULL;
+		free(tl_buf);
+		tl_buf = p;
+		tl_cap = bytes / sizeof(float);
+		pthread_setspecific(buf_key, p);
+	}
+	return tl_buf;
+}
+
+static size_t round_up(size_t x, size_t to)
+{
+	return (x + to - 1) / to * to;
+}
+
+typedef struct gemm_args {
+	int tA, tB, M, N, K;
+	float alpha, beta;
+	const float *A, *B;
+	float *C;
+	int lda, ldb;
+	long ldc, cs;		/* C's element (i, j) is C[i ldc + j cs] */
+} gemm_args;
+
+/* K in equal slices of at most KC (a multiple of 8 but the last): 288
+ * is 144 + 144, not 256 + 32 and a pass over C for 32 multiply-adds. */
+static int kc_step(int K)
+{
+	int slices = (K + KC - 1) / KC;
+	return min_i(K, (int)round_up((K + slices - 1) / slices, 8));
+}
+
+/* Out of memory for the packing buffer: the same sums one element at a
+ * time, slowly, so even then the bits do not change. */
+static void gemm_unpacked(const gemm_args *g, int i0, int i1, int j0, int j1)
+{
+	int kcmax = kc_step(g->K);
+	for (int i = i0; i < i1; i++) {
+		for (int j = j0; j < j1; j++) {
+			float *c = g->C + i * g->ldc + j * g->cs;
+			for (int pc = 0; pc < g->K; pc += kcmax) {
+				float acc = 0.0f;
+				for (int k = pc; k < min_i(pc + kcmax, g->K); k++) {
+					float a = g->tA ? g->A[(size_t)k * g->lda + i]
+							: g->A[(size_t)i * g->lda + k];
+					float b = g->tB ? g->B[(size_t)j * g->ldb + k]
+							: g->B[(size_t)k * g->ldb + j];
+					acc = fmaf(a, b, acc);
+				}
+				*c = update(acc, c, g->alpha, g->beta,
+					    pc ? UPD_ADD : g->beta == 0.0f ? UPD_ZERO : UPD_BETA);
+			}
+		}
+	}
+}
+
+/* Rows i0 .. i1, columns j0 .. j1 of C. */
+static void gemm_block(const impl *im, const gemm_args *g, int i0, int i1, int j0, int j1)
+{
+	int mr = im->mr, nr = im->nr, kcmax = kc_step(g->K), simd = im->simd_pack;
+	/* 16 floats of room after A's panels for pack_rows_avx2 */
+	size_t a_n = round_up((size_t)min_i(MC, (int)round_up(i1 - i0, mr)) * kcmax, 16) + 16;
+	size_t b_n = (size_t)min_i(NC, (int)round_up(j1 - j0, nr)) * kcmax;
+	float *buf = packing_buffer(a_n + b_n), *ap = buf, *bp = buf + a_n;
+	if (!buf) {
+		gemm_unpacked(g, i0, i1, j0, j1);
+		return;
+	}
+	for (int jc = j0; jc < j1; jc += NC) {
+		int nc = min_i(NC, j1 - jc);
+		for (int pc = 0; pc < g->K; pc += kcmax) {
+			int kc = min_i(kcmax, g->K - pc);
+			int upd = pc ? UPD_ADD : g->beta == 0.0f ? UPD_ZERO : UPD_BETA;
+			pack_b(nr, simd, g->tB, g->B, g->ldb, pc, kc, jc, nc, bp);
+			for (int ic = i0; ic < i1; ic += MC) {
+				int mc = min_i(MC, i1 - ic);
+				pack_a(mr, simd, g->tA, g->A, g->lda, ic, mc, pc, kc, ap);
+				for (int jr = 0; jr < nc; jr += nr) {
+					float *c = g->C + ic * g->ldc + (jc + jr) * g->cs;
+					for (int ir = 0; ir < mc; ir += mr)
+						im->ukr(kc, ap + (size_t)ir * kc, bp + (size_t)jr * kc,
+							c + ir * g->ldc, g->ldc, g->cs,
+							min_i(mr, mc - ir), min_i(nr, nc - jr),
+							g->alpha, g->beta, upd);
+				}
+			}
+		}
+	}
+}
+
+/* ---- threads: a grid of blocks of C, one per thread ---- */
+
+/* The grid tm x tn (tm * tn <= threads) that minimises the busiest
+ * thread's work: its block's multiply-adds per k, plus its packing (each
+ * thread packs its rows of A and columns of B), a packed float costing
+ * about as much as 4 of those. */
+static void choose_grid(int threads, int tiles_m, int tiles_n, int mr, int nr, int *tm, int *tn)
+{
+	double best = -1.0;
+	*tm = *tn = 1;
+	for (int m = 1; m <= threads && m <= tiles_m; m++) {
+		for (int n = 1; m * n <= threads && n <= tiles_n; n++) {
+			double rows = (double)((tiles_m + m - 1) / m) * mr;
+			double cols = (double)((tiles_n + n - 1) / n) * nr;
+			double cost = rows * cols + 4.0 * (rows + cols);
+			if (best < 0 || cost < best) {
+				best = cost;
+				*tm = m;
+				*tn = n;
+			}
+		}
+	}
+}
+
+static void scale_c(int M, int N, float beta, float *C, int ldc)
+{
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++)
+			C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+}
+
+/* The fraction of a grid of mr x nr tiles that M x N fills. */
+static double tile_use(int M, int N, int mr, int nr)
+{
+	return (double)M * N / (round_up(M, mr) * round_up(N, nr));
+}
+
+static void gemm_ours(const impl *im, const gemm_args *g0)
+{
+	/* C^T = op(B)^T op(A)^T when that wastes less of the tiles: an N
+	 * under NR, as 32 x 9 x 100352 (conv1 dW) or 128 x 10 x 128 (the
+	 * logits).  Each element gets the same products in the same order,
+	 * so the same bits. */
+	gemm_args gt = { !g0->tB, !g0->tA, g0->N, g0->M, g0->K, g0->alpha, g0->beta, g0->B,
+			 g0->A, g0->C, g0->ldb, g0->lda, g0->cs, g0->ldc };
+	const gemm_args *g = g0->N < im->nr &&
+		tile_use(g0->N, g0->M, im->mr, im->nr) > 1.2 * tile_use(g0->M, g0->N, im->mr, im->nr)
+		? &gt : g0;
+	int tiles_m = (g->M + im->mr - 1) / im->mr, tiles_n = (g->N + im->nr - 1) / im->nr;
+	int threads = omp_in_parallel() ? 1 : omp_get_max_threads(), tm, tn;
+	if ((double)g->M * g->N * g->K < PAR_MIN_FMA)
+		threads = 1;
+	choose_grid(threads, tiles_m, tiles_n, im->mr, im->nr, &tm, &tn);
+	if (tm * tn == 1) {
+		gemm_block(im, g, 0, g->M, 0, g->N);
+		return;
+	}
+	#pragma omp parallel num_threads(tm * tn)
+	for (int r = omp_get_thread_num(); r < tm * tn; r += omp_get_num_threads()) {
+		int rm = r / tn, rn = r % tn;
+		int i0 = tiles_m * rm / tm * im->mr, i1 = min_i(g->M, tiles_m * (rm + 1) / tm * im->mr);
+		int j0 = tiles_n * rn / tn * im->nr, j1 = min_i(g->N, tiles_n * (rn + 1) / tn * im->nr);
+		gemm_block(im, g, i0, i1, j0, j1);
+	}
+}
+
+/* ---- which GEMM runs ---- */
+
+static const impl impls[DLT_GEMM_KINDS] = {
+	[DLT_GEMM_OPENBLAS] = { "openblas", 0, 0, NULL, 0 },
+	[DLT_GEMM_SCALAR] = { "dlt-scalar", S_MR, S_NR, ukr_scalar, 0 },
+	[DLT_GEMM_AVX2] = { "dlt-avx2", 6, 16, ukr_avx2, 1 },
+	[DLT_GEMM_AVX512] = { "dlt-avx512", 8, 32, ukr_avx512, 1 },
+};
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int supported[DLT_GEMM_KINDS];
+static int best_ours, active;
+
+/* cpuid and DLT_GEMM, once: the choice never depends on timings, so
+ * every process on a machine makes the same one.  Without AVX2 ours is
+ * the slow scalar kernel, and OpenBLAS runs unless DLT_GEMM asks. */
+static void init(void)
+{
+	const char *env = getenv("DLT_GEMM");
+	__builtin_cpu_init();
+	supported[DLT_GEMM_OPENBLAS] = supported[DLT_GEMM_SCALAR] = 1;
+	supported[DLT_GEMM_AVX2] = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	supported[DLT_GEMM_AVX512] = __builtin_cpu_supports("avx512f");
+	best_ours = supported[DLT_GEMM_AVX512] ? DLT_GEMM_AVX512
+		  : supported[DLT_GEMM_AVX2] ? DLT_GEMM_AVX2 : DLT_GEMM_SCALAR;
+	active = best_ours == DLT_GEMM_SCALAR ? DLT_GEMM_OPENBLAS : best_ours;
+	if (env && !strcmp(env, "dlt"))
+		active = best_ours;
+	for (int k = 0; env && k < DLT_GEMM_KINDS; k++)
+		if (!strcmp(env, impls[k].name) && supported[k])
+			active = k;
+	pthread_key_create(&buf_key, free);
+}
+
+int dlt_cpu_gemm_kind(void)
+{
+	pthread_once(&once, init);
+	return active;
+}
+
+const char *dlt_cpu_gemm_name(void)
+{
+	return impls[dlt_cpu_gemm_kind()].name;
+}
+
+const char *dlt_cpu_gemm_kind_name(int kind)
+{
+	return kind >= 0 && kind < DLT_GEMM_KINDS ? impls[kind].name : "?";
+}
+
+int dlt_cpu_gemm_supported(int kind)
+{
+	pthread_once(&once, init);
+	return kind >= 0 && kind < DLT_GEMM_KINDS && supported[kind];
+}
+
+void dlt_cpu_sgemm_kind(int kind, int tA, int tB, int M, int N, int K, float alpha,
+			const float *A, int lda, const float *B, int ldb,
+			float beta, float *C, int ldc)
+{
+	gemm_args g = { tA, tB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1 };
+	pthread_once(&once, init);
+	if (M <= 0 || N <= 0)
+		return;
+	if (kind == DLT_GEMM_OPENBLAS) {
+		cblas_sgemm(CblasRowMajor, tA ? CblasTrans : CblasNoTrans,
+			    tB ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
+			    ldc);
+		return;
+	}
+	if (K <= 0 || alpha == 0.0f) {
+		scale_c(M, N, beta, C, ldc);
+		return;
+	}
+	if (kind < 0 || kind >= DLT_GEMM_KINDS || !supported[kind])
+		kind = best_ours;
+	gemm_ours(&impls[kind], &g);
+}
+
+void dlt_cpu_sgemm(int tA, int tB, int M, int N, int K, float alpha,
+		   const float *A, int lda, const float *B, int ldb,
+		   float beta, float *C, int ldc)
+{
+	dlt_cpu_sgemm_kind(dlt_cpu_gemm_kind(), tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C,
+			   ldc);
+}

@@ -1,0 +1,40 @@
+/* The CPU's single-precision GEMM, row-major, as the backend table's gemm:
+ * C = alpha * op(A) * op(B) + beta * C.  Called outside a parallel region
+ * it uses the backend's threads; inside one (a conv kernel's per-sample
+ * loop) it runs on the calling thread alone.  The same inputs give the
+ * same bits for the same thread count.
+ *
+ * dlt's own kernels (gemm.c) give the same bits for any thread count, and
+ * the scalar, AVX2 and AVX-512 ones give the same bits as each other: each
+ * element of C is summed by fused multiply-adds in the same order.  Which
+ * one runs is fixed at the first call from cpuid and DLT_GEMM (dlt(7)),
+ * never from timings, so every process on a machine runs the same one. */
+#ifndef DLT_CPU_GEMM_H
+#define DLT_CPU_GEMM_H
+
+void dlt_cpu_sgemm(int tA, int tB, int M, int N, int K, float alpha,
+		   const float *A, int lda, const float *B, int ldb,
+		   float beta, float *C, int ldc);
+
+/* The implementations, for logs, the tests and bench/gemm. */
+enum dlt_cpu_gemm_kind {
+	DLT_GEMM_OPENBLAS,	/* cblas_sgemm: bits depend on the thread count */
+	DLT_GEMM_SCALAR,	/* portable C, for CPUs without AVX2; slow */
+	DLT_GEMM_AVX2,		/* AVX2 + FMA, 6 x 16 micro-kernel */
+	DLT_GEMM_AVX512,	/* AVX-512F, 8 x 32 micro-kernel */
+	DLT_GEMM_KINDS
+};
+
+/* The kind dlt_cpu_sgemm runs, and its name ("dlt-avx2", "openblas", ...). */
+int dlt_cpu_gemm_kind(void);
+const char *dlt_cpu_gemm_name(void);
+const char *dlt_cpu_gemm_kind_name(int kind);
+/* Whether this CPU can run the kind. */
+int dlt_cpu_gemm_supported(int kind);
+/* dlt_cpu_sgemm with the given kind; a kind the CPU cannot run runs the
+ * best of ours that it can. */
+void dlt_cpu_sgemm_kind(int kind, int tA, int tB, int M, int N, int K, float alpha,
+			const float *A, int lda, const float *B, int ldb,
+			float beta, float *C, int ldc);
+
+#endif

@@ -1,0 +1,288 @@
+/* dlt's GEMM (kernels/cpu/gemm.c), every kernel the CPU runs, against a
+ * double-precision reference: edge sizes around the tiles, every
+ * transpose, alpha and beta, beta = 0 over a C of NaN, padded leading
+ * dimensions, shapes crossing the MC, KC and NC blocks; and the same bits
+ * on 1, 2 and 3 threads, inside a parallel region, and from each kernel. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <omp.h>
+
+#include "tap.h"
+#include "kernels/cpu/gemm.h"
+
+static unsigned seed = 1;
+
+static float *randv(size_t n)
+{
+	float *p = malloc(n * sizeof(float) + 1);
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1664525u + 1013904223u;
+		p[i] = (float)(seed >> 8) / (1 << 23) - 1.0f;
+	}
+	return p;
+}
+
+typedef struct problem {
+	int tA, tB, M, N, K, lda, ldb, ldc;
+	float alpha, beta;
+	float *A, *B, *C0;	/* C0: C before the call */
+	size_t nc;
+} problem;
+
+/* pad widens the leading dimensions; nan_c fills C with NaN (beta = 0) */
+static void make(problem *p, int tA, int tB, int M, int N, int K, int pad, float alpha,
+		 float beta)
+{
+	p->tA = tA;
+	p->tB = tB;
+	p->M = M;
+	p->N = N;
+	p->K = K;
+	p->lda = (tA ? M : K) + pad;
+	p->ldb = (tB ? K : N) + pad;
+	p->ldc = N + pad;
+	p->alpha = alpha;
+	p->beta = beta;
+	p->A = randv((size_t)(tA ? K : M) * p->lda + 1);
+	p->B = randv((size_t)(tB ? N : K) * p->ldb + 1);
+	p->nc = (size_t)M * p->ldc;
+	p->C0 = randv(p->nc);
+	if (beta == 0.0f)
+		for (size_t i = 0; i < p->nc; i++)
+			p->C0[i] = NAN;
+}
+
+static void drop(problem *p)
+{
+	free(p->A);
+	free(p->B);
+	free(p->C0);
+}
+
+static float *run(int kind, const problem *p)
+{
+	float *C = malloc(p->nc * sizeof(float) + 1);
+	memcpy(C, p->C0, p->nc * sizeof(float));
+	dlt_cpu_sgemm_kind(kind, p->tA, p->tB, p->M, p->N, p->K, p->alpha, p->A, p->lda, p->B,
+			   p->ldb, p->beta, C, p->ldc);
+	return C;
+}
+
+/* The double-precision answer and its error bound: K float roundings of
+ * the terms' magnitudes. */
+typedef struct answer {
+	double *want, *bound;
+} answer;
+
+static answer reference(const problem *p)
+{
+	size_t n = (size_t)p->M * p->N;
+	answer r = { malloc(n * sizeof(double) + 1), malloc(n * sizeof(double) + 1) };
+	for (int i = 0; i < p->M; i++) {
+		for (int j = 0; j < p->N; j++) {
+			size_t at = (size_t)i * p->ldc + j;
+			double s = 0.0, mag = 0.0;
+			for (int k = 0; k < p->K; k++) {
+				double a = p->tA ? p->A[(size_t)k * p->lda + i]
+						 : p->A[(size_t)i * p->lda + k];
+				double b = p->tB ? p->B[(size_t)j * p->ldb + k]
+						 : p->B[(size_t)k * p->ldb + j];
+				s += a * b;
+				mag += fabs(a * b);
+			}
+			s *= p->alpha;
+			mag *= fabs(p->alpha);
+			if (p->beta != 0.0f) {	/* beta 0 ignores C, NaN included */
+				s += (double)p->beta * p->C0[at];
+				mag += fabs((double)p->beta * p->C0[at]);
+			}
+			r.want[(size_t)i * p->N + j] = s;
+			r.bound[(size_t)i * p->N + j] = 1e-30 + mag * (p->K + 3) * 0x1p-24;
+		}
+	}
+	return r;
+}
+
+/* The worst error of C over its bound; > 1 fails.  Padding columns must
+ * be untouched (a NaN stays the same NaN: compare bits). */
+static double check(const problem *p, const answer *r, const float *C)
+{
+	double worst = 0.0;
+	for (int i = 0; i < p->M; i++) {
+		for (int j = 0; j < p->ldc; j++) {
+			size_t at = (size_t)i * p->ldc + j, e = (size_t)i * p->N + j;
+			if (j >= p->N) {
+				if (memcmp(&C[at], &p->C0[at], sizeof(float)))
+					return INFINITY;
+				continue;
+			}
+			if (!isfinite(C[at]))
+				return INFINITY;
+			worst = fmax(worst, fabs(C[at] - r->want[e]) / r->bound[e]);
+		}
+	}
+	return worst;
+}
+
+static void drop_answer(answer *r)
+{
+	free(r->want);
+	free(r->bound);
+}
+
+static int kinds[DLT_GEMM_KINDS], nkinds;
+
+/* Edge sizes 1 .. 33 around the 4, 6, 8, 16 and 32 of the tiles, each
+ * kernel, one line per kernel, transpose pair and alpha / beta case. */
+static void test_edges(void)
+{
+	static const int ms[] = { 1, 2, 3, 5, 6, 7, 8, 9, 12, 13, 16, 17, 25, 31, 32, 33 };
+	static const int ns[] = { 1, 2, 4, 7, 8, 9, 15, 16, 17, 23, 31, 32, 33 };
+	static const int ks[] = { 1, 2, 7, 8, 9, 16, 33 };
+	static const struct { float alpha, beta; int pad; const char *what; } ab[] = {
+		{ 1.0f, 0.0f, 0, "alpha 1, beta 0 over NaN" },
+		{ 0.5f, -1.5f, 0, "alpha 0.5, beta -1.5" },
+		{ -2.0f, 1.0f, 3, "alpha -2, beta 1, leading dimensions + 3" },
+		{ 1.0f, 0.0f, 5, "beta 0 over NaN, leading dimensions + 5" },
+	};
+	for (int c = 0; c < (int)(sizeof(ab) / sizeof(ab[0])); c++) {
+		for (int t = 0; t < 4; t++) {
+			double worst[DLT_GEMM_KINDS] = { 0 };
+			int wm[DLT_GEMM_KINDS] = { 0 }, wn[DLT_GEMM_KINDS] = { 0 };
+			int wk[DLT_GEMM_KINDS] = { 0 };
+			for (size_t a = 0; a < sizeof(ms) / sizeof(ms[0]); a++)
+			for (size_t b = 0; b < sizeof(ns) / sizeof(ns[0]); b++)
+			for (size_t k = 0; k < sizeof(ks) / sizeof(ks[0]); k++) {
+				problem p;
+				answer r;
+				make(&p, t & 1, t >> 1, ms[a], ns[b], ks[k], ab[c].pad, ab[c].alpha,
+				     ab[c].beta);
+				r = reference(&p);
+				for (int q = 0; q < nkinds; q++) {
+					float *C = run(kinds[q], &p);
+					double d = check(&p, &r, C);
+					if (!(d <= worst[q])) {
+						worst[q] = d;
+						wm[q] = ms[a];
+						wn[q] = ns[b];
+						wk[q] = ks[k];
+					}
+					free(C);
+				}
+				drop_answer(&r);
+				drop(&p);
+			}
+			for (int q = 0; q < nkinds; q++)
+				if (!ok(worst[q] <= 1.0, "%s tA %d tB %d, M, N, K 1 to 33, %s",
+					dlt_cpu_gemm_kind_name(kinds[q]), t & 1, t >> 1, ab[c].what))
+					diag("error %g of its bound at M %d N %d K %d", worst[q], wm[q],
+					     wn[q], wk[q]);
+		}
+	}
+}
+
+/* Shapes that cross MC (144 rows), KC (256) and NC (3072 columns), with
+ * K in unequal slices. */
+static void test_blocks(void)
+{
+	static const int shapes[][3] = { { 20, 3100, 520 }, { 300, 40, 1000 }, { 7, 3200, 3 } };
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		for (int t = 0; t < 4; t++) {
+			problem p;
+			answer r;
+			float *C[DLT_GEMM_KINDS];
+			int same = 1;
+			make(&p, t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2], 1, 0.75f,
+			     t == 3 ? 0.5f : 0.0f);
+			r = reference(&p);
+			for (int q = 0; q < nkinds; q++) {
+				double d;
+				C[q] = run(kinds[q], &p);
+				d = check(&p, &r, C[q]);
+				if (!ok(d <= 1.0, "%s tA %d tB %d, %d x %d x %d",
+					dlt_cpu_gemm_kind_name(kinds[q]), t & 1, t >> 1, p.M, p.N, p.K))
+					diag("error %g of its bound", d);
+				same &= !memcmp(C[q], C[0], p.nc * sizeof(float));
+			}
+			/* every element gets the same fmas in the same order */
+			ok(same, "tA %d tB %d, %d x %d x %d: the same bits from all %d kernels",
+			   t & 1, t >> 1, p.M, p.N, p.K, nkinds);
+			for (int q = 0; q < nkinds; q++)
+				free(C[q]);
+			drop_answer(&r);
+			drop(&p);
+		}
+	}
+}
+
+/* Threads share out blocks of C, never K: the same bits on any count,
+ * and inside a parallel region (each thread alone on its own C). */
+static void test_threads(void)
+{
+	int saved = omp_get_max_threads();
+	for (int q = 0; q < nkinds; q++) {
+		for (int t = 0; t < 4; t++) {
+			problem p;
+			float *C1, *C2, *C3, *Cin[2];
+			make(&p, t & 1, t >> 1, 200, 301, 400, 0, 1.0f, t == 2 ? -1.0f : 0.0f);
+			omp_set_num_threads(1);
+			C1 = run(kinds[q], &p);
+			omp_set_num_threads(2);
+			C2 = run(kinds[q], &p);
+			omp_set_num_threads(3);
+			C3 = run(kinds[q], &p);
+			#pragma omp parallel num_threads(2)
+			Cin[omp_get_thread_num()] = run(kinds[q], &p);
+			ok(!memcmp(C1, C2, p.nc * 4) && !memcmp(C1, C3, p.nc * 4),
+			   "%s tA %d tB %d: the same bits on 1, 2 and 3 threads",
+			   dlt_cpu_gemm_kind_name(kinds[q]), t & 1, t >> 1);
+			ok(!memcmp(C1, Cin[0], p.nc * 4) && !memcmp(C1, Cin[1], p.nc * 4),
+			   "%s tA %d tB %d: the same bits inside a parallel region",
+			   dlt_cpu_gemm_kind_name(kinds[q]), t & 1, t >> 1);
+			free(C1);
+			free(C2);
+			free(C3);
+			free(Cin[0]);
+			free(Cin[1]);
+			drop(&p);
+		}
+	}
+	omp_set_num_threads(saved);
+}
+
+/* BLAS's corner cases: K = 0 and alpha = 0 scale C by beta without
+ * reading A or B; M or N = 0 touch nothing. */
+static void test_degenerate(void)
+{
+	for (int q = 0; q < nkinds; q++) {
+		const char *name = dlt_cpu_gemm_kind_name(kinds[q]);
+		float A[4] = { NAN, NAN, NAN, NAN }, B[4] = { NAN, NAN, NAN, NAN };
+		float C[4] = { 1, 2, 3, 4 }, Cn[4] = { NAN, NAN, NAN, NAN };
+		dlt_cpu_sgemm_kind(kinds[q], 0, 0, 2, 2, 2, 0.0f, A, 2, B, 2, 2.0f, C, 2);
+		ok(C[0] == 2 && C[1] == 4 && C[2] == 6 && C[3] == 8,
+		   "%s alpha 0 scales C by beta and ignores NaN in A and B", name);
+		dlt_cpu_sgemm_kind(kinds[q], 0, 0, 2, 2, 0, 1.0f, A, 2, B, 2, 0.0f, Cn, 2);
+		ok(Cn[0] == 0 && Cn[1] == 0 && Cn[2] == 0 && Cn[3] == 0,
+		   "%s K 0, beta 0 zeroes a C of NaN", name);
+		dlt_cpu_sgemm_kind(kinds[q], 0, 0, 0, 2, 2, 1.0f, A, 2, B, 2, 0.0f, C, 2);
+		dlt_cpu_sgemm_kind(kinds[q], 0, 0, 2, 0, 2, 1.0f, A, 2, B, 2, 0.0f, C, 2);
+		ok(C[0] == 2 && C[3] == 8, "%s M or N 0 leaves C alone", name);
+	}
+}
+
+int main(void)
+{
+	for (int k = DLT_GEMM_SCALAR; k < DLT_GEMM_KINDS; k++)
+		if (dlt_cpu_gemm_supported(k))
+			kinds[nkinds++] = k;
+	diag("dlt_cpu_sgemm runs %s; testing %d of our kernels", dlt_cpu_gemm_name(), nkinds);
+	ok(dlt_cpu_gemm_supported(DLT_GEMM_SCALAR) && dlt_cpu_gemm_supported(DLT_GEMM_OPENBLAS),
+	   "the scalar kernel and OpenBLAS run anywhere");
+	test_edges();
+	test_blocks();
+	test_threads();
+	test_degenerate();
+	return done_testing();
+}
