@@ -10,6 +10,28 @@
 enum dlt_act { DLT_ACT_NONE = 0, DLT_ACT_RELU, DLT_ACT_LEAKY_RELU, DLT_ACT_GELU,
 	       DLT_ACT_TANH, DLT_ACT_SIGMOID };
 
+/* A 2-d convolution over NCHW images: x [n, c, h, w], weights
+ * [k, c / groups, kh, kw], bias [k], y [n, k, oh, ow] with
+ * oh = (h + 2 ph - dh (kh - 1) - 1) / sh + 1 (likewise ow). */
+typedef struct dlt_conv {
+	int n, c, h, w;		/* input: batch, channels, height, width */
+	int k, oh, ow;		/* output channels, height, width */
+	int kh, kw;		/* kernel */
+	int sh, sw;		/* stride */
+	int ph, pw;		/* zero padding on each side */
+	int dh, dw;		/* dilation */
+	int groups;		/* c and k are multiples of it */
+} dlt_conv;
+
+/* Max or average pooling over NCHW images, each channel on its own.
+ * Average pooling counts the padding as zeros (PyTorch's default
+ * count_include_pad); global average pooling is kh = h, kw = w. */
+typedef struct dlt_pool {
+	int n, c, h, w;
+	int oh, ow;
+	int kh, kw, sh, sw, ph, pw;
+} dlt_pool;
+
 typedef struct dlt_backend {
 	const char *name;
 	/* C = alpha * op(A) * op(B) + beta * C, row-major, op = transpose when tX */
@@ -40,6 +62,39 @@ typedef struct dlt_backend {
 	/* SGD with momentum buffer buf (may be NULL when momentum == 0), PyTorch semantics */
 	void (*sgd)(float *w, const float *g, float *buf, size_t n, float lr, float momentum,
 		    int nesterov, float wd, int first);
+
+	/* Floats of scratch that conv_forward and conv_backward need for s
+	 * (the model plans it once, with the other buffers). */
+	size_t (*conv_workspace)(const dlt_conv *s);
+	/* y = act(conv(x, w) + b); b may be NULL */
+	void (*conv_forward)(const dlt_conv *s, const float *x, const float *w, const float *b,
+			     float *y, int act, float slope, float *work);
+	/* From dy (the gradient of the conv's output, before any activation):
+	 * dw and db are overwritten, not accumulated; db and dx may be NULL. */
+	void (*conv_backward)(const dlt_conv *s, const float *x, const float *w, const float *dy,
+			      float *dx, float *dw, float *db, float *work);
+	/* Max pooling keeps, per output, the index of its input within the
+	 * [h, w] plane (the first of equal maxima; padding never wins). */
+	void (*maxpool_forward)(const dlt_pool *s, const float *x, float *y, int32_t *arg);
+	void (*maxpool_backward)(const dlt_pool *s, const float *dy, const int32_t *arg, float *dx);
+	void (*avgpool_forward)(const dlt_pool *s, const float *x, float *y);
+	void (*avgpool_backward)(const dlt_pool *s, const float *dy, float *dx);
+	/* Batch normalisation of x [n, c, hw] per channel.  Training: batch
+	 * mean and biased variance normalise; mean and invstd (c floats each)
+	 * are kept for backward; the running statistics move by momentum
+	 * towards the batch's (running_var towards the unbiased variance), as
+	 * PyTorch's BatchNorm.  Eval: the running statistics normalise. */
+	void (*batchnorm_train)(int n, int c, int hw, const float *x, const float *gamma,
+				const float *beta, float *y, float *mean, float *invstd,
+				float *run_mean, float *run_var, float momentum, float eps);
+	void (*batchnorm_eval)(int n, int c, int hw, const float *x, const float *gamma,
+			       const float *beta, const float *run_mean, const float *run_var,
+			       float eps, float *y);
+	/* dgamma and dbeta are overwritten; dx may be NULL */
+	void (*batchnorm_backward)(int n, int c, int hw, const float *x, const float *dy,
+				   const float *gamma, const float *mean, const float *invstd,
+				   float *dx, float *dgamma, float *dbeta);
+	void (*add)(const float *a, const float *b, float *y, size_t n);	/* y = a + b */
 } dlt_backend;
 
 const dlt_backend *dlt_backend_cpu(void);

@@ -1,15 +1,15 @@
-/* The fast CPU backend: OpenBLAS for gemm, OpenMP over rows or chunks for
+/* The fast CPU backend: dlt's GEMM (gemm.c), OpenMP over rows or chunks for
  * the rest, loops simple enough for the compiler to vectorise.  They say
  * `omp simd` because gcc -O2 only vectorises loops it is told are worth it.
  * Our reductions have a fixed order, independent of the thread count
- * (OpenBLAS's gemm gives the same bits for the same thread count). */
+ * (so is the GEMM's: every element of C is summed in one order). */
 #include <math.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "kernels/kernels.h"
 #include "kernels/common/math.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/layers.h"
 
 /* Below this many elements a parallel region costs more than it saves. */
 #define PAR_MIN 16384
@@ -19,14 +19,6 @@
 static size_t min_sz(size_t a, size_t b)
 {
 	return a < b ? a : b;
-}
-
-static void cpu_gemm(int tA, int tB, int M, int N, int K, float alpha,
-		     const float *A, int lda, const float *B, int ldb,
-		     float beta, float *C, int ldc)
-{
-	cblas_sgemm(CblasRowMajor, tA ? CblasTrans : CblasNoTrans, tB ? CblasTrans : CblasNoTrans,
-		    M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* One loop per activation, the switch outside: the loops that need no
@@ -265,7 +257,7 @@ static void cpu_sgd(float *w, const float *g, float *buf, size_t n, float lr, fl
 
 static const dlt_backend cpu_backend = {
 	.name = "cpu",
-	.gemm = cpu_gemm,
+	.gemm = dlt_cpu_sgemm,
 	.bias_act = cpu_bias_act,
 	.act_forward = cpu_act_forward,
 	.act_backward = cpu_act_backward,
@@ -275,6 +267,17 @@ static const dlt_backend cpu_backend = {
 	.mul = cpu_mul,
 	.adam = cpu_adam,
 	.sgd = cpu_sgd,
+	.conv_workspace = dlt_cpu_conv_workspace,
+	.conv_forward = dlt_cpu_conv_forward,
+	.conv_backward = dlt_cpu_conv_backward,
+	.maxpool_forward = dlt_cpu_maxpool_forward,
+	.maxpool_backward = dlt_cpu_maxpool_backward,
+	.avgpool_forward = dlt_cpu_avgpool_forward,
+	.avgpool_backward = dlt_cpu_avgpool_backward,
+	.batchnorm_train = dlt_cpu_batchnorm_train,
+	.batchnorm_eval = dlt_cpu_batchnorm_eval,
+	.batchnorm_backward = dlt_cpu_batchnorm_backward,
+	.add = dlt_cpu_add,
 };
 
 const dlt_backend *dlt_backend_cpu(void)

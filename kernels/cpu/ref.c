@@ -4,6 +4,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/common/math.h"
+#include "kernels/cpu/layers.h"
 
 static void ref_gemm(int tA, int tB, int M, int N, int K, float alpha,
 		     const float *A, int lda, const float *B, int ldb,
@@ -124,6 +125,17 @@ static const dlt_backend ref_backend = {
 	.mul = ref_mul,
 	.adam = ref_adam,
 	.sgd = ref_sgd,
+	.conv_workspace = dlt_ref_conv_workspace,
+	.conv_forward = dlt_ref_conv_forward,
+	.conv_backward = dlt_ref_conv_backward,
+	.maxpool_forward = dlt_ref_maxpool_forward,
+	.maxpool_backward = dlt_ref_maxpool_backward,
+	.avgpool_forward = dlt_ref_avgpool_forward,
+	.avgpool_backward = dlt_ref_avgpool_backward,
+	.batchnorm_train = dlt_ref_batchnorm_train,
+	.batchnorm_eval = dlt_ref_batchnorm_eval,
+	.batchnorm_backward = dlt_ref_batchnorm_backward,
+	.add = dlt_ref_add,
 };
 
 const dlt_backend *dlt_backend_ref(void)
