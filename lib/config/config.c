@@ -6,6 +6,7 @@
  * ("key:", "key: ~") is the same as an absent key: the default. */
 #include "config/config.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -13,6 +14,11 @@
 #include <string.h>
 
 #define MAX_CONFIG_BYTES (4 << 20)
+/* Bounds on layer sizes, so that products of them fit later arithmetic. */
+#define MAX_COUNT 65536		/* conv2d filters and groups */
+#define MAX_WINDOW 1024		/* kernel, stride, pad, dilation */
+#define MAX_NESTING 16		/* residual blocks inside residual blocks */
+#define MAX_CROP 64		/* data.augment.crop, pixels */
 
 typedef char path_t[128];
 
@@ -176,6 +182,17 @@ static int to_int(const dlt_node *n, const char *path, long long min, long long 
 	return 0;
 }
 
+static int to_i32(const dlt_node *n, const char *path, int min, int max, int *out)
+{
+	long long v;
+	int rc;
+
+	DLT_TRY(to_int(n, path, min, max, &v));
+	*out = (int)v;
+fail:
+	return rc;
+}
+
 static int get_i64(const dlt_node *map, const char *parent, const char *key, long long min,
 		   long long *out)
 {
@@ -185,34 +202,30 @@ static int get_i64(const dlt_node *map, const char *parent, const char *key, lon
 	return n ? to_int(n, join(path, parent, key), min, LLONG_MAX, out) : 0;
 }
 
-static int get_int(const dlt_node *map, const char *parent, const char *key, int min, int *out)
+static int get_int(const dlt_node *map, const char *parent, const char *key, int min, int max,
+		   int *out)
 {
 	const dlt_node *n = get(map, key);
-	long long v;
 	path_t path;
-	int rc;
 
-	if (!n)
-		return 0;
-	DLT_TRY(to_int(n, join(path, parent, key), min, INT_MAX, &v));
-	*out = (int)v;
-fail:
-	return rc;
+	return n ? to_i32(n, join(path, parent, key), min, max, out) : 0;
 }
 
 /* Ranges of real-valued settings. */
-enum range { ANY, POSITIVE, NONNEG, UNIT_CLOSED_OPEN, UNIT_OPEN_CLOSED };
+enum range { ANY, POSITIVE, NONNEG, UNIT_CLOSED_OPEN, UNIT_OPEN_CLOSED, UNIT_CLOSED };
 
 static int check_range(const dlt_node *n, const char *path, double v, enum range r)
 {
 	static const char *const text[] = {
 		[POSITIVE] = "> 0", [NONNEG] = ">= 0",
 		[UNIT_CLOSED_OPEN] = "in [0, 1)", [UNIT_OPEN_CLOSED] = "in (0, 1]",
+		[UNIT_CLOSED] = "in [0, 1]",
 	};
 	int fits = r == ANY ||
 		   (r == POSITIVE && v > 0) || (r == NONNEG && v >= 0) ||
 		   (r == UNIT_CLOSED_OPEN && v >= 0 && v < 1) ||
-		   (r == UNIT_OPEN_CLOSED && v > 0 && v <= 1);
+		   (r == UNIT_OPEN_CLOSED && v > 0 && v <= 1) ||
+		   (r == UNIT_CLOSED && v >= 0 && v <= 1);
 
 	return fits ? 0 : bad(n, path, "must be %s, got %.64s", text[r], n->value);
 }
@@ -255,31 +268,26 @@ fail:
 	return rc;
 }
 
-static int get_f32(const dlt_node *map, const char *parent, const char *key, enum range r,
-		   float *out)
-{
-	const dlt_node *n = get(map, key);
-	path_t path;
-
-	return n ? to_f32(n, join(path, parent, key), r, out) : 0;
-}
-
-static int get_bool(const dlt_node *map, const char *parent, const char *key, int *out)
+static int to_bool(const dlt_node *n, const char *path, int *out)
 {
 	static const char *const yes[] = { "true", "True", "TRUE", "yes", "Yes", "YES", NULL };
 	static const char *const no[] = { "false", "False", "FALSE", "no", "No", "NO", NULL };
-	const dlt_node *n = get(map, key);
-	path_t path;
 
-	if (!n)
-		return 0;
 	for (int i = 0; is_plain(n) && yes[i]; i++) {
 		if (!strcmp(n->value, yes[i]) || !strcmp(n->value, no[i])) {
 			*out = !strcmp(n->value, yes[i]);
 			return 0;
 		}
 	}
-	return type_error(n, join(path, parent, key), "true or false");
+	return type_error(n, path, "true or false");
+}
+
+static int get_bool(const dlt_node *map, const char *parent, const char *key, int *out)
+{
+	const dlt_node *n = get(map, key);
+	path_t path;
+
+	return n ? to_bool(n, join(path, parent, key), out) : 0;
 }
 
 /* A string, quoted or not: paths are kept as written. */
@@ -341,89 +349,234 @@ static int lookup(const char *name, const char *const *names)
 	return 0;
 }
 
-/* Layers.  Indexed by enum dlt_layer_kind; option is the key a bare value
- * sets (dense: 256 is dense: {units: 256}), and it is required when the
- * layer has no default for it. */
+/* Layers, indexed by enum dlt_layer_kind. */
 static const char *const layer_names[] = {
-	"dense", "relu", "leaky_relu", "gelu", "tanh", "sigmoid", "dropout", "flatten", NULL,
+	"dense", "relu", "leaky_relu", "gelu", "tanh", "sigmoid", "dropout", "flatten",
+	"conv2d", "maxpool", "avgpool", "global_avgpool", "batchnorm", "residual", NULL,
 };
+static const char *const no_keys[] = { NULL };
 static const char *const dense_keys[] = { "units", "bias", NULL };
 static const char *const leaky_keys[] = { "slope", NULL };
 static const char *const dropout_keys[] = { "rate", NULL };
-static const char *const no_keys[] = { NULL };
+static const char *const conv_keys[] = {
+	"filters", "kernel", "stride", "pad", "dilation", "groups", "bias", NULL,
+};
+static const char *const pool_keys[] = { "kernel", "stride", "pad", NULL };
+static const char *const batchnorm_keys[] = { "momentum", "eps", NULL };
+static const char *const residual_keys[] = { "layers", "shortcut", NULL };
 
-static const char *const *layer_keys(int kind)
+/* The options of each kind.  With bare, a value that is not a mapping sets
+ * keys[0] (dense: 256 is dense: {units: 256}); the first required keys have
+ * no default; usage shows the forms in messages. */
+static const struct layer_form {
+	const char *const *keys;
+	int bare, required;
+	const char *usage;
+} layer_forms[] = {
+	[DLT_LAYER_DENSE] = { dense_keys, 1, 1, "dense: N or dense: {units: N}" },
+	[DLT_LAYER_RELU] = { no_keys, 0, 0, NULL },
+	[DLT_LAYER_LEAKY_RELU] = { leaky_keys, 1, 0, NULL },
+	[DLT_LAYER_GELU] = { no_keys, 0, 0, NULL },
+	[DLT_LAYER_TANH] = { no_keys, 0, 0, NULL },
+	[DLT_LAYER_SIGMOID] = { no_keys, 0, 0, NULL },
+	[DLT_LAYER_DROPOUT] = { dropout_keys, 1, 1, "dropout: N or dropout: {rate: N}" },
+	[DLT_LAYER_FLATTEN] = { no_keys, 0, 0, NULL },
+	[DLT_LAYER_CONV2D] = { conv_keys, 0, 2, "conv2d: {filters: N, kernel: K}" },
+	[DLT_LAYER_MAXPOOL] = { pool_keys, 1, 1, "maxpool: K or maxpool: {kernel: K}" },
+	[DLT_LAYER_AVGPOOL] = { pool_keys, 1, 1, "avgpool: K or avgpool: {kernel: K}" },
+	[DLT_LAYER_GLOBAL_AVGPOOL] = { no_keys, 0, 0, NULL },
+	[DLT_LAYER_BATCHNORM] = { batchnorm_keys, 0, 0, "batchnorm: {momentum: M, eps: E}" },
+	[DLT_LAYER_RESIDUAL] = {
+		residual_keys, 1, 1,
+		"residual: [layers] or residual: {layers: [layers], shortcut: [layers]}",
+	},
+};
+_Static_assert(sizeof(layer_names) / sizeof(layer_names[0]) == DLT_LAYER_RESIDUAL + 1 &&
+	       sizeof(layer_forms) / sizeof(layer_forms[0]) == DLT_LAYER_RESIDUAL + 1,
+	       "a layer kind without a name or a form");
+
+/* kernel: 3 is kernel: [3, 3] (height, width). */
+static int to_pair(const dlt_node *n, const char *path, int min, int out[2])
 {
-	switch (kind) {
-	case DLT_LAYER_DENSE: return dense_keys;
-	case DLT_LAYER_LEAKY_RELU: return leaky_keys;
-	case DLT_LAYER_DROPOUT: return dropout_keys;
-	default: return no_keys;
-	}
-}
+	path_t p;
+	int rc = 0;
 
-/* The bare value of a layer: dense: 256 is dense: {units: 256}. */
-static int layer_value(const dlt_node *v, const char *path, dlt_layer_cfg *l)
-{
-	long long units;
-	int rc;
-
-	switch (l->kind) {
-	case DLT_LAYER_DENSE:
-		DLT_TRY(to_int(v, path, 1, INT_MAX, &units));
-		l->units = (int)units;
+	if (n->type == DLT_NODE_MAP)
+		return type_error(n, path, "a number or a pair [h, w]");
+	if (n->type == DLT_NODE_SCALAR) {
+		DLT_TRY(to_i32(n, path, min, MAX_WINDOW, &out[0]));
+		out[1] = out[0];
 		return 0;
-	case DLT_LAYER_LEAKY_RELU:
-		return to_f32(v, path, ANY, &l->slope);
-	case DLT_LAYER_DROPOUT:
-		return to_f32(v, path, UNIT_CLOSED_OPEN, &l->rate);
-	default:
-		return bad(v, path, "takes no options, got '%.64s'", v->value);
 	}
+	if (n->n != 2)
+		return bad(n, path, "expected a number or a pair [h, w], got %zu items", n->n);
+	DLT_TRY(to_i32(&n->items[0], join(p, path, "0"), min, MAX_WINDOW, &out[0]));
+	DLT_TRY(to_i32(&n->items[1], join(p, path, "1"), min, MAX_WINDOW, &out[1]));
 fail:
 	return rc;
+}
+
+static int to_layers(const dlt_node *n, const char *path, int depth, int min,
+		     dlt_layer_cfg **out, int *n_out);
+
+/* One option of a layer (keys already checked against its kind). */
+static int layer_key(const dlt_node *v, const char *path, const char *key, int depth,
+		     dlt_layer_cfg *l)
+{
+	if (!strcmp(key, "units"))
+		return to_i32(v, path, 1, INT_MAX, &l->units);
+	if (!strcmp(key, "filters"))
+		return to_i32(v, path, 1, MAX_COUNT, &l->filters);
+	if (!strcmp(key, "groups"))
+		return to_i32(v, path, 1, MAX_COUNT, &l->groups);
+	if (!strcmp(key, "kernel"))
+		return to_pair(v, path, 1, l->kernel);
+	if (!strcmp(key, "stride"))
+		return to_pair(v, path, 1, l->stride);
+	if (!strcmp(key, "pad"))
+		return to_pair(v, path, 0, l->pad);
+	if (!strcmp(key, "dilation"))
+		return to_pair(v, path, 1, l->dilation);
+	if (!strcmp(key, "bias"))
+		return to_bool(v, path, &l->bias);
+	if (!strcmp(key, "slope"))
+		return to_f32(v, path, ANY, &l->slope);
+	if (!strcmp(key, "rate"))
+		return to_f32(v, path, UNIT_CLOSED_OPEN, &l->rate);
+	if (!strcmp(key, "momentum"))
+		return to_f32(v, path, UNIT_CLOSED, &l->momentum);
+	if (!strcmp(key, "eps"))
+		return to_f32(v, path, POSITIVE, &l->eps);
+	if (!strcmp(key, "layers"))
+		return to_layers(v, path, depth + 1, 1, &l->body, &l->n_body);
+	return to_layers(v, path, depth + 1, 0, &l->shortcut, &l->n_shortcut);
+}
+
+/* A value that is not a mapping, for a kind without a bare form. */
+static int bare_error(const dlt_node *v, const char *path, const struct layer_form *f)
+{
+	char want[128];
+
+	if (f->keys[0]) {
+		snprintf(want, sizeof(want), "a mapping (%s)", f->usage);
+		return type_error(v, path, want);
+	}
+	if (v->type != DLT_NODE_SCALAR)
+		return type_error(v, path, "no options");
+	return bad(v, path, "takes no options, got '%.64s'", v->value);
+}
+
+/* Checks between options, and defaults that depend on another option. */
+static int layer_check(const dlt_node *opts, const char *path, dlt_layer_cfg *l)
+{
+	path_t p;
+
+	if (l->kind == DLT_LAYER_MAXPOOL || l->kind == DLT_LAYER_AVGPOOL) {
+		if (!l->stride[0])
+			memcpy(l->stride, l->kernel, sizeof(l->stride));
+		/* PyTorch's rule: no window may lie wholly in the padding */
+		for (int d = 0; d < 2; d++)
+			if (l->pad[d] > l->kernel[d] / 2)
+				return bad(get(opts, "pad"), join(p, path, "pad"),
+					   "must be <= half the kernel (%d), got %d",
+					   l->kernel[d] / 2, l->pad[d]);
+	}
+	if (l->kind == DLT_LAYER_CONV2D && l->filters % l->groups)
+		return bad(get(opts, "groups"), join(p, path, "groups"),
+			   "must divide filters (%d), got %d", l->filters, l->groups);
+	return 0;
 }
 
 static int layer_options(const dlt_node *layer, const dlt_node *opts, const char *path,
-			 dlt_layer_cfg *l)
+			 int depth, dlt_layer_cfg *l)
 {
-	const char *const *keys = layer_keys(l->kind);
-	const char *name = layer_names[l->kind - 1];
-	int rc;
+	const struct layer_form *f = &layer_forms[l->kind];
+	path_t p;
+	int rc = 0;
 
-	if (opts && opts->type == DLT_NODE_SCALAR && !is_null(opts))
-		return layer_value(opts, path, l);
-	if (opts && opts->type == DLT_NODE_SEQ)
-		return type_error(opts, path, keys[0] ? "a number or a mapping" : "no options");
-	DLT_TRY(as_map(opts, path, keys));
-	DLT_TRY(get_int(opts, path, "units", 1, &l->units));
-	DLT_TRY(get_bool(opts, path, "bias", &l->bias));
-	DLT_TRY(get_f32(opts, path, "slope", ANY, &l->slope));
-	DLT_TRY(get_f32(opts, path, "rate", UNIT_CLOSED_OPEN, &l->rate));
-	/* dense and dropout have no sensible default */
-	if ((l->kind == DLT_LAYER_DENSE || l->kind == DLT_LAYER_DROPOUT) && !get(opts, keys[0]))
-		return bad(opts ? opts : layer, path, "%s is required (%s: N or %s: {%s: N})",
-			   keys[0], name, name, keys[0]);
+	if (opts && !is_null(opts) && opts->type != DLT_NODE_MAP) {
+		if (!f->bare)
+			return bare_error(opts, path, f);
+		DLT_TRY(layer_key(opts, path, f->keys[0], depth, l));
+		return layer_check(opts, path, l);
+	}
+	DLT_TRY(as_map(opts, path, f->keys));
+	for (size_t i = 0; opts && i < opts->n; i++) {
+		const dlt_node *v = &opts->items[i];
+
+		if (!is_null(v))
+			DLT_TRY(layer_key(v, join(p, path, v->key), v->key, depth, l));
+	}
+	for (int i = 0; i < f->required; i++)
+		if (!get(opts, f->keys[i]))
+			return bad(opts ? opts : layer, path, "%s is required (%s)", f->keys[i],
+				   f->usage);
+	rc = layer_check(opts, path, l);
 fail:
 	return rc;
 }
 
-static int parse_layer(const dlt_node *n, int i, dlt_layer_cfg *l)
+static void layer_defaults(dlt_layer_cfg *l, int kind, int line)
+{
+	*l = (dlt_layer_cfg){ .kind = kind, .line = line, .bias = 1, .slope = 0.01f };
+	if (kind == DLT_LAYER_CONV2D) {
+		l->stride[0] = l->stride[1] = 1;
+		l->dilation[0] = l->dilation[1] = 1;
+		l->groups = 1;
+	}
+	if (kind == DLT_LAYER_BATCHNORM) {
+		l->momentum = 0.1f;
+		l->eps = 1e-5f;
+	}
+	/* a pool's stride is its kernel unless given: 0 until then */
+}
+
+static int parse_layer(const dlt_node *n, const char *path, int depth, dlt_layer_cfg *l)
 {
 	const dlt_node *opts, *at;
 	const char *name;
-	path_t path, kpath;
-	int rc;
+	path_t kpath;
+	int rc, kind;
 
-	snprintf(path, sizeof(path), "model.%d", i);
 	DLT_TRY(choice(n, path, "layer", &name, &opts, &at));
-	l->kind = lookup(name, layer_names);
-	if (!l->kind)
+	kind = lookup(name, layer_names);
+	if (!kind)
 		return unknown(at, "layer", name, layer_names);
-	l->line = n->line;
-	l->bias = 1;
-	l->slope = 0.01f;
-	rc = layer_options(n, opts, join(kpath, path, name), l);
+	layer_defaults(l, kind, n->line);
+	rc = layer_options(n, opts, join(kpath, path, name), depth, l);
+fail:
+	return rc;
+}
+
+/* The layers of model: or of a residual block, depth blocks deep.  The
+ * count is set before the layers are parsed, so that dlt_config_free
+ * frees what a failure leaves. */
+static int to_layers(const dlt_node *n, const char *path, int depth, int min,
+		     dlt_layer_cfg **out, int *n_out)
+{
+	char index[24];
+	path_t p;
+	int rc = 0;
+
+	if (n->type != DLT_NODE_SEQ)
+		return type_error(n, path, "a sequence of layers");
+	if (n->n < (size_t)min)
+		return bad(n, path, "must have at least one layer");
+	if (n->n > INT_MAX)
+		return bad(n, path, "too many layers");
+	if (depth > MAX_NESTING)
+		return bad(n, path, "residual blocks nested too deep (more than %d levels)",
+			   MAX_NESTING);
+	if (!n->n)
+		return 0;
+	*out = dlt_calloc(n->n, sizeof(**out));
+	if (!*out)
+		return DLT_ENOMEM;
+	*n_out = (int)n->n;
+	for (size_t i = 0; i < n->n; i++) {
+		snprintf(index, sizeof(index), "%zu", i);
+		DLT_TRY(parse_layer(&n->items[i], join(p, path, index), depth, &(*out)[i]));
+	}
 fail:
 	return rc;
 }
@@ -431,26 +584,11 @@ fail:
 static int parse_model(const dlt_node *root, dlt_config *c)
 {
 	const dlt_node *n = get(root, "model");
-	int rc = 0;
 
 	if (!n)
 		return dlt_node_error(dlt_node_get(root, "model") ?: root, "model is required");
-	if (n->type != DLT_NODE_SEQ)
-		return type_error(n, "model", "a sequence of layers");
-	if (!n->n)
-		return bad(n, "model", "must have at least one layer");
-	if (n->n > INT_MAX)
-		return bad(n, "model", "too many layers");
 	c->model_line = n->line;
-	c->layers = dlt_calloc(n->n, sizeof(*c->layers));
-	if (!c->layers)
-		return DLT_ENOMEM;
-	for (size_t i = 0; i < n->n; i++) {
-		DLT_TRY(parse_layer(&n->items[i], (int)i, &c->layers[i]));
-		c->n_layers++;
-	}
-fail:
-	return rc;
+	return to_layers(n, "model", 0, 1, &c->layers, &c->n_layers);
 }
 
 /* Optimizers, indexed by enum dlt_optim_kind. */
@@ -525,8 +663,8 @@ static int parse_sched(const dlt_node *train, dlt_sched_cfg *s)
 		return unknown(at, "schedule", name, sched_names);
 	join(p, path, name);
 	DLT_TRY(as_map(opts, p, keys[s->kind]));
-	DLT_TRY(get_int(opts, p, "warmup", 0, &s->warmup));
-	DLT_TRY(get_int(opts, p, "every", 1, &s->step_every));
+	DLT_TRY(get_int(opts, p, "warmup", 0, INT_MAX, &s->warmup));
+	DLT_TRY(get_int(opts, p, "every", 1, INT_MAX, &s->step_every));
 	DLT_TRY(get_f64(opts, p, "gamma", UNIT_OPEN_CLOSED, &s->gamma));
 	DLT_TRY(get_f64(opts, p, "min_lr", NONNEG, &s->min_lr));
 fail:
@@ -565,11 +703,11 @@ static int parse_train(const dlt_node *root, dlt_config *c)
 	c->train.batch = 32;
 	c->train.log_every = 100;
 	DLT_TRY(as_map(t, "train", keys));
-	DLT_TRY(get_int(t, "train", "epochs", 1, &c->train.epochs));
-	DLT_TRY(get_int(t, "train", "batch", 1, &c->train.batch));
+	DLT_TRY(get_int(t, "train", "epochs", 1, INT_MAX, &c->train.epochs));
+	DLT_TRY(get_int(t, "train", "batch", 1, INT_MAX, &c->train.batch));
 	DLT_TRY(get_i64(t, "train", "seed", 0, &c->train.seed));
-	DLT_TRY(get_int(t, "train", "threads", 0, &c->train.threads));
-	DLT_TRY(get_int(t, "train", "log_every", 1, &c->train.log_every));
+	DLT_TRY(get_int(t, "train", "threads", 0, INT_MAX, &c->train.threads));
+	DLT_TRY(get_int(t, "train", "log_every", 1, INT_MAX, &c->train.log_every));
 	DLT_TRY(parse_precision(t, c));
 	DLT_TRY(parse_optim(t, &c->train.optim));
 	DLT_TRY(parse_sched(t, &c->train.sched));
@@ -579,23 +717,129 @@ fail:
 
 static int parse_data(const dlt_node *root, dlt_config *c)
 {
-	static const char *const keys[] = { "train", "test", "val_split", NULL };
-	const dlt_node *d = get(root, "data");
+	static const char *const keys[] = { "train", "test", "val_split", "augment", NULL };
+	static const char *const augment_keys[] = { "crop", "flip", NULL };
+	const dlt_node *d = get(root, "data"), *a = get(d, "augment");
 	int rc;
 
 	DLT_TRY(as_map(d, "data", keys));
 	DLT_TRY(get_str(d, "data", "train", "a path", &c->data.train));
 	DLT_TRY(get_str(d, "data", "test", "a path", &c->data.test));
 	DLT_TRY(get_f64(d, "data", "val_split", UNIT_CLOSED_OPEN, &c->data.val_split));
+	DLT_TRY(as_map(a, "data.augment", augment_keys));
+	DLT_TRY(get_int(a, "data.augment", "crop", 0, MAX_CROP, &c->data.augment.crop));
+	DLT_TRY(get_bool(a, "data.augment", "flip", &c->data.augment.flip));
 	if (!c->data.train)
 		return dlt_node_error(dlt_node_get(root, "data") ?: root, "data.train is required");
 fail:
 	return rc;
 }
 
+/* A word from names, quoted or not; *out is its 1-based index. */
+static int get_word(const dlt_node *map, const char *parent, const char *key, const char *want,
+		    const char *const *names, int *out)
+{
+	const dlt_node *n = get(map, key);
+	char hint[64];
+	path_t path;
+
+	if (!n)
+		return 0;
+	join(path, parent, key);
+	if (n->type != DLT_NODE_SCALAR)
+		return type_error(n, path, want);
+	*out = lookup(n->value, names);
+	if (*out)
+		return 0;
+	return bad(n, path, "expected %s, got '%.64s'%s", want, n->value,
+		   suggest(hint, sizeof(hint), n->value, names));
+}
+
+/* every: epoch, N (steps), "N steps" or "N seconds" ("N s", "Ns"). */
+static int parse_every(const dlt_node *ck, dlt_config *c)
+{
+	static const char *const units[] = { "step", "steps", "s", "second", "seconds", NULL };
+	const char *path = "checkpoint.every", *want = "epoch, N steps or N seconds";
+	const dlt_node *n = get(ck, "every");
+	const char *unit;
+	long long v;
+	double d;
+	size_t digits;
+
+	c->ckpt.every = DLT_CKPT_EPOCH;
+	c->ckpt.every_n = 1;
+	if (!n)
+		return 0;
+	if (n->type != DLT_NODE_SCALAR)
+		return type_error(n, path, want);
+	if (!strcmp(n->value, "epoch"))
+		return 0;
+	c->ckpt.every = DLT_CKPT_STEPS;
+	if (is_plain(n) && dlt_parse_f64(n->value, &d, path) == 0)
+		return to_int(n, path, 1, INT_MAX, &c->ckpt.every_n);
+	digits = strspn(n->value, "0123456789");
+	unit = n->value + digits + strspn(n->value + digits, " ");
+	if (!digits || !lookup(unit, units))
+		return bad(n, path, "expected %s, got '%.64s'", want, n->value);
+	if (lookup(unit, units) > 2)
+		c->ckpt.every = DLT_CKPT_SECONDS;
+	errno = 0;
+	v = strtoll(n->value, NULL, 10);
+	if (v < 1)
+		return bad(n, path, "must be >= 1, got %.64s", n->value);
+	if (v > INT_MAX || errno)
+		return bad(n, path, "must be <= %d, got %.64s", INT_MAX, n->value);
+	c->ckpt.every_n = v;
+	return 0;
+}
+
+static const char *const metric_names[] = {
+	"train.loss", "train.acc", "val.loss", "val.acc", "test.loss", "test.acc", NULL,
+};
+
+/* The metric best: names must exist in every run of this config. */
+static int check_metric(const dlt_node *n, const dlt_config *c, const char *metric)
+{
+	if (!strncmp(metric, "val.", 4) && c->data.val_split <= 0)
+		return bad(n, "checkpoint.best", "%s needs data.val_split > 0", metric);
+	if (!strncmp(metric, "test.", 5) && !c->data.test)
+		return bad(n, "checkpoint.best", "%s needs data.test", metric);
+	return 0;
+}
+
+static int parse_ckpt(const dlt_node *root, dlt_config *c)
+{
+	static const char *const keys[] = { "every", "keep", "best", "mode", NULL };
+	static const char *const modes[] = { "max", "min", NULL };
+	const dlt_node *k = get(root, "checkpoint");
+	const char *metric;
+	int rc, best = 0, mode = 0;
+
+	c->ckpt.keep = 3;
+	DLT_TRY(as_map(k, "checkpoint", keys));
+	DLT_TRY(parse_every(k, c));
+	DLT_TRY(get_int(k, "checkpoint", "keep", 1, INT_MAX, &c->ckpt.keep));
+	DLT_TRY(get_word(k, "checkpoint", "best",
+			 "train.loss, train.acc, val.loss, val.acc, test.loss or test.acc",
+			 metric_names, &best));
+	DLT_TRY(get_word(k, "checkpoint", "mode", "max or min", modes, &mode));
+	if (mode && !best)
+		return bad(get(k, "mode"), "checkpoint.mode", "needs checkpoint.best");
+	if (!best)
+		return 0;
+	metric = metric_names[best - 1];
+	DLT_TRY(check_metric(get(k, "best"), c, metric));
+	c->ckpt.best_max = mode ? mode == 1 : strstr(metric, ".acc") != NULL;
+	c->ckpt.best = dlt_strdup(metric);
+	if (!c->ckpt.best)
+		rc = DLT_ENOMEM;
+fail:
+	return rc;
+}
+
 static int from_tree(dlt_config *c, const dlt_node *root)
 {
-	static const char *const keys[] = { "data", "model", "train", NULL };
+	static const char *const keys[] = { "data", "model", "train", "checkpoint", NULL };
 	int rc;
 
 	if (is_null(root))
@@ -606,6 +850,7 @@ static int from_tree(dlt_config *c, const dlt_node *root)
 	DLT_TRY(parse_data(root, c));
 	DLT_TRY(parse_model(root, c));
 	DLT_TRY(parse_train(root, c));
+	DLT_TRY(parse_ckpt(root, c));
 fail:
 	return rc;
 }
@@ -653,11 +898,21 @@ int dlt_config_load(dlt_config *c, const char *path, char *const *overrides, int
 	return rc;
 }
 
+static void free_layers(dlt_layer_cfg *l, int n)
+{
+	for (int i = 0; i < n; i++) {
+		free_layers(l[i].body, l[i].n_body);
+		free_layers(l[i].shortcut, l[i].n_shortcut);
+	}
+	free(l);
+}
+
 void dlt_config_free(dlt_config *c)
 {
 	free(c->path);
 	free(c->data.train);
 	free(c->data.test);
-	free(c->layers);
+	free_layers(c->layers, c->n_layers);
+	free(c->ckpt.best);
 	memset(c, 0, sizeof(*c));
 }

@@ -51,15 +51,35 @@ enum dlt_layer_kind {
 	DLT_LAYER_SIGMOID,
 	DLT_LAYER_DROPOUT,
 	DLT_LAYER_FLATTEN,
+	DLT_LAYER_CONV2D,
+	DLT_LAYER_MAXPOOL,
+	DLT_LAYER_AVGPOOL,
+	DLT_LAYER_GLOBAL_AVGPOOL,
+	DLT_LAYER_BATCHNORM,
+	DLT_LAYER_RESIDUAL,
 };
 
+/* One layer of model:.  Pairs are [height, width]; a single number in the
+ * YAML sets both. */
 typedef struct dlt_layer_cfg {
 	int kind;
 	int line;		/* for messages from later checks (shape errors) */
 	int units;		/* dense */
-	int bias;		/* dense: 1 (default) or 0 */
+	int bias;		/* dense, conv2d: 1 (default) or 0 */
 	float slope;		/* leaky_relu: negative slope (default 0.01) */
 	float rate;		/* dropout: drop probability, [0, 1) */
+	int filters;		/* conv2d: output channels (required) */
+	int kernel[2];		/* conv2d (required), maxpool/avgpool (required) */
+	int stride[2];		/* conv2d: default 1; pools: default kernel */
+	int pad[2];		/* conv2d, pools: zeros on each side, default 0 */
+	int dilation[2];	/* conv2d: default 1 */
+	int groups;		/* conv2d: default 1 */
+	float momentum, eps;	/* batchnorm: 0.1, 1e-5 (PyTorch's) */
+	/* residual: y = body(x) + shortcut(x); no shortcut layers is the
+	 * identity.  YAML: residual: [layers] or
+	 * residual: {layers: [...], shortcut: [...]} */
+	struct dlt_layer_cfg *body, *shortcut;
+	int n_body, n_shortcut;
 } dlt_layer_cfg;
 
 enum dlt_optim_kind { DLT_OPT_SGD = 1, DLT_OPT_ADAM, DLT_OPT_ADAMW };
@@ -86,6 +106,13 @@ typedef struct dlt_config {
 	struct {
 		char *train, *test;	/* archive paths; test may be NULL */
 		double val_split;	/* [0, 1): fraction of train held out */
+		/* training images only, in the loader thread: a random crop
+		 * of the image zero-padded by crop pixels on each side (0:
+		 * none), a horizontal flip with probability 1/2 */
+		struct {
+			int crop;	/* data.augment.crop, default 0 */
+			int flip;	/* data.augment.flip, default 0 */
+		} augment;
 	} data;
 	dlt_layer_cfg *layers;
 	int n_layers;
@@ -100,7 +127,19 @@ typedef struct dlt_config {
 		dlt_optim_cfg optim;
 		dlt_sched_cfg sched;
 	} train;
+	/* checkpoint: {every: epoch | N steps | N seconds, keep: N,
+	 * best: METRIC, mode: max | min} */
+	struct {
+		int every;		/* DLT_CKPT_EPOCH (default), _STEPS, _SECONDS */
+		long long every_n;	/* steps or seconds (1 for epoch) */
+		int keep;		/* newest checkpoints kept, default 3, >= 1 */
+		char *best;		/* "test.acc", "val.loss", ...; NULL: none */
+		int best_max;		/* mode: 1 max, 0 min; default max for
+					 * *.acc, min for *.loss */
+	} ckpt;
 } dlt_config;
+
+enum dlt_ckpt_every { DLT_CKPT_EPOCH = 1, DLT_CKPT_STEPS, DLT_CKPT_SECONDS };
 
 /* Loads path (or "-" for stdin), applies the overrides in order, checks
  * everything, fills c with defaults where keys are absent.  A null value

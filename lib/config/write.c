@@ -113,26 +113,82 @@ static void data(struct out *o, const dlt_config *c)
 	put(o, "\n  test: ");
 	str_or_null(o, c->data.test);
 	put(o, "\n  val_split: %s\n", f64(s, sizeof(s), c->data.val_split));
+	put(o, "  augment: {crop: %d, flip: %s}\n", c->data.augment.crop,
+	    bool_text(c->data.augment.flip));
 }
 
-static void layer(struct out *o, const dlt_layer_cfg *l)
+/* ", key: 3" or ", key: [3, 5]"; first omits the comma. */
+static void pair(struct out *o, const char *key, const int v[2], int first)
+{
+	put(o, "%s%s: ", first ? "" : ", ", key);
+	if (v[0] == v[1])
+		put(o, "%d", v[0]);
+	else
+		put(o, "[%d, %d]", v[0], v[1]);
+}
+
+static void layers(struct out *o, const dlt_layer_cfg *l, int n, int indent);
+
+/* Residual blocks nest, so each line starts at indent; the options of a
+ * layer are a flow mapping on its line. */
+static void layer(struct out *o, const dlt_layer_cfg *l, int indent)
 {
 	static const char *const names[] = {
 		[DLT_LAYER_DENSE] = "dense", [DLT_LAYER_RELU] = "relu",
 		[DLT_LAYER_LEAKY_RELU] = "leaky_relu", [DLT_LAYER_GELU] = "gelu",
 		[DLT_LAYER_TANH] = "tanh", [DLT_LAYER_SIGMOID] = "sigmoid",
 		[DLT_LAYER_DROPOUT] = "dropout", [DLT_LAYER_FLATTEN] = "flatten",
+		[DLT_LAYER_CONV2D] = "conv2d", [DLT_LAYER_MAXPOOL] = "maxpool",
+		[DLT_LAYER_AVGPOOL] = "avgpool", [DLT_LAYER_GLOBAL_AVGPOOL] = "global_avgpool",
+		[DLT_LAYER_BATCHNORM] = "batchnorm", [DLT_LAYER_RESIDUAL] = "residual",
 	};
-	char s[32];
+	char s[32], t[32];
 
-	put(o, "  - %s", names[l->kind]);
-	if (l->kind == DLT_LAYER_DENSE)
+	put(o, "%*s- %s", indent, "", names[l->kind]);
+	switch (l->kind) {
+	case DLT_LAYER_DENSE:
 		put(o, ": {units: %d, bias: %s}", l->units, bool_text(l->bias));
-	else if (l->kind == DLT_LAYER_LEAKY_RELU)
+		break;
+	case DLT_LAYER_LEAKY_RELU:
 		put(o, ": {slope: %s}", f32(s, sizeof(s), l->slope));
-	else if (l->kind == DLT_LAYER_DROPOUT)
+		break;
+	case DLT_LAYER_DROPOUT:
 		put(o, ": {rate: %s}", f32(s, sizeof(s), l->rate));
+		break;
+	case DLT_LAYER_CONV2D:
+		put(o, ": {filters: %d, ", l->filters);
+		pair(o, "kernel", l->kernel, 1);
+		pair(o, "stride", l->stride, 0);
+		pair(o, "pad", l->pad, 0);
+		pair(o, "dilation", l->dilation, 0);
+		put(o, ", groups: %d, bias: %s}", l->groups, bool_text(l->bias));
+		break;
+	case DLT_LAYER_MAXPOOL:
+	case DLT_LAYER_AVGPOOL:
+		put(o, ": {");
+		pair(o, "kernel", l->kernel, 1);
+		pair(o, "stride", l->stride, 0);
+		pair(o, "pad", l->pad, 0);
+		put(o, "}");
+		break;
+	case DLT_LAYER_BATCHNORM:
+		put(o, ": {momentum: %s, eps: %s}", f32(s, sizeof(s), l->momentum),
+		    f32(t, sizeof(t), l->eps));
+		break;
+	case DLT_LAYER_RESIDUAL:
+		put(o, ":\n%*slayers:\n", indent + 4, "");
+		layers(o, l->body, l->n_body, indent + 6);
+		put(o, "%*sshortcut:%s", indent + 4, "", l->n_shortcut ? "\n" : " []\n");
+		layers(o, l->shortcut, l->n_shortcut, indent + 6);
+		return;
+	}
 	put(o, "\n");
+}
+
+static void layers(struct out *o, const dlt_layer_cfg *l, int n, int indent)
+{
+	for (int i = 0; i < n; i++)
+		layer(o, &l[i], indent);
 }
 
 static void optim(struct out *o, const dlt_optim_cfg *p)
@@ -167,14 +223,28 @@ static void sched(struct out *o, const dlt_sched_cfg *p)
 		put(o, "    constant: {warmup: %d}\n", p->warmup);
 }
 
+/* Without best, mode is null: mode alone is an error. */
+static void ckpt(struct out *o, const dlt_config *c)
+{
+	put(o, "checkpoint:\n  every: ");
+	if (c->ckpt.every == DLT_CKPT_STEPS)
+		put(o, "%lld steps", c->ckpt.every_n);
+	else if (c->ckpt.every == DLT_CKPT_SECONDS)
+		put(o, "%lld seconds", c->ckpt.every_n);
+	else
+		put(o, "epoch");
+	put(o, "\n  keep: %d\n  best: ", c->ckpt.keep);
+	str_or_null(o, c->ckpt.best);
+	put(o, "\n  mode: %s\n", c->ckpt.best ? (c->ckpt.best_max ? "max" : "min") : "null");
+}
+
 int dlt_config_write_yaml(const dlt_config *c, dlt_buf *buf)
 {
 	struct out o = { .buf = buf };
 
 	data(&o, c);
 	put(&o, "model:\n");
-	for (int i = 0; i < c->n_layers; i++)
-		layer(&o, &c->layers[i]);
+	layers(&o, c->layers, c->n_layers, 2);
 	put(&o, "train:\n  epochs: %d\n  batch: %d\n  seed: %lld\n  threads: %d\n"
 	    "  log_every: %d\n  precision: ", c->train.epochs, c->train.batch, c->train.seed,
 	    c->train.threads, c->train.log_every);
@@ -182,5 +252,6 @@ int dlt_config_write_yaml(const dlt_config *c, dlt_buf *buf)
 	put(&o, "\n");
 	optim(&o, &c->train.optim);
 	sched(&o, &c->train.sched);
+	ckpt(&o, c);
 	return o.rc;
 }

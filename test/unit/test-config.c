@@ -213,13 +213,15 @@ static void test_schedules(void)
 static void test_value_errors(void)
 {
 	fails("data: {train: t.dlt}\nmodel:\n  - relu\n  - convv\n",
-	      "cnn.yaml:4: unknown layer 'convv'");
+	      "cnn.yaml:4: unknown layer 'convv' (did you mean 'conv2d'?)");
 	fails("data: {train: t.dlt}\nmodel:\n  - rellu\n",
 	      "cnn.yaml:3: unknown layer 'rellu' (did you mean 'relu'?)");
-	fails("data: {train: t.dlt}\nmodel:\n  - {convv: 3}\n", "cnn.yaml:3: unknown layer 'convv'");
+	fails("data: {train: t.dlt}\nmodel:\n  - {convv: 3}\n",
+	      "cnn.yaml:3: unknown layer 'convv' (did you mean 'conv2d'?)");
 	fails(BASE "train:\n  epoch: 3\n",
 	      "cnn.yaml:4: unknown key 'epoch' in train (did you mean 'epochs'?)");
-	fails(BASE "checkpoint: {every: epoch}\n", "cnn.yaml:3: unknown key 'checkpoint'");
+	fails(BASE "checkpoints: {every: epoch}\n",
+	      "cnn.yaml:3: unknown key 'checkpoints' (did you mean 'checkpoint'?)");
 	fails(BASE "train:\n  batch: abc\n", "cnn.yaml:4: train.batch: expected an integer, got 'abc'");
 	fails(BASE "train:\n  batch: 0\n", "cnn.yaml:4: train.batch: must be >= 1, got 0");
 	fails(BASE "train:\n  batch: 1.5\n", "cnn.yaml:4: train.batch: expected an integer, got '1.5'");
@@ -291,6 +293,401 @@ static void test_model_errors(void)
 	      "cnn.yaml:3: model.0: expected a layer name or {name: options}, got a sequence");
 	fails("data: {train: t}\nmodel:\n  - leaky_relu: {slope: x}\n",
 	      "cnn.yaml:3: model.0.leaky_relu.slope: expected a number, got 'x'");
+}
+
+static void round_trip(const char *text, const char *what);
+
+#define CNN_HEAD "data: {train: t}\nmodel:\n"
+
+static void test_conv(void)
+{
+	const dlt_layer_cfg *l;
+
+	ok_rc(load(CNN_HEAD
+		   "  - conv2d: {filters: 32, kernel: 3}\n"
+		   "  - conv2d: {filters: 8, kernel: [3, 5], stride: [1, 2], pad: [1, 2], "
+		   "dilation: 2, groups: 4, bias: false}\n"
+		   "  - conv2d:\n      filters: 65536\n      kernel: 1024\n      groups: 65536\n"
+		   "      pad: 1024\n      stride: 1e3\n      dilation: [1024, 1]\n", NULL), 0,
+	      "conv2d layers");
+	l = cfg.layers;
+	if (cfg.n_layers != 3)
+		return;
+	ok(l[0].kind == DLT_LAYER_CONV2D && l[0].filters == 32 && l[0].kernel[0] == 3 &&
+	   l[0].kernel[1] == 3 && l[0].line == 3, "conv2d {filters: 32, kernel: 3}");
+	ok(l[0].stride[0] == 1 && l[0].stride[1] == 1 && l[0].pad[0] == 0 && l[0].pad[1] == 0 &&
+	   l[0].dilation[0] == 1 && l[0].dilation[1] == 1 && l[0].groups == 1 && l[0].bias == 1,
+	   "conv2d defaults: stride 1, pad 0, dilation 1, groups 1, bias");
+	ok(l[1].filters == 8 && l[1].kernel[0] == 3 && l[1].kernel[1] == 5 &&
+	   l[1].stride[0] == 1 && l[1].stride[1] == 2 && l[1].pad[0] == 1 && l[1].pad[1] == 2 &&
+	   l[1].dilation[0] == 2 && l[1].dilation[1] == 2 && l[1].groups == 4 && !l[1].bias,
+	   "conv2d with every key, pairs [h, w]");
+	ok(l[2].filters == 65536 && l[2].kernel[0] == 1024 && l[2].groups == 65536 &&
+	   l[2].pad[1] == 1024 && l[2].stride[0] == 1000 && l[2].dilation[0] == 1024 &&
+	   l[2].dilation[1] == 1 && l[2].line == 5, "conv2d at its upper bounds");
+}
+
+static void test_pools(void)
+{
+	const dlt_layer_cfg *l;
+
+	ok_rc(load(CNN_HEAD
+		   "  - maxpool: 2\n"
+		   "  - maxpool: {kernel: 3, stride: 1, pad: 1}\n"
+		   "  - avgpool: [2, 3]\n"
+		   "  - avgpool: {kernel: [4, 2], pad: [2, 1]}\n"
+		   "  - global_avgpool\n"
+		   "  - {global_avgpool: }\n"
+		   "  - batchnorm\n"
+		   "  - batchnorm: {momentum: 0, eps: 1e-3}\n"
+		   "  - batchnorm: {momentum: 1}\n", NULL), 0, "pools and batchnorm");
+	l = cfg.layers;
+	if (cfg.n_layers != 9)
+		return;
+	ok(l[0].kind == DLT_LAYER_MAXPOOL && l[0].kernel[0] == 2 && l[0].kernel[1] == 2 &&
+	   l[0].stride[0] == 2 && l[0].stride[1] == 2 && l[0].pad[0] == 0 && l[0].pad[1] == 0,
+	   "maxpool: 2 has stride 2, pad 0");
+	ok(l[1].kernel[0] == 3 && l[1].stride[0] == 1 && l[1].stride[1] == 1 && l[1].pad[0] == 1 &&
+	   l[1].pad[1] == 1, "maxpool {kernel: 3, stride: 1, pad: 1}");
+	ok(l[2].kind == DLT_LAYER_AVGPOOL && l[2].kernel[0] == 2 && l[2].kernel[1] == 3 &&
+	   l[2].stride[0] == 2 && l[2].stride[1] == 3, "avgpool: [2, 3], stride its kernel");
+	ok(l[3].kernel[0] == 4 && l[3].kernel[1] == 2 && l[3].pad[0] == 2 && l[3].pad[1] == 1 &&
+	   l[3].stride[0] == 4 && l[3].stride[1] == 2, "avgpool pad at half the kernel");
+	ok(l[4].kind == DLT_LAYER_GLOBAL_AVGPOOL && l[5].kind == DLT_LAYER_GLOBAL_AVGPOOL,
+	   "global_avgpool");
+	ok(l[6].kind == DLT_LAYER_BATCHNORM && l[6].momentum == 0.1f && l[6].eps == 1e-5f,
+	   "batchnorm defaults: momentum 0.1, eps 1e-5");
+	ok(l[7].momentum == 0 && l[7].eps == 1e-3f && l[8].momentum == 1 && l[8].eps == 1e-5f,
+	   "batchnorm momentum 0 and 1");
+}
+
+static void test_residual(void)
+{
+	const dlt_layer_cfg *r;
+
+	ok_rc(load(CNN_HEAD
+		   "  - residual:\n"
+		   "      - conv2d: {filters: 16, kernel: 3, pad: 1}\n"
+		   "      - relu\n"
+		   "  - residual:\n"
+		   "      layers: [batchnorm, {residual: [gelu]}]\n"
+		   "      shortcut:\n"
+		   "        - conv2d: {filters: 32, kernel: 1, stride: 2}\n"
+		   "  - residual: {layers: [relu], shortcut: []}\n"
+		   "  - residual: {layers: [relu], shortcut: }\n", NULL), 0, "residual blocks");
+	if (cfg.n_layers != 4)
+		return;
+	r = &cfg.layers[0];
+	ok(r->kind == DLT_LAYER_RESIDUAL && r->n_body == 2 && r->n_shortcut == 0 && !r->shortcut &&
+	   r->line == 3, "residual: [layers] has an identity shortcut");
+	ok(r->n_body == 2 && r->body[0].kind == DLT_LAYER_CONV2D && r->body[0].filters == 16 &&
+	   r->body[0].pad[0] == 1 && r->body[0].line == 4 && r->body[1].kind == DLT_LAYER_RELU &&
+	   r->body[1].line == 5, "its layers, with their lines");
+	r = &cfg.layers[1];
+	ok(r->n_body == 2 && r->body[0].kind == DLT_LAYER_BATCHNORM &&
+	   r->body[1].kind == DLT_LAYER_RESIDUAL && r->body[1].n_body == 1 &&
+	   r->body[1].body[0].kind == DLT_LAYER_GELU, "a residual block inside one");
+	ok(r->n_shortcut == 1 && r->shortcut[0].kind == DLT_LAYER_CONV2D &&
+	   r->shortcut[0].stride[0] == 2 && r->shortcut[0].kernel[1] == 1 &&
+	   r->shortcut[0].line == 9, "a shortcut");
+	ok(cfg.layers[2].n_body == 1 && cfg.layers[2].n_shortcut == 0 &&
+	   cfg.layers[3].n_body == 1 && cfg.layers[3].n_shortcut == 0,
+	   "an empty or null shortcut is the identity");
+}
+
+/* model: [{residual: [... relu ...]}], n blocks deep. */
+static const char *nested(int n)
+{
+	static char text[1024];
+
+	strcpy(text, CNN_HEAD "  - ");
+	for (int i = 0; i < n; i++)
+		strcat(text, "{residual: [");
+	strcat(text, "relu");
+	for (int i = 0; i < n; i++)
+		strcat(text, "]}");
+	strcat(text, "\n");
+	return text;
+}
+
+static void test_residual_depth(void)
+{
+	const dlt_layer_cfg *l;
+	int depth = 0;
+
+	ok_rc(load(nested(16), NULL), 0, "residual blocks 16 deep");
+	for (l = cfg.layers; l && l->kind == DLT_LAYER_RESIDUAL; l = l->body)
+		depth++;
+	ok(depth == 16 && l && l->kind == DLT_LAYER_RELU, "16 blocks, then relu");
+	round_trip(nested(16), "residual blocks 16 deep");
+	ok_rc(load(nested(17), NULL), DLT_EINPUT, "17 deep");
+	ok_msg(": residual blocks nested too deep (more than 16 levels)", "is too deep");
+	ok(!strncmp(dlt_errmsg(), "cnn.yaml:3: model.0.residual.0.residual.0.", 42),
+	   "names the place: %s", dlt_errmsg());
+}
+
+static void test_augment(void)
+{
+	ok_rc(load(BASE, NULL), 0, "no augment");
+	ok(cfg.data.augment.crop == 0 && cfg.data.augment.flip == 0, "no crop, no flip by default");
+	ok_rc(load("data: {train: t, augment: {crop: 4, flip: true}}\nmodel: [relu]\n", NULL), 0,
+	      "augment: {crop: 4, flip: true}");
+	ok(cfg.data.augment.crop == 4 && cfg.data.augment.flip == 1, "crop 4, flip");
+	ok_rc(load("data:\n  train: t\n  augment:\n    crop: 64\n", NULL), DLT_EINPUT,
+	      "no model");
+	ok_rc(load("data:\n  train: t\n  augment:\n    crop: 64\nmodel: [relu]\n", NULL), 0,
+	      "crop 64");
+	ok(cfg.data.augment.crop == 64 && !cfg.data.augment.flip, "crop 64, no flip");
+	ok_rc(load("data: {train: t, augment: }\nmodel: [relu]\n", NULL), 0, "augment: null");
+	ok(cfg.data.augment.crop == 0, "is the default");
+}
+
+static void test_checkpoint(void)
+{
+	static const struct {
+		const char *every;
+		int kind;
+		long long n;
+	} everies[] = {
+		{ "epoch", DLT_CKPT_EPOCH, 1 },
+		{ "'epoch'", DLT_CKPT_EPOCH, 1 },
+		{ "500", DLT_CKPT_STEPS, 500 },
+		{ "1e3", DLT_CKPT_STEPS, 1000 },
+		{ "100 steps", DLT_CKPT_STEPS, 100 },
+		{ "1 step", DLT_CKPT_STEPS, 1 },
+		{ "\"2147483647 steps\"", DLT_CKPT_STEPS, 2147483647 },
+		{ "600 seconds", DLT_CKPT_SECONDS, 600 },
+		{ "1 second", DLT_CKPT_SECONDS, 1 },
+		{ "30 s", DLT_CKPT_SECONDS, 30 },
+		{ "30s", DLT_CKPT_SECONDS, 30 },
+		{ "'007s'", DLT_CKPT_SECONDS, 7 },
+	};
+	static const struct {
+		const char *best, *mode;
+		int max;
+	} bests[] = {
+		{ "train.loss", "", 0 }, { "train.acc", "", 1 }, { "val.loss", "", 0 },
+		{ "val.acc", "", 1 }, { "test.loss", "", 0 }, { "test.acc", "", 1 },
+		{ "test.acc", ", mode: min", 0 }, { "'val.loss'", ", mode: max", 1 },
+		{ "train.loss", ", mode: ~", 0 },
+	};
+	char text[256];
+
+	ok_rc(load(BASE, NULL), 0, "no checkpoint key");
+	ok(cfg.ckpt.every == DLT_CKPT_EPOCH && cfg.ckpt.every_n == 1 && cfg.ckpt.keep == 3 &&
+	   cfg.ckpt.best == NULL && cfg.ckpt.best_max == 0, "every epoch, keep 3, no best");
+	ok_rc(load(BASE "checkpoint:\n", NULL), 0, "checkpoint: null");
+	ok(cfg.ckpt.every == DLT_CKPT_EPOCH && cfg.ckpt.keep == 3, "is the default");
+	for (size_t i = 0; i < sizeof(everies) / sizeof(everies[0]); i++) {
+		snprintf(text, sizeof(text), BASE "checkpoint: {every: %s, keep: 1}\n",
+			 everies[i].every);
+		ok_rc(load(text, NULL), 0, "every: %s", everies[i].every);
+		ok(cfg.ckpt.every == everies[i].kind && cfg.ckpt.every_n == everies[i].n &&
+		   cfg.ckpt.keep == 1, "is kind %d, %lld", everies[i].kind, everies[i].n);
+	}
+	for (size_t i = 0; i < sizeof(bests) / sizeof(bests[0]); i++) {
+		snprintf(text, sizeof(text), "data: {train: t, test: u, val_split: 0.1}\n"
+			 "model: [relu]\ncheckpoint: {best: %s%s}\n", bests[i].best, bests[i].mode);
+		ok_rc(load(text, NULL), 0, "best: %s%s", bests[i].best, bests[i].mode);
+		ok(cfg.ckpt.best && strstr(bests[i].best, cfg.ckpt.best) &&
+		   cfg.ckpt.best_max == bests[i].max, "mode %s", bests[i].max ? "max" : "min");
+	}
+}
+
+static void test_cnn_errors(void)
+{
+	fails(CNN_HEAD "  - conv2d: 32\n",
+	      "cnn.yaml:3: model.0.conv2d: expected a mapping (conv2d: {filters: N, kernel: K}), "
+	      "got '32'");
+	fails(CNN_HEAD "  - conv2d\n",
+	      "cnn.yaml:3: model.0.conv2d: filters is required (conv2d: {filters: N, kernel: K})");
+	fails(CNN_HEAD "  - conv2d: {kernel: 3}\n",
+	      "cnn.yaml:3: model.0.conv2d: filters is required (conv2d: {filters: N, kernel: K})");
+	fails(CNN_HEAD "  - conv2d:\n      filters: 3\n",
+	      "cnn.yaml:3: model.0.conv2d: kernel is required (conv2d: {filters: N, kernel: K})");
+	fails(CNN_HEAD "  - conv2d: [3]\n",
+	      "cnn.yaml:3: model.0.conv2d: expected a mapping (conv2d: {filters: N, kernel: K}), "
+	      "got a sequence");
+	fails(CNN_HEAD "  - conv2d: {filters: 0, kernel: 3}\n",
+	      "cnn.yaml:3: model.0.conv2d.filters: must be >= 1, got 0");
+	fails(CNN_HEAD "  - conv2d: {filters: 65537, kernel: 3}\n",
+	      "cnn.yaml:3: model.0.conv2d.filters: must be <= 65536, got 65537");
+	fails(CNN_HEAD "  - conv2d: {filters: 2, kernel: 0}\n",
+	      "cnn.yaml:3: model.0.conv2d.kernel: must be >= 1, got 0");
+	fails(CNN_HEAD "  - conv2d: {filters: 2, kernel: 1025}\n",
+	      "cnn.yaml:3: model.0.conv2d.kernel: must be <= 1024, got 1025");
+	fails(CNN_HEAD "  - conv2d: {filters: 2, kernel: [3, 0]}\n",
+	      "cnn.yaml:3: model.0.conv2d.kernel.1: must be >= 1, got 0");
+	fails(CNN_HEAD "  - conv2d: {filters: 2, kernel: [3, 3, 3]}\n",
+	      "cnn.yaml:3: model.0.conv2d.kernel: expected a number or a pair [h, w], got 3 items");
+	fails(CNN_HEAD "  - conv2d: {filters: 2, kernel: {h: 3}}\n",
+	      "cnn.yaml:3: model.0.conv2d.kernel: expected a number or a pair [h, w], got a mapping");
+	fails(CNN_HEAD "  - conv2d: {filters: 2, kernel: 3x3}\n",
+	      "cnn.yaml:3: model.0.conv2d.kernel: expected an integer, got '3x3'");
+	fails(CNN_HEAD "  - conv2d: {filters: 2, kernel: [a, 3]}\n",
+	      "cnn.yaml:3: model.0.conv2d.kernel.0: expected an integer, got 'a'");
+	fails(CNN_HEAD "  - conv2d: {filters: 2, kernel: 3, stride: 0}\n",
+	      "cnn.yaml:3: model.0.conv2d.stride: must be >= 1, got 0");
+	fails(CNN_HEAD "  - conv2d: {filters: 2, kernel: 3, pad: -1}\n",
+	      "cnn.yaml:3: model.0.conv2d.pad: must be >= 0, got -1");
+	fails(CNN_HEAD "  - conv2d: {filters: 2, kernel: 3, pad: [0, 1025]}\n",
+	      "cnn.yaml:3: model.0.conv2d.pad.1: must be <= 1024, got 1025");
+	fails(CNN_HEAD "  - conv2d: {filters: 2, kernel: 3, dilation: 0}\n",
+	      "cnn.yaml:3: model.0.conv2d.dilation: must be >= 1, got 0");
+	fails(CNN_HEAD "  - conv2d: {filters: 2, kernel: 3, groups: 0}\n",
+	      "cnn.yaml:3: model.0.conv2d.groups: must be >= 1, got 0");
+	fails(CNN_HEAD "  - conv2d: {filters: 6, kernel: 3, groups: 4}\n",
+	      "cnn.yaml:3: model.0.conv2d.groups: must divide filters (6), got 4");
+	fails(CNN_HEAD "  - conv2d: {filters: 6, kernel: 3, bias: 0}\n",
+	      "cnn.yaml:3: model.0.conv2d.bias: expected true or false, got '0'");
+	fails(CNN_HEAD "  - conv2d: {filters: 6, kernel: 3, pads: 1}\n",
+	      "cnn.yaml:3: unknown key 'pads' in model.0.conv2d (did you mean 'pad'?)");
+	fails(CNN_HEAD "  - conv2d: {filters: 6, kernel: 3, units: 1}\n",
+	      "cnn.yaml:3: unknown key 'units' in model.0.conv2d");
+	fails(CNN_HEAD "  - conv2: {filters: 6, kernel: 3}\n",
+	      "cnn.yaml:3: unknown layer 'conv2' (did you mean 'conv2d'?)");
+
+	fails(CNN_HEAD "  - maxpool\n",
+	      "cnn.yaml:3: model.0.maxpool: kernel is required (maxpool: K or maxpool: {kernel: K})");
+	fails(CNN_HEAD "  - avgpool: {stride: 2}\n",
+	      "cnn.yaml:3: model.0.avgpool: kernel is required (avgpool: K or avgpool: {kernel: K})");
+	fails(CNN_HEAD "  - maxpool: 0\n", "cnn.yaml:3: model.0.maxpool: must be >= 1, got 0");
+	fails(CNN_HEAD "  - maxpool: [2, 0]\n", "cnn.yaml:3: model.0.maxpool.1: must be >= 1, got 0");
+	fails(CNN_HEAD "  - maxpool: 2.5\n",
+	      "cnn.yaml:3: model.0.maxpool: expected an integer, got '2.5'");
+	fails(CNN_HEAD "  - maxpool: {kernel: 3, pad: 2}\n",
+	      "cnn.yaml:3: model.0.maxpool.pad: must be <= half the kernel (1), got 2");
+	fails(CNN_HEAD "  - avgpool: {kernel: [4, 3], pad: [2, 2]}\n",
+	      "cnn.yaml:3: model.0.avgpool.pad: must be <= half the kernel (1), got 2");
+	fails(CNN_HEAD "  - avgpool: {kernel: 2, stride: 0}\n",
+	      "cnn.yaml:3: model.0.avgpool.stride: must be >= 1, got 0");
+	fails(CNN_HEAD "  - maxpool: {kernel: 2, dilation: 2}\n",
+	      "cnn.yaml:3: unknown key 'dilation' in model.0.maxpool");
+	fails(CNN_HEAD "  - global_avgpool: 2\n",
+	      "cnn.yaml:3: model.0.global_avgpool: takes no options, got '2'");
+	fails(CNN_HEAD "  - global_avgpool: {kernel: 2}\n",
+	      "cnn.yaml:3: unknown key 'kernel' in model.0.global_avgpool");
+	fails(CNN_HEAD "  - global_avgpol\n",
+	      "cnn.yaml:3: unknown layer 'global_avgpol' (did you mean 'global_avgpool'?)");
+
+	fails(CNN_HEAD "  - batchnorm: 0.1\n",
+	      "cnn.yaml:3: model.0.batchnorm: expected a mapping (batchnorm: {momentum: M, eps: E}), "
+	      "got '0.1'");
+	fails(CNN_HEAD "  - batchnorm: {momentum: 1.5}\n",
+	      "cnn.yaml:3: model.0.batchnorm.momentum: must be in [0, 1], got 1.5");
+	fails(CNN_HEAD "  - batchnorm: {momentum: -0.1}\n",
+	      "cnn.yaml:3: model.0.batchnorm.momentum: must be in [0, 1], got -0.1");
+	fails(CNN_HEAD "  - batchnorm: {eps: 0}\n",
+	      "cnn.yaml:3: model.0.batchnorm.eps: must be > 0, got 0");
+	fails(CNN_HEAD "  - batchnorm: {eps: 1e-50}\n",
+	      "cnn.yaml:3: model.0.batchnorm.eps: must be > 0, got 1e-50");
+	fails(CNN_HEAD "  - batchnorm: {epsilon: 1e-3}\n",
+	      "cnn.yaml:3: unknown key 'epsilon' in model.0.batchnorm");
+	fails(CNN_HEAD "  - batchnorm: {eps: 1e-3, momentm: 0.1}\n",
+	      "cnn.yaml:3: unknown key 'momentm' in model.0.batchnorm (did you mean 'momentum'?)");
+
+	fails(CNN_HEAD "  - residual\n",
+	      "cnn.yaml:3: model.0.residual: layers is required (residual: [layers] or "
+	      "residual: {layers: [layers], shortcut: [layers]})");
+	fails(CNN_HEAD "  - residual: {shortcut: [relu]}\n",
+	      "cnn.yaml:3: model.0.residual: layers is required (residual: [layers] or "
+	      "residual: {layers: [layers], shortcut: [layers]})");
+	fails(CNN_HEAD "  - residual: []\n",
+	      "cnn.yaml:3: model.0.residual: must have at least one layer");
+	fails(CNN_HEAD "  - residual: {layers: []}\n",
+	      "cnn.yaml:3: model.0.residual.layers: must have at least one layer");
+	fails(CNN_HEAD "  - residual: relu\n",
+	      "cnn.yaml:3: model.0.residual: expected a sequence of layers, got 'relu'");
+	fails(CNN_HEAD "  - residual: {layers: relu}\n",
+	      "cnn.yaml:3: model.0.residual.layers: expected a sequence of layers, got 'relu'");
+	fails(CNN_HEAD "  - residual: {layers: [relu], shortcut: {relu: }}\n",
+	      "cnn.yaml:3: model.0.residual.shortcut: expected a sequence of layers, got a mapping");
+	fails(CNN_HEAD "  - residual: {layers: [relu], short: []}\n",
+	      "cnn.yaml:3: unknown key 'short' in model.0.residual");
+	fails(CNN_HEAD "  - relu\n  - residual:\n      - relu\n      - conv2d: {filters: 2}\n",
+	      "cnn.yaml:6: model.1.residual.1.conv2d: kernel is required "
+	      "(conv2d: {filters: N, kernel: K})");
+	fails(CNN_HEAD "  - residual:\n      layers: [relu]\n      shortcut:\n"
+	      "        - {residual: [relu, {maxpool: {kernel: 2, pad: 3}}]}\n",
+	      "cnn.yaml:6: model.0.residual.shortcut.0.residual.1.maxpool.pad: "
+	      "must be <= half the kernel (1), got 3");
+	fails(CNN_HEAD "  - residual: [rellu]\n",
+	      "cnn.yaml:3: unknown layer 'rellu' (did you mean 'relu'?)");
+}
+
+static void test_data_ckpt_errors(void)
+{
+	fails("data: {train: t, augment: {crop: -1}}\nmodel: [relu]\n",
+	      "cnn.yaml:1: data.augment.crop: must be >= 0, got -1");
+	fails("data: {train: t, augment: {crop: 65}}\nmodel: [relu]\n",
+	      "cnn.yaml:1: data.augment.crop: must be <= 64, got 65");
+	fails("data: {train: t, augment: {flip: 1}}\nmodel: [relu]\n",
+	      "cnn.yaml:1: data.augment.flip: expected true or false, got '1'");
+	fails("data: {train: t, augment: {flip: true, rotate: 3}}\nmodel: [relu]\n",
+	      "cnn.yaml:1: unknown key 'rotate' in data.augment");
+	fails("data: {train: t, augment: {crops: 2}}\nmodel: [relu]\n",
+	      "cnn.yaml:1: unknown key 'crops' in data.augment (did you mean 'crop'?)");
+	fails("data: {train: t, augment: true}\nmodel: [relu]\n",
+	      "cnn.yaml:1: data.augment: expected a mapping, got 'true'");
+	fails("data: {train: t, augmnt: {}}\nmodel: [relu]\n",
+	      "cnn.yaml:1: unknown key 'augmnt' in data (did you mean 'augment'?)");
+
+	fails(BASE "checkpoint: epoch\n", "cnn.yaml:3: checkpoint: expected a mapping, got 'epoch'");
+	fails(BASE "checkpoint: {evry: epoch}\n",
+	      "cnn.yaml:3: unknown key 'evry' in checkpoint (did you mean 'every'?)");
+	fails(BASE "checkpoint: {every: epochs}\n",
+	      "cnn.yaml:3: checkpoint.every: expected epoch, N steps or N seconds, got 'epochs'");
+	fails(BASE "checkpoint: {every: 2 epochs}\n",
+	      "cnn.yaml:3: checkpoint.every: expected epoch, N steps or N seconds, got '2 epochs'");
+	fails(BASE "checkpoint: {every: 10 minutes}\n",
+	      "cnn.yaml:3: checkpoint.every: expected epoch, N steps or N seconds, got '10 minutes'");
+	fails(BASE "checkpoint: {every: steps}\n",
+	      "cnn.yaml:3: checkpoint.every: expected epoch, N steps or N seconds, got 'steps'");
+	fails(BASE "checkpoint: {every: -5 steps}\n",
+	      "cnn.yaml:3: checkpoint.every: expected epoch, N steps or N seconds, got '-5 steps'");
+	fails(BASE "checkpoint: {every: 1.5 steps}\n",
+	      "cnn.yaml:3: checkpoint.every: expected epoch, N steps or N seconds, got '1.5 steps'");
+	fails(BASE "checkpoint: {every: '100'}\n",
+	      "cnn.yaml:3: checkpoint.every: expected epoch, N steps or N seconds, got '100'");
+	fails(BASE "checkpoint: {every: [1, steps]}\n",
+	      "cnn.yaml:3: checkpoint.every: expected epoch, N steps or N seconds, got a sequence");
+	fails(BASE "checkpoint: {every: 0}\n", "cnn.yaml:3: checkpoint.every: must be >= 1, got 0");
+	fails(BASE "checkpoint: {every: -3}\n", "cnn.yaml:3: checkpoint.every: must be >= 1, got -3");
+	fails(BASE "checkpoint: {every: 1.5}\n",
+	      "cnn.yaml:3: checkpoint.every: expected an integer, got '1.5'");
+	fails(BASE "checkpoint: {every: 0 steps}\n",
+	      "cnn.yaml:3: checkpoint.every: must be >= 1, got 0 steps");
+	fails(BASE "checkpoint: {every: 0s}\n", "cnn.yaml:3: checkpoint.every: must be >= 1, got 0s");
+	fails(BASE "checkpoint: {every: 2147483648 seconds}\n",
+	      "cnn.yaml:3: checkpoint.every: must be <= 2147483647, got 2147483648 seconds");
+	fails(BASE "checkpoint: {every: 99999999999999999999999 steps}\n",
+	      "cnn.yaml:3: checkpoint.every: must be <= 2147483647, got 99999999999999999999999 steps");
+	fails(BASE "checkpoint: {every: 2147483648}\n",
+	      "cnn.yaml:3: checkpoint.every: must be <= 2147483647, got 2147483648");
+	fails(BASE "checkpoint: {keep: 0}\n", "cnn.yaml:3: checkpoint.keep: must be >= 1, got 0");
+	fails(BASE "checkpoint: {keep: all}\n",
+	      "cnn.yaml:3: checkpoint.keep: expected an integer, got 'all'");
+	fails(BASE "checkpoint: {best: accuracy}\n",
+	      "cnn.yaml:3: checkpoint.best: expected train.loss, train.acc, val.loss, val.acc, "
+	      "test.loss or test.acc, got 'accuracy'");
+	fails(BASE "checkpoint: {best: tset.acc}\n",
+	      "cnn.yaml:3: checkpoint.best: expected train.loss, train.acc, val.loss, val.acc, "
+	      "test.loss or test.acc, got 'tset.acc' (did you mean 'test.acc'?)");
+	fails(BASE "checkpoint: {best: {test: acc}}\n",
+	      "cnn.yaml:3: checkpoint.best: expected train.loss, train.acc, val.loss, val.acc, "
+	      "test.loss or test.acc, got a mapping");
+	fails(BASE "checkpoint: {best: test.acc}\n",
+	      "cnn.yaml:3: checkpoint.best: test.acc needs data.test");
+	fails(BASE "checkpoint:\n  keep: 2\n  best: val.loss\n",
+	      "cnn.yaml:5: checkpoint.best: val.loss needs data.val_split > 0");
+	fails(BASE "checkpoint: {best: train.acc, mode: maximum}\n",
+	      "cnn.yaml:3: checkpoint.mode: expected max or min, got 'maximum'");
+	fails(BASE "checkpoint: {best: train.acc, mode: mx}\n",
+	      "cnn.yaml:3: checkpoint.mode: expected max or min, got 'mx' (did you mean 'max'?)");
+	fails(BASE "checkpoint:\n  every: epoch\n  mode: max\n",
+	      "cnn.yaml:5: checkpoint.mode: needs checkpoint.best");
+	fails(BASE "checkpoint: {keep: 2, mode: min, best: }\n",
+	      "cnn.yaml:3: checkpoint.mode: needs checkpoint.best");
 }
 
 static void test_optim_errors(void)
@@ -424,7 +821,8 @@ static void test_overrides(void)
 	fails_s(BASE, "train.batch=0", "-s train.batch=0: train.batch: must be >= 1, got 0");
 	fails_s(BASE, "train.epoch=3",
 		"-s train.epoch=3: unknown key 'epoch' in train (did you mean 'epochs'?)");
-	fails_s(BASE, "model.0=convv", "-s model.0=convv: unknown layer 'convv'");
+	fails_s(BASE, "model.0=convv",
+		"-s model.0=convv: unknown layer 'convv' (did you mean 'conv2d'?)");
 	fails_s(BASE, "train.precision=bf16",
 		"-s train.precision=bf16: train.precision: 'bf16' is not supported yet (fp32)");
 	fails_s(BASE, "foo", "-s foo: expected key=value");
@@ -443,6 +841,56 @@ static void test_overrides(void)
 	fails_s(BASE, "train.batch={a: ",
 		"-s train.batch={a: : yaml: did not find expected node content");
 	fails_s(BASE, "train.batch=*x", "-s train.batch=*x: yaml anchors and aliases are not supported");
+}
+
+static void test_cnn_overrides(void)
+{
+	static const char cnn[] =
+		"data: {train: t, test: u}\n"
+		"model:\n"
+		"  - conv2d: {filters: 16, kernel: 3}\n"
+		"  - residual:\n"
+		"      - conv2d: {filters: 16, kernel: 3, pad: 1}\n"
+		"      - batchnorm\n"
+		"  - residual:\n"
+		"      layers: [relu]\n"
+		"      shortcut: [{conv2d: {filters: 8, kernel: 1}}]\n";
+	const dlt_layer_cfg *l;
+
+	ok_rc(load(cnn, "model.1.residual.0.conv2d.filters=32", "model.1.residual.1.batchnorm.eps=1e-3",
+		   "model.1.residual.2=relu", "model.2.residual.shortcut.0.conv2d.stride=[2, 1]",
+		   "model.2.residual.layers.0=maxpool", "model.2.residual.layers.0.maxpool.kernel=3",
+		   "model.0.conv2d.kernel=[5, 3]", "data.augment.flip=true",
+		   "checkpoint.every=100 steps", "checkpoint.best=test.acc", NULL), 0,
+	      "overrides into residual blocks, augment and checkpoint");
+	l = cfg.layers;
+	if (cfg.n_layers != 3)
+		return;
+	ok(l[1].n_body == 3 && l[1].body[0].filters == 32 && l[1].body[0].pad[0] == 1 &&
+	   l[1].body[0].line == 5, "model.1.residual.0.conv2d.filters=32 keeps the line");
+	ok(l[1].body[1].kind == DLT_LAYER_BATCHNORM && l[1].body[1].eps == 1e-3f &&
+	   l[1].body[1].momentum == 0.1f, "a bare batchnorm takes a key");
+	ok(l[1].body[2].kind == DLT_LAYER_RELU && l[1].body[2].line == 0, "a layer appended");
+	ok(l[2].n_shortcut == 1 && l[2].shortcut[0].stride[0] == 2 && l[2].shortcut[0].stride[1] == 1,
+	   "into a shortcut");
+	ok(l[2].body[0].kind == DLT_LAYER_MAXPOOL && l[2].body[0].kernel[0] == 3 &&
+	   l[2].body[0].stride[1] == 3, "a layer replaced, then set");
+	ok(l[0].kernel[0] == 5 && l[0].kernel[1] == 3, "a pair");
+	ok(cfg.data.augment.flip && cfg.ckpt.every == DLT_CKPT_STEPS && cfg.ckpt.every_n == 100 &&
+	   cfg.ckpt.best && !strcmp(cfg.ckpt.best, "test.acc") && cfg.ckpt.best_max,
+	   "data.augment and checkpoint keys added");
+	fails_s(cnn, "model.1.residual.0.conv2d.filters=0",
+		"-s model.1.residual.0.conv2d.filters=0: model.1.residual.0.conv2d.filters: "
+		"must be >= 1, got 0");
+	fails_s(cnn, "model.1.residual.5=relu",
+		"-s model.1.residual.5=relu: index 5 is out of range for model.1.residual (length 2)");
+	fails_s(cnn, "model.2.residual.layers.0.relu.x=1",
+		"-s model.2.residual.layers.0.relu.x=1: unknown key 'x' in "
+		"model.2.residual.layers.0.relu");
+	fails_s(cnn, "checkpoint.mode=min", "-s checkpoint.mode=min: checkpoint.mode: "
+		"needs checkpoint.best");
+	fails_s(cnn, "data.augment.crop=100",
+		"-s data.augment.crop=100: data.augment.crop: must be <= 64, got 100");
 }
 
 static void test_override_depth(void)
@@ -515,6 +963,30 @@ static int write(const dlt_config *c, dlt_buf *b)
 	return dlt_config_write_yaml(c, b);
 }
 
+static int same_layers(const dlt_layer_cfg *a, int na, const dlt_layer_cfg *b, int nb)
+{
+	if (na != nb)
+		return 0;
+	for (int i = 0; i < na; i++) {
+		dlt_layer_cfg x = a[i], y = b[i];
+
+		if (!same_layers(x.body, x.n_body, y.body, y.n_body) ||
+		    !same_layers(x.shortcut, x.n_shortcut, y.shortcut, y.n_shortcut))
+			return 0;
+		/* all but the pointers and the line the layer came from */
+		x.body = y.body = x.shortcut = y.shortcut = NULL;
+		x.line = y.line = 0;
+		if (memcmp(&x, &y, sizeof(x)))
+			return 0;
+	}
+	return 1;
+}
+
+static int same_str(const char *a, const char *b)
+{
+	return a ? b && !strcmp(a, b) : !b;
+}
+
 static void round_trip(const char *text, const char *what)
 {
 	dlt_buf one = { 0 }, two = { 0 };
@@ -528,16 +1000,14 @@ static void round_trip(const char *text, const char *what)
 	      "%s: what it wrote loads", what);
 	ok_rc(write(&c, &two), 0, "%s: writes again", what);
 	ok(one.len == two.len && !memcmp(one.data, two.data, one.len), "%s: the same text", what);
-	same = c.n_layers == cfg.n_layers && !strcmp(c.data.train, cfg.data.train) &&
+	same = same_layers(c.layers, c.n_layers, cfg.layers, cfg.n_layers) &&
+	       !strcmp(c.data.train, cfg.data.train) &&
 	       !memcmp(&c.train, &cfg.train, sizeof(c.train)) &&
-	       c.data.val_split == cfg.data.val_split &&
-	       (c.data.test ? cfg.data.test && !strcmp(c.data.test, cfg.data.test) : !cfg.data.test);
-	for (int i = 0; same && i < c.n_layers; i++)
-		same = c.layers[i].kind == cfg.layers[i].kind &&
-		       c.layers[i].units == cfg.layers[i].units &&
-		       c.layers[i].bias == cfg.layers[i].bias &&
-		       c.layers[i].slope == cfg.layers[i].slope &&
-		       c.layers[i].rate == cfg.layers[i].rate;
+	       c.data.val_split == cfg.data.val_split && same_str(c.data.test, cfg.data.test) &&
+	       !memcmp(&c.data.augment, &cfg.data.augment, sizeof(c.data.augment)) &&
+	       c.ckpt.every == cfg.ckpt.every && c.ckpt.every_n == cfg.ckpt.every_n &&
+	       c.ckpt.keep == cfg.ckpt.keep && same_str(c.ckpt.best, cfg.ckpt.best) &&
+	       c.ckpt.best_max == cfg.ckpt.best_max;
 	ok(same, "%s: the same config", what);
 	if (!same || one.len != two.len)
 		diag("%s", one.data ? one.data : "");
@@ -545,6 +1015,73 @@ static void round_trip(const char *text, const char *what)
 	dlt_buf_free(&one);
 	dlt_buf_free(&two);
 }
+
+static const char cnn_every_key[] =
+	"data: {train: t.dlt, test: u.dlt, val_split: 0.25, augment: {crop: 4, flip: yes}}\n"
+	"model:\n"
+	"  - conv2d: {filters: 32, kernel: 3, pad: 1, bias: false}\n"
+	"  - batchnorm\n"
+	"  - residual:\n"
+	"      - conv2d: {filters: 32, kernel: [3, 5], stride: [1, 2], pad: [1, 2], dilation: 2,"
+	" groups: 4}\n"
+	"      - batchnorm: {momentum: 0.01, eps: 1e-3}\n"
+	"      - residual: [relu, {avgpool: {kernel: [2, 3], stride: 1, pad: 1}}]\n"
+	"  - residual:\n"
+	"      layers: [{maxpool: 2}]\n"
+	"      shortcut: [{conv2d: {filters: 8, kernel: 1, stride: 2}}, {dropout: 0.5}]\n"
+	"  - maxpool: {kernel: [3, 2], pad: [1, 0]}\n"
+	"  - global_avgpool\n"
+	"  - flatten\n"
+	"  - dense: 10\n"
+	"checkpoint: {every: 250 steps, keep: 5, best: val.loss}\n";
+
+static const char cnn_written[] =
+	"data:\n"
+	"  train: t.dlt\n"
+	"  test: u.dlt\n"
+	"  val_split: 0.25\n"
+	"  augment: {crop: 4, flip: true}\n"
+	"model:\n"
+	"  - conv2d: {filters: 32, kernel: 3, stride: 1, pad: 1, dilation: 1, groups: 1, bias: false}\n"
+	"  - batchnorm: {momentum: 0.1, eps: 1e-05}\n"
+	"  - residual:\n"
+	"      layers:\n"
+	"        - conv2d: {filters: 32, kernel: [3, 5], stride: [1, 2], pad: [1, 2], dilation: 2,"
+	" groups: 4, bias: true}\n"
+	"        - batchnorm: {momentum: 0.01, eps: 0.001}\n"
+	"        - residual:\n"
+	"            layers:\n"
+	"              - relu\n"
+	"              - avgpool: {kernel: [2, 3], stride: 1, pad: 1}\n"
+	"            shortcut: []\n"
+	"      shortcut: []\n"
+	"  - residual:\n"
+	"      layers:\n"
+	"        - maxpool: {kernel: 2, stride: 2, pad: 0}\n"
+	"      shortcut:\n"
+	"        - conv2d: {filters: 8, kernel: 1, stride: 2, pad: 0, dilation: 1, groups: 1,"
+	" bias: true}\n"
+	"        - dropout: {rate: 0.5}\n"
+	"  - maxpool: {kernel: [3, 2], stride: [3, 2], pad: [1, 0]}\n"
+	"  - global_avgpool\n"
+	"  - flatten\n"
+	"  - dense: {units: 10, bias: true}\n"
+	"train:\n"
+	"  epochs: 1\n"
+	"  batch: 32\n"
+	"  seed: 0\n"
+	"  threads: 0\n"
+	"  log_every: 100\n"
+	"  precision: fp32\n"
+	"  optimizer:\n"
+	"    adam: {lr: 0.001, beta1: 0.9, beta2: 0.999, eps: 1e-08, weight_decay: 0}\n"
+	"  schedule:\n"
+	"    constant: {warmup: 0}\n"
+	"checkpoint:\n"
+	"  every: 250 steps\n"
+	"  keep: 5\n"
+	"  best: val.loss\n"
+	"  mode: min\n";
 
 static void test_round_trip(void)
 {
@@ -559,6 +1096,10 @@ static void test_round_trip(void)
 		   " weight_decay: 1e-300}}\n"
 		   "  schedule: {cosine: {warmup: 2147483647, min_lr: 2.2250738585072014e-308}}\n",
 		   "odd strings, exact numbers");
+	round_trip(cnn_every_key, "every new key");
+	round_trip(BASE "checkpoint: {every: 30s, best: train.loss, mode: max}\n",
+		   "every N seconds, best with a mode");
+	round_trip(BASE "checkpoint: {every: 7, keep: 1, best: train.acc}\n", "every N steps");
 	round_trip("data: {train: '-', test: ' '}\nmodel: [relu]\n"
 		   "train: {optimizer: {adam: {lr: 1e-3, eps: 1e-300}}, schedule: "
 		   "{step: {gamma: 0.1}}}\n", "a stdin path, tiny numbers");
@@ -568,6 +1109,11 @@ static void test_round_trip(void)
 		  "eps: 1e-07, weight_decay: 0.05}\n") != NULL, "numbers in their shortest form");
 	ok(strstr(b.data, "  - leaky_relu: {slope: 0.01}\n") != NULL, "floats in their shortest form");
 	ok(strstr(b.data, "  test: fmnist-test.dlt\n") != NULL, "plain paths stay plain");
+	ok_rc(load(cnn_every_key, NULL), 0, "every new key");
+	ok_rc(write(&cfg, &b), 0, "written");
+	ok(b.data && !strcmp(b.data, cnn_written), "as expected");
+	if (b.data && strcmp(b.data, cnn_written))
+		diag("%s", b.data);
 	ok_rc(write(&(dlt_config){ .train.precision = "fp32" }, &b), 0, "an empty config writes");
 	ok(strstr(b.data, "  train: null\n") != NULL, "with a null path");
 	dlt_buf_free(&b);
@@ -603,12 +1149,21 @@ int main(void)
 	test_layers();
 	test_optimizers();
 	test_schedules();
+	test_conv();
+	test_pools();
+	test_residual();
+	test_residual_depth();
+	test_augment();
+	test_checkpoint();
 	test_value_errors();
 	test_model_errors();
+	test_cnn_errors();
+	test_data_ckpt_errors();
 	test_optim_errors();
 	test_yaml_errors();
 	test_big_map();
 	test_overrides();
+	test_cnn_overrides();
 	test_override_depth();
 	test_nodes();
 	test_round_trip();
