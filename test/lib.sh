@@ -62,6 +62,22 @@ test_cmp() {
 	cmp -s "$1" "$2" || { diff -u "$1" "$2" | head -40; return 1; }
 }
 
+# blobs_csv: 600 samples of three Gaussian-ish blobs in 4-d, string labels,
+# from a fixed LCG so the data is the same everywhere.
+blobs_csv() {
+	perl -e '
+	my $s = 12345;
+	sub r { $s = ($s * 1103515245 + 12345) % 2147483648; return $s / 2147483648; }
+	my @names = ("eel", "cat", "dog");
+	my @c = ([0, 0, 0, 0], [3, 3, 0, 0], [0, 3, 3, 3]);
+	print "a,b,kind,c,d\n";
+	for my $i (1 .. 600) {
+		my $k = int(r() * 3);
+		my @v = map { $c[$k][$_] + (r() + r() + r() - 1.5) } 0 .. 3;
+		printf "%.4f,%.4f,%s,%.4f,%.4f\n", $v[0], $v[1], $names[$k], $v[2], $v[3];
+	}'
+}
+
 test_done() {
 	echo "1..$test_count"
 	[ "$test_failed" = 0 ]

@@ -1,11 +1,13 @@
-/* The model: layers from the config, buffers planned once, forward and
- * backward through the backend's table.
+/* The model: the config's layers flattened into ops over tensors, buffers
+ * planned once, forward and backward as two loops over the ops through
+ * the backend's table (model.h describes the ops).
  *
- * Buffers.  act[i+1] is layer i's output, grad[i] the loss's gradient with
- * respect to act[i].  Layers that change nothing share their input's
- * buffer: flatten (act and grad), and an activation fused into the dense
- * before it, whose output buffer then holds act(x W^T + b) directly.  A
- * buffer is freed once, where it first appears. */
+ * Buffers.  Ops that change no value share their input's activations:
+ * flatten (and its gradient), FORK, and an activation fused into the
+ * dense or conv before it, or applied in place on a tensor that no other
+ * op reads.  Such an activation's gradient follows from its output alone
+ * (relu, leaky relu with slope >= 0, tanh, sigmoid), so the value before
+ * it is never needed.  Everything else owns its buffers. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,23 +15,12 @@
 #include <string.h>
 
 #include "archive/archive.h"
-#include "nn/nn.h"
-
-struct dlt_layer {
-	int kind;		/* DLT_LAYER_* */
-	int in, out;		/* features per row */
-	int act;		/* DLT_ACT_*: an activation's own; for dense, the fused one */
-	float slope;		/* leaky_relu */
-	float rate;		/* dropout */
-	int fused;		/* an activation already applied by the dense before it */
-	int w, b;		/* dense: indices in params; b is -1 without bias */
-	float *mask;		/* dropout: 0 or 1 / (1 - rate) per element */
-	int masked;		/* dropout: the last forward applied mask */
-};
+#include "nn/model.h"
 
 /* Parameter init draws from dlt_rng stream INIT_STREAM + param index of
  * the seed: a range of its own, apart from the loader's streams. */
 #define INIT_STREAM 0x40000000u
+#define MAX_OPS 4096
 
 /* A DLT_EINPUT error "file:line: ...", or "file: ..." for a layer an
  * override added (line 0), as the config's own messages. */
@@ -65,67 +56,293 @@ static int act_of(int kind)
 	}
 }
 
-/* An activation can be fused into dense when its gradient follows from
- * its output alone (the pre-activation is never stored): not gelu. */
-static int fusable(const dlt_layer *l)
+/* Whether an activation's gradient follows from its output alone. */
+static int output_only(int act, float slope)
 {
-	switch (l->act) {
+	switch (act) {
 	case DLT_ACT_RELU:
 	case DLT_ACT_TANH:
 	case DLT_ACT_SIGMOID:
 		return 1;
 	case DLT_ACT_LEAKY_RELU:
-		return l->slope >= 0.0f;
+		return slope >= 0.0f;
 	default:
 		return 0;
 	}
 }
 
-/* Shapes and layer settings from the config; counts the params. */
-static int plan_layers(dlt_model *m, const dlt_config *c, int n_classes)
+/* Planning: ops and tensors appended as the config is walked. */
+typedef struct planner {
+	dlt_model *m;
+	const dlt_config *c;
+	size_t cap_ops, cap_t, cap_params, cap_bufs;
+	int next_index;		/* config layers seen, flattened */
+} planner;
+
+static int new_tensor(planner *p, dlt_shape s)
 {
-	int feat = m->in_features;
-	for (int i = 0; i < m->n_layers; i++) {
-		const dlt_layer_cfg *lc = &c->layers[i];
-		dlt_layer *l = &m->layers[i];
-		l->kind = lc->kind;
-		l->in = feat;
-		l->act = act_of(lc->kind);
-		l->slope = lc->slope;
-		l->w = l->b = -1;
-		switch (lc->kind) {
-		case DLT_LAYER_DENSE:
-			if (lc->units < 1)
-				return cfg_error(c, lc->line, "dense needs at least 1 unit");
-			feat = lc->units;
-			l->w = m->n_params++;
-			if (lc->bias)
-				l->b = m->n_params++;
-			break;
-		case DLT_LAYER_DROPOUT:
-			if (!(lc->rate >= 0.0f && lc->rate < 1.0f))
-				return cfg_error(c, lc->line, "dropout rate %g is not in [0, 1)",
-						 lc->rate);
-			l->rate = lc->rate;
-			break;
-		case DLT_LAYER_FLATTEN:
-			break;
-		default:
-			if (l->act == DLT_ACT_NONE)
-				return cfg_error(c, lc->line, "layer kind %d is not supported",
-						 lc->kind);
-			if (i > 0 && l[-1].kind == DLT_LAYER_DENSE && fusable(l)) {
-				l->fused = 1;
-				l[-1].act = l->act;
-				l[-1].slope = l->slope;
-			}
-		}
-		l->out = feat;
+	dlt_model *m = p->m;
+	dlt_tensor *t;
+	size_t n;
+	if (!dlt_mul_ok((size_t)s.c, (size_t)s.h, &n) || !dlt_mul_ok(n, (size_t)s.w, &n) ||
+	    n > (1u << 30))
+		return dlt_error(DLT_EINPUT, "a layer's output of %d x %d x %d is too large",
+				 s.c, s.h, s.w);
+	if (dlt_grow(&m->t, &p->cap_t, (size_t)m->n_t + 1, sizeof(*m->t)) < 0)
+		return DLT_ENOMEM;
+	t = &m->t[m->n_t];
+	memset(t, 0, sizeof(*t));
+	t->s = s;
+	t->n = n;
+	t->a_of = t->g_of = m->n_t;
+	return m->n_t++;
+}
+
+static dlt_layer *new_op(planner *p, int kind, int index, int line, int in)
+{
+	dlt_model *m = p->m;
+	dlt_layer *l;
+	if (m->n_layers == MAX_OPS) {
+		cfg_error(p->c, line, "the model has more than %d layers", MAX_OPS);
+		return NULL;
 	}
-	if (feat != n_classes)
-		return cfg_error(c, m->n_layers ? c->layers[m->n_layers - 1].line : c->model_line,
-				 "the model ends with %d features but the data has %d classes",
-				 feat, n_classes);
+	if (dlt_grow(&m->layers, &p->cap_ops, (size_t)m->n_layers + 1, sizeof(*m->layers)) < 0)
+		return NULL;
+	l = &m->layers[m->n_layers++];
+	memset(l, 0, sizeof(*l));
+	l->kind = kind;
+	l->index = index;
+	l->line = line;
+	l->in = l->out = l->in2 = in;
+	l->w = l->b = l->rm = l->rv = -1;
+	return l;
+}
+
+/* A param or buffer: named INDEX.ROLE, sized later by make_params. */
+static int new_param(planner *p, int buffer, int index, const char *role, int ndim,
+		     const int64_t *dims)
+{
+	dlt_model *m = p->m;
+	dlt_param **arr = buffer ? &m->bufs : &m->params;
+	int *n = buffer ? &m->n_bufs : &m->n_params;
+	dlt_param *q;
+	if (dlt_grow(arr, buffer ? &p->cap_bufs : &p->cap_params, (size_t)*n + 1, sizeof(**arr)) < 0)
+		return DLT_ENOMEM;
+	q = &(*arr)[*n];
+	memset(q, 0, sizeof(*q));
+	snprintf(q->name, sizeof(q->name), "%d.%s", index, role);
+	q->ndim = ndim;
+	q->n = 1;
+	for (int d = 0; d < ndim; d++) {
+		q->dims[d] = dims[d];
+		q->n *= (size_t)dims[d];
+	}
+	return (*n)++;
+}
+
+/* Output size of a window sliding over n with padding p, kernel k
+ * (dilated: span), stride s; < 1 when it does not fit. */
+static int out_size(int n, int p, int span, int s)
+{
+	long long o = ((long long)n + 2LL * p - span) / s + 1;
+	return (long long)n + 2LL * p < span ? 0 : (int)o;
+}
+
+static int plan_seq(planner *p, const dlt_layer_cfg *lc, int n, int *cur);
+
+static int plan_conv(planner *p, const dlt_layer_cfg *lc, dlt_layer *l, dlt_shape in,
+		     dlt_shape *out)
+{
+	dlt_conv *v = &l->conv;
+	int64_t dims[4];
+	*v = (dlt_conv){ .c = in.c, .h = in.h, .w = in.w, .k = lc->filters,
+			 .kh = lc->kernel[0], .kw = lc->kernel[1], .sh = lc->stride[0],
+			 .sw = lc->stride[1], .ph = lc->pad[0], .pw = lc->pad[1],
+			 .dh = lc->dilation[0], .dw = lc->dilation[1], .groups = lc->groups };
+	if (v->groups < 1 || in.c % v->groups || v->k % v->groups)
+		return cfg_error(p->c, lc->line, "conv2d: groups %d does not divide %d input and "
+				 "%d output channels", v->groups, in.c, v->k);
+	v->oh = out_size(in.h, v->ph, v->dh * (v->kh - 1) + 1, v->sh);
+	v->ow = out_size(in.w, v->pw, v->dw * (v->kw - 1) + 1, v->sw);
+	if (v->oh < 1 || v->ow < 1)
+		return cfg_error(p->c, lc->line, "conv2d: a %dx%d kernel does not fit a %dx%d "
+				 "input", v->kh, v->kw, in.h, in.w);
+	*out = (dlt_shape){ v->k, v->oh, v->ow };
+	dims[0] = v->k;
+	dims[1] = in.c / v->groups;
+	dims[2] = v->kh;
+	dims[3] = v->kw;
+	if ((l->w = new_param(p, 0, l->index, "w", 4, dims)) < 0)
+		return l->w;
+	if (lc->bias && (l->b = new_param(p, 0, l->index, "b", 1, dims)) < 0)
+		return l->b;
+	return 0;
+}
+
+static int plan_pool(planner *p, const dlt_layer_cfg *lc, dlt_layer *l, dlt_shape in,
+		     dlt_shape *out)
+{
+	dlt_pool *v = &l->pool;
+	*v = (dlt_pool){ .c = in.c, .h = in.h, .w = in.w, .oh = 1, .ow = 1, .kh = in.h,
+			 .kw = in.w, .sh = 1, .sw = 1 };
+	if (lc->kind != DLT_LAYER_GLOBAL_AVGPOOL) {
+		v->kh = lc->kernel[0];
+		v->kw = lc->kernel[1];
+		v->sh = lc->stride[0];
+		v->sw = lc->stride[1];
+		v->ph = lc->pad[0];
+		v->pw = lc->pad[1];
+		v->oh = out_size(in.h, v->ph, v->kh, v->sh);
+		v->ow = out_size(in.w, v->pw, v->kw, v->sw);
+		if (v->oh < 1 || v->ow < 1)
+			return cfg_error(p->c, lc->line, "a %dx%d pool does not fit a %dx%d input",
+					 v->kh, v->kw, in.h, in.w);
+	}
+	*out = (dlt_shape){ in.c, v->oh, v->ow };
+	return 0;
+}
+
+static int plan_batchnorm(planner *p, const dlt_layer_cfg *lc, dlt_layer *l, dlt_shape in)
+{
+	int64_t dims[1] = { in.c };
+	l->momentum = lc->momentum;
+	l->eps = lc->eps;
+	if ((l->w = new_param(p, 0, l->index, "w", 1, dims)) < 0 ||
+	    (l->b = new_param(p, 0, l->index, "b", 1, dims)) < 0 ||
+	    (l->rm = new_param(p, 1, l->index, "running_mean", 1, dims)) < 0 ||
+	    (l->rv = new_param(p, 1, l->index, "running_var", 1, dims)) < 0)
+		return DLT_ENOMEM;
+	return 0;
+}
+
+/* An activation: fused into the dense or conv that made its input, else
+ * in place where its input's activations are its own and read by nothing
+ * else, else into a buffer of its own. */
+static int plan_act(planner *p, const dlt_layer_cfg *lc, dlt_layer *l, int *cur)
+{
+	dlt_model *m = p->m;
+	dlt_layer *prev = m->n_layers > 1 && l[-1].out == *cur ? l - 1 : NULL;
+	int out, inplace;
+	l->act = act_of(lc->kind);
+	l->slope = lc->kind == DLT_LAYER_LEAKY_RELU ? lc->slope : 0.0f;
+	/* not over the model's input, over a tensor others read, or over
+	 * another activation's output, which that one's gradient needs */
+	inplace = output_only(l->act, l->slope) && *cur != 0 && m->t[*cur].a_of == *cur &&
+		  prev && act_of(prev->kind) == DLT_ACT_NONE;
+	if ((out = new_tensor(p, m->t[*cur].s)) < 0)
+		return out;
+	if (inplace) {
+		m->t[out].a_of = *cur;
+		if (prev && prev->out == *cur && prev->act == DLT_ACT_NONE &&
+		    (prev->kind == DLT_LAYER_DENSE || prev->kind == DLT_LAYER_CONV2D)) {
+			l->fused = 1;
+			prev->act = l->act;
+			prev->slope = l->slope;
+		}
+	}
+	l->out = *cur = out;
+	return 0;
+}
+
+static int plan_residual(planner *p, const dlt_layer_cfg *lc, int index, int *cur)
+{
+	dlt_model *m = p->m;
+	int in = *cur, body, shortcut, out, fork;
+	dlt_layer *l;
+	dlt_shape s = m->t[in].s;
+
+	if (!(l = new_op(p, DLT_OP_FORK, index, lc->line, in)))
+		return DLT_ENOMEM;
+	fork = (int)(l - m->layers);
+	if ((body = new_tensor(p, s)) < 0 || (shortcut = new_tensor(p, s)) < 0)
+		return body < 0 ? body : shortcut;
+	m->t[body].a_of = m->t[shortcut].a_of = m->t[in].a_of;
+	m->layers[fork].out = body;
+	m->layers[fork].in2 = shortcut;
+	DLT_TRY_RC(plan_seq(p, lc->body, lc->n_body, &body));
+	DLT_TRY_RC(plan_seq(p, lc->shortcut, lc->n_shortcut, &shortcut));
+	if (m->t[body].s.c != m->t[shortcut].s.c || m->t[body].s.h != m->t[shortcut].s.h ||
+	    m->t[body].s.w != m->t[shortcut].s.w)
+		return cfg_error(p->c, lc->line, "residual: the layers give %dx%dx%d but the "
+				 "shortcut %dx%dx%d", m->t[body].s.c, m->t[body].s.h,
+				 m->t[body].s.w, m->t[shortcut].s.c, m->t[shortcut].s.h,
+				 m->t[shortcut].s.w);
+	if ((out = new_tensor(p, m->t[body].s)) < 0)
+		return out;
+	if (!(l = new_op(p, DLT_OP_ADD, index, lc->line, body)))
+		return DLT_ENOMEM;
+	l->in2 = shortcut;
+	l->out = out;
+	/* the sum passes its gradient to both inputs unchanged: they share
+	 * it (through whatever tensor already owns theirs) */
+	m->t[m->t[body].g_of].g_of = out;
+	m->t[m->t[shortcut].g_of].g_of = out;
+	*cur = out;
+	return 0;
+}
+
+static int plan_layer(planner *p, const dlt_layer_cfg *lc, int *cur)
+{
+	dlt_model *m = p->m;
+	int index = p->next_index++, out;
+	dlt_shape in = m->t[*cur].s, os = in;
+	dlt_layer *l;
+	int64_t dims[2];
+
+	if (lc->kind == DLT_LAYER_RESIDUAL)
+		return plan_residual(p, lc, index, cur);
+	if (!(l = new_op(p, lc->kind, index, lc->line, *cur)))
+		return DLT_ENOMEM;
+	switch (lc->kind) {
+	case DLT_LAYER_DENSE:
+		if (lc->units < 1)
+			return cfg_error(p->c, lc->line, "dense needs at least 1 unit");
+		os = (dlt_shape){ lc->units, 1, 1 };
+		dims[0] = lc->units;
+		dims[1] = (int64_t)m->t[*cur].n;
+		if ((l->w = new_param(p, 0, index, "w", 2, dims)) < 0 ||
+		    (lc->bias && (l->b = new_param(p, 0, index, "b", 1, dims)) < 0))
+			return DLT_ENOMEM;
+		break;
+	case DLT_LAYER_CONV2D:
+		DLT_TRY_RC(plan_conv(p, lc, l, in, &os));
+		break;
+	case DLT_LAYER_MAXPOOL:
+	case DLT_LAYER_AVGPOOL:
+	case DLT_LAYER_GLOBAL_AVGPOOL:
+		DLT_TRY_RC(plan_pool(p, lc, l, in, &os));
+		break;
+	case DLT_LAYER_BATCHNORM:
+		DLT_TRY_RC(plan_batchnorm(p, lc, l, in));
+		break;
+	case DLT_LAYER_DROPOUT:
+		if (!(lc->rate >= 0.0f && lc->rate < 1.0f))
+			return cfg_error(p->c, lc->line, "dropout rate %g is not in [0, 1)",
+					 lc->rate);
+		l->rate = lc->rate;
+		break;
+	case DLT_LAYER_FLATTEN:
+		if ((out = new_tensor(p, (dlt_shape){ (int)m->t[*cur].n, 1, 1 })) < 0)
+			return out;
+		m->t[out].a_of = m->t[*cur].a_of;
+		m->t[out].g_of = m->t[*cur].g_of;
+		l->out = *cur = out;
+		return 0;
+	default:
+		if (act_of(lc->kind) == DLT_ACT_NONE)
+			return cfg_error(p->c, lc->line, "layer kind %d is not supported", lc->kind);
+		return plan_act(p, lc, l, cur);
+	}
+	if ((out = new_tensor(p, os)) < 0)
+		return out;
+	m->layers[m->n_layers - 1].out = *cur = out;
+	return 0;
+}
+
+static int plan_seq(planner *p, const dlt_layer_cfg *lc, int n, int *cur)
+{
+	for (int i = 0; i < n; i++)
+		DLT_TRY_RC(plan_layer(p, &lc[i], cur));
 	return 0;
 }
 
@@ -137,119 +354,156 @@ static void init_uniform(float *p, size_t n, float bound, uint64_t seed, int ind
 		p[i] = bound * (2.0f * dlt_rng_uniform(&r) - 1.0f);
 }
 
-static void describe_param(dlt_param *p, int layer, const char *role, int out, int in)
+static void fill(float *p, size_t n, float v)
 {
-	snprintf(p->name, sizeof(p->name), "%d.%s", layer, role);
-	p->ndim = in ? 2 : 1;
-	p->dims[0] = out;
-	p->dims[1] = in;
-	p->n = (size_t)out * (in ? in : 1);
+	for (size_t i = 0; i < n; i++)
+		p[i] = v;
 }
 
 /* Every param's w (and g) is a slice of one block, in order, so the
- * optimiser and the all-reduce can treat them as one array. */
-static int make_params(dlt_model *m, uint64_t seed)
+ * optimiser and the all-reduce can treat them as one array; buffers are
+ * one block too. */
+static int make_params(dlt_model *m)
 {
-	float *w, *g;
-	size_t off = 0;
-	if (!(m->params = dlt_calloc(m->n_params ? m->n_params : 1, sizeof(*m->params))))
-		return DLT_ENOMEM;
-	for (int i = 0; i < m->n_layers; i++) {
-		dlt_layer *l = &m->layers[i];
-		if (l->w >= 0)
-			describe_param(&m->params[l->w], i, "w", l->out, l->in);
-		if (l->b >= 0)
-			describe_param(&m->params[l->b], i, "b", l->out, 0);
-	}
+	size_t off = 0, n_bufs = 0;
 	for (int k = 0; k < m->n_params; k++)
 		if (__builtin_add_overflow(m->n_weights, m->params[k].n, &m->n_weights) ||
-		    m->n_weights > SIZE_MAX / sizeof(float))
+		    m->n_weights > (SIZE_MAX >> 3))
 			return dlt_error(DLT_ENOMEM, "the model has too many parameters");
-	if (!m->n_weights)
-		return 0;
-	w = dlt_malloc_aligned(m->n_weights * sizeof(float));
-	g = w ? dlt_malloc_aligned(m->n_weights * sizeof(float)) : NULL;
-	if (!g) {
-		free(w);
-		return DLT_ENOMEM;
+	for (int k = 0; k < m->n_bufs; k++)
+		n_bufs += m->bufs[k].n;
+	if (m->n_params) {
+		float *w = dlt_malloc_aligned(m->n_weights * sizeof(float));
+		float *g = w ? dlt_malloc_aligned(m->n_weights * sizeof(float)) : NULL;
+		if (!g) {
+			free(w);
+			return DLT_ENOMEM;
+		}
+		memset(g, 0, m->n_weights * sizeof(float));
+		for (int k = 0; k < m->n_params; k++) {
+			m->params[k].w = w + off;
+			m->params[k].g = g + off;
+			off += m->params[k].n;
+		}
 	}
-	memset(g, 0, m->n_weights * sizeof(float));
-	for (int k = 0; k < m->n_params; k++) {
-		m->params[k].w = w + off;
-		m->params[k].g = g + off;
-		off += m->params[k].n;
+	if (m->n_bufs) {
+		float *b = dlt_malloc_aligned(n_bufs * sizeof(float));
+		if (!b)
+			return DLT_ENOMEM;
+		off = 0;
+		for (int k = 0; k < m->n_bufs; k++) {
+			m->bufs[k].w = b + off;
+			off += m->bufs[k].n;
+		}
 	}
-	/* PyTorch's nn.Linear: weights and bias uniform in +-1/sqrt(fan_in) */
+	/* PyTorch's Linear and Conv2d: weights and bias uniform in
+	 * +-1/sqrt(fan_in); BatchNorm: gamma 1, beta 0, running var 1 */
 	for (int i = 0; i < m->n_layers; i++) {
-		dlt_layer *l = &m->layers[i];
-		float bound = 1.0f / sqrtf((float)l->in);
-		if (l->w >= 0)
-			init_uniform(m->params[l->w].w, m->params[l->w].n, bound, seed, l->w);
+		const dlt_layer *l = &m->layers[i];
+		float bound;
+		if (l->kind == DLT_LAYER_BATCHNORM) {
+			fill(m->params[l->w].w, m->params[l->w].n, 1.0f);
+			fill(m->params[l->b].w, m->params[l->b].n, 0.0f);
+			fill(m->bufs[l->rm].w, m->bufs[l->rm].n, 0.0f);
+			fill(m->bufs[l->rv].w, m->bufs[l->rv].n, 1.0f);
+			continue;
+		}
+		if (l->w < 0)
+			continue;
+		bound = 1.0f / sqrtf((float)(m->params[l->w].n / m->params[l->w].dims[0]));
+		init_uniform(m->params[l->w].w, m->params[l->w].n, bound, m->seed, l->w);
 		if (l->b >= 0)
-			init_uniform(m->params[l->b].w, m->params[l->b].n, bound, seed, l->b);
+			init_uniform(m->params[l->b].w, m->params[l->b].n, bound, m->seed, l->b);
 	}
 	return 0;
 }
 
-static float *alloc_rows(int rows, int features)
+static void *alloc_rows(int rows, size_t features, size_t size)
 {
 	size_t n;
-	if (!dlt_mul_ok((size_t)rows, (size_t)features * sizeof(float), &n)) {
-		dlt_error(DLT_ENOMEM, "a batch of %d x %d features is too large", rows, features);
+	if (!dlt_mul_ok((size_t)rows, features, &n) || !dlt_mul_ok(n, size, &n)) {
+		dlt_error(DLT_ENOMEM, "a batch of %d x %zu values is too large", rows, features);
 		return NULL;
 	}
-	return dlt_malloc_aligned(n);
+	return dlt_malloc_aligned(n ? n : 1);
+}
+
+static int root(const dlt_model *m, int i, int grad)
+{
+	while ((grad ? m->t[i].g_of : m->t[i].a_of) != i)
+		i = grad ? m->t[i].g_of : m->t[i].a_of;
+	return i;
 }
 
 static int make_buffers(dlt_model *m)
 {
-	int n = m->n_layers;
-	if (!(m->act[0] = alloc_rows(m->max_batch, m->in_features)))
-		return DLT_ENOMEM;
-	for (int i = 0; i < n; i++) {
+	size_t work = 0;
+	/* sharing was planned a link at a time; point each at the owner */
+	for (int i = 0; i < m->n_t; i++) {
+		m->t[i].a_of = root(m, i, 0);
+		m->t[i].g_of = root(m, i, 1);
+	}
+	for (int i = 0; i < m->n_t; i++) {
+		dlt_tensor *t = &m->t[i];
+		if (t->a_of == i && !(t->a = alloc_rows(m->max_batch, t->n, sizeof(float))))
+			return DLT_ENOMEM;
+		if (t->g_of == i && !(t->g = alloc_rows(m->max_batch, t->n, sizeof(float))))
+			return DLT_ENOMEM;
+	}
+	for (int i = 0; i < m->n_layers; i++) {
 		dlt_layer *l = &m->layers[i];
-		if (l->kind == DLT_LAYER_FLATTEN || l->fused)
-			m->act[i + 1] = m->act[i];
-		else if (!(m->act[i + 1] = alloc_rows(m->max_batch, l->out)))
-			return DLT_ENOMEM;
-		if (l->kind == DLT_LAYER_DROPOUT && !(l->mask = alloc_rows(m->max_batch, l->out)))
-			return DLT_ENOMEM;
+		size_t out = m->t[l->out].n, c = (size_t)m->t[l->in].s.c;
+		switch (l->kind) {
+		case DLT_LAYER_DROPOUT:
+			if (!(l->mask = alloc_rows(m->max_batch, out, sizeof(float))))
+				return DLT_ENOMEM;
+			break;
+		case DLT_LAYER_MAXPOOL:
+			if (!(l->arg = alloc_rows(m->max_batch, out, sizeof(int32_t))))
+				return DLT_ENOMEM;
+			break;
+		case DLT_LAYER_BATCHNORM:
+			if (!(l->mean = alloc_rows(2, c, sizeof(float))))
+				return DLT_ENOMEM;
+			l->invstd = l->mean + c;
+			break;
+		case DLT_LAYER_CONV2D:
+			l->conv.n = m->max_batch;
+			if (m->be->conv_workspace(&l->conv) > work)
+				work = m->be->conv_workspace(&l->conv);
+			break;
+		}
 	}
-	/* grad[0], the input's, only when there are no layers: then it is
-	 * the logits' gradient */
-	for (int i = n; i >= (n ? 1 : 0); i--) {
-		if (i < n && m->layers[i].kind == DLT_LAYER_FLATTEN)
-			m->grad[i] = m->grad[i + 1];
-		else if (!(m->grad[i] = alloc_rows(m->max_batch, i ? m->layers[i - 1].out
-								      : m->in_features)))
-			return DLT_ENOMEM;
-	}
+	if (work && !(m->work = alloc_rows(1, work, sizeof(float))))
+		return DLT_ENOMEM;
 	return 0;
 }
 
 int dlt_model_init(dlt_model *m, const dlt_config *c, const dlt_backend *be,
-		   int in_features, int n_classes, int max_batch)
+		   dlt_shape in, int n_classes, int max_batch)
 {
-	int rc;
+	planner p = { .m = m, .c = c };
+	int cur = 0, rc;
+
 	memset(m, 0, sizeof(*m));
-	if (in_features < 1 || n_classes < 1 || max_batch < 1)
-		return dlt_error(DLT_EINPUT, "bad model size: %d features, %d classes, batch %d",
-				 in_features, n_classes, max_batch);
+	if (in.c < 1 || in.h < 1 || in.w < 1 || n_classes < 1 || max_batch < 1)
+		return dlt_error(DLT_EINPUT, "bad model size: input %dx%dx%d, %d classes, "
+				 "batch %d", in.c, in.h, in.w, n_classes, max_batch);
 	m->be = be;
-	m->n_layers = c->n_layers;
 	m->max_batch = max_batch;
-	m->in_features = in_features;
+	m->in_shape = in;
 	m->out_features = n_classes;
 	m->seed = (uint64_t)c->train.seed;
-	m->layers = dlt_calloc((size_t)m->n_layers + 1, sizeof(*m->layers));
-	m->act = dlt_calloc((size_t)m->n_layers + 1, sizeof(*m->act));
-	m->grad = dlt_calloc((size_t)m->n_layers + 1, sizeof(*m->grad));
-	if (!m->layers || !m->act || !m->grad) {
-		rc = DLT_ENOMEM;
+	DLT_TRY(new_tensor(&p, in));
+	m->in_features = (int)m->t[0].n;
+	DLT_TRY(plan_seq(&p, c->layers, c->n_layers, &cur));
+	if (m->t[cur].n != (size_t)n_classes) {
+		rc = cfg_error(c, c->n_layers ? c->layers[c->n_layers - 1].line : c->model_line,
+			       "the model ends with %zu features but the data has %d classes",
+			       m->t[cur].n, n_classes);
 		goto fail;
 	}
-	DLT_TRY(plan_layers(m, c, n_classes));
-	DLT_TRY(make_params(m, m->seed));
+	DLT_TRY(make_params(m));
 	DLT_TRY(make_buffers(m));
 	return 0;
 fail:
@@ -259,30 +513,39 @@ fail:
 
 void dlt_model_free(dlt_model *m)
 {
-	int n = m->n_layers;
-	if (m->act)
-		for (int i = 0; i <= n; i++)
-			if (i == 0 || m->act[i] != m->act[i - 1])
-				free(m->act[i]);
-	/* grad[0] belongs to the caller, unless there are no layers */
-	if (m->grad)
-		for (int i = n; i >= (n ? 1 : 0); i--)
-			if (i == n || m->grad[i] != m->grad[i + 1])
-				free(m->grad[i]);
-	if (m->layers)
-		for (int i = 0; i < n; i++)
-			free(m->layers[i].mask);
-	if (m->params) {
+	for (int i = 0; i < m->n_t; i++) {
+		free(m->t[i].a);
+		free(m->t[i].g);
+	}
+	for (int i = 0; i < m->n_layers; i++) {
+		free(m->layers[i].mask);
+		free(m->layers[i].arg);
+		free(m->layers[i].mean);
+	}
+	if (m->n_params) {
 		free(m->params[0].w);
 		free(m->params[0].g);
 		free(m->params[0].m);
 		free(m->params[0].v);
 	}
+	if (m->n_bufs)
+		free(m->bufs[0].w);	/* NULL if make_params failed first */
 	free(m->params);
+	free(m->bufs);
 	free(m->layers);
-	free(m->act);
-	free(m->grad);
+	free(m->t);
+	free(m->work);
 	memset(m, 0, sizeof(*m));
+}
+
+float *dlt_model_input(dlt_model *m)
+{
+	return dlt_tensor_a(m, 0);
+}
+
+float *dlt_model_input_grad(dlt_model *m)
+{
+	return dlt_tensor_g(m, 0);
 }
 
 /* The dropout mask's Philox stream: step and layer, offset so that it is
@@ -292,13 +555,68 @@ static uint64_t dropout_stream(long long step, int layer)
 	return ((uint64_t)step + 1) << 16 | (uint64_t)layer;
 }
 
-static void dense_forward(dlt_model *m, dlt_layer *l, const float *x, float *y, int batch)
+static const float *pw(const dlt_model *m, int k)
 {
-	const float *b = l->b >= 0 ? m->params[l->b].w : NULL;
-	m->be->gemm(0, 1, batch, l->out, l->in, 1.0f, x, l->in, m->params[l->w].w, l->in,
-		    0.0f, y, l->out);
-	if (b || l->act != DLT_ACT_NONE)
-		m->be->bias_act(y, b, batch, l->out, l->act, l->slope);
+	return k >= 0 ? m->params[k].w : NULL;
+}
+
+static void forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long long step)
+{
+	const dlt_backend *be = m->be;
+	const dlt_tensor *ti = &m->t[l->in];
+	const float *x = dlt_tensor_a(m, l->in);
+	float *y = dlt_tensor_a(m, l->out);
+	size_t n = (size_t)batch * ti->n;
+	int hw = ti->s.h * ti->s.w;
+
+	switch (l->kind) {
+	case DLT_LAYER_DENSE: {
+		int out = (int)m->t[l->out].n, in = (int)ti->n;
+		be->gemm(0, 1, batch, out, in, 1.0f, x, in, pw(m, l->w), in, 0.0f, y, out);
+		if (l->b >= 0 || l->act != DLT_ACT_NONE)
+			be->bias_act(y, pw(m, l->b), batch, out, l->act, l->slope);
+		break;
+	}
+	case DLT_LAYER_CONV2D:
+		l->conv.n = batch;
+		be->conv_forward(&l->conv, x, pw(m, l->w), pw(m, l->b), y, l->act, l->slope,
+				 m->work);
+		break;
+	case DLT_LAYER_MAXPOOL:
+		l->pool.n = batch;
+		be->maxpool_forward(&l->pool, x, y, l->arg);
+		break;
+	case DLT_LAYER_AVGPOOL:
+	case DLT_LAYER_GLOBAL_AVGPOOL:
+		l->pool.n = batch;
+		be->avgpool_forward(&l->pool, x, y);
+		break;
+	case DLT_LAYER_BATCHNORM:
+		if (train)
+			be->batchnorm_train(batch, ti->s.c, hw, x, pw(m, l->w), pw(m, l->b), y,
+					    l->mean, l->invstd, m->bufs[l->rm].w, m->bufs[l->rv].w,
+					    l->momentum, l->eps);
+		else
+			be->batchnorm_eval(batch, ti->s.c, hw, x, pw(m, l->w), pw(m, l->b),
+					   m->bufs[l->rm].w, m->bufs[l->rv].w, l->eps, y);
+		break;
+	case DLT_LAYER_DROPOUT:
+		l->masked = train && l->rate > 0.0f;
+		if (l->masked)
+			be->dropout(x, y, l->mask, n, l->rate, m->seed, dropout_stream(step, l->index));
+		else
+			memcpy(y, x, n * sizeof(*y));
+		break;
+	case DLT_LAYER_FLATTEN:
+	case DLT_OP_FORK:
+		break;
+	case DLT_OP_ADD:
+		be->add(x, dlt_tensor_a(m, l->in2), y, n);
+		break;
+	default:
+		if (!l->fused)
+			be->act_forward(x, y, n, l->act, l->slope);
+	}
 }
 
 float *dlt_model_forward(dlt_model *m, int batch, int train, long long step)
@@ -308,92 +626,134 @@ float *dlt_model_forward(dlt_model *m, int batch, int train, long long step)
 			  batch, m->max_batch);
 		return NULL;
 	}
-	for (int i = 0; i < m->n_layers; i++) {
-		dlt_layer *l = &m->layers[i];
-		const float *x = m->act[i];
-		float *y = m->act[i + 1];
-		size_t n = (size_t)batch * l->out;
-		switch (l->kind) {
-		case DLT_LAYER_DENSE:
-			dense_forward(m, l, x, y, batch);
-			break;
-		case DLT_LAYER_DROPOUT:
-			l->masked = train && l->rate > 0.0f;
-			if (l->masked)
-				m->be->dropout(x, y, l->mask, n, l->rate, m->seed,
-					       dropout_stream(step, i));
-			else
-				memcpy(y, x, n * sizeof(*y));
-			break;
-		case DLT_LAYER_FLATTEN:
-			break;
-		default:
-			if (!l->fused)
-				m->be->act_forward(x, y, n, l->act, l->slope);
-		}
-	}
-	return m->act[m->n_layers];
+	for (int i = 0; i < m->n_layers; i++)
+		forward_op(m, &m->layers[i], batch, train, step);
+	return dlt_tensor_a(m, m->n_t - 1);
 }
 
 double dlt_model_loss(dlt_model *m, const int32_t *labels, int batch, int *correct)
 {
 	double sum;
 	int hits;
-	m->be->softmax_xent(m->act[m->n_layers], labels, batch, m->out_features,
-			    m->grad[m->n_layers], &sum, &hits);
+	m->be->softmax_xent(dlt_tensor_a(m, m->n_t - 1), labels, batch, m->out_features,
+			    dlt_tensor_g(m, m->n_t - 1), &sum, &hits);
 	if (correct)
 		*correct = hits;
 	return sum / batch;
 }
 
-static void dense_backward(dlt_model *m, dlt_layer *l, const float *x, const float *dy,
-			   float *dx, int batch)
+static float *pg(const dlt_model *m, int k)
 {
-	const dlt_param *w = &m->params[l->w];
-	m->be->gemm(1, 0, l->out, l->in, batch, 1.0f, dy, l->out, x, l->in, 0.0f, w->g, l->in);
-	if (l->b >= 0)
-		m->be->bias_grad(dy, m->params[l->b].g, batch, l->out);
-	if (dx)
-		m->be->gemm(0, 0, batch, l->in, l->out, 1.0f, dy, l->out, w->w, l->in, 0.0f, dx,
-			    l->in);
+	return k >= 0 ? m->params[k].g : NULL;
+}
+
+static void backward_op(dlt_model *m, dlt_layer *l, int batch)
+{
+	const dlt_backend *be = m->be;
+	const dlt_tensor *ti = &m->t[l->in];
+	const float *x = dlt_tensor_a(m, l->in), *dy = dlt_tensor_g(m, l->out);
+	float *dx = dlt_tensor_g(m, l->in);
+	size_t n = (size_t)batch * ti->n;
+	int hw = ti->s.h * ti->s.w;
+
+	/* the input's gradient only when asked for */
+	if (ti->g_of == 0 && !m->want_input_grad)
+		dx = NULL;
+	switch (l->kind) {
+	case DLT_LAYER_DENSE: {
+		int out = (int)m->t[l->out].n, in = (int)ti->n;
+		be->gemm(1, 0, out, in, batch, 1.0f, dy, out, x, in, 0.0f, pg(m, l->w), in);
+		if (l->b >= 0)
+			be->bias_grad(dy, pg(m, l->b), batch, out);
+		if (dx)
+			be->gemm(0, 0, batch, in, out, 1.0f, dy, out, pw(m, l->w), in, 0.0f, dx, in);
+		break;
+	}
+	case DLT_LAYER_CONV2D:
+		l->conv.n = batch;
+		be->conv_backward(&l->conv, x, pw(m, l->w), dy, dx, pg(m, l->w), pg(m, l->b),
+				  m->work);
+		break;
+	case DLT_LAYER_MAXPOOL:
+		if (dx)
+			be->maxpool_backward(&l->pool, dy, l->arg, dx);
+		break;
+	case DLT_LAYER_AVGPOOL:
+	case DLT_LAYER_GLOBAL_AVGPOOL:
+		if (dx)
+			be->avgpool_backward(&l->pool, dy, dx);
+		break;
+	case DLT_LAYER_BATCHNORM:
+		be->batchnorm_backward(batch, ti->s.c, hw, x, dy, pw(m, l->w), l->mean, l->invstd,
+				       dx, pg(m, l->w), pg(m, l->b));
+		break;
+	case DLT_LAYER_DROPOUT:
+		if (dx && l->masked)
+			be->mul(dy, l->mask, dx, n);
+		else if (dx)
+			memcpy(dx, dy, n * sizeof(*dx));
+		break;
+	case DLT_LAYER_FLATTEN:
+	case DLT_OP_ADD:
+		break;		/* their gradients are shared, not computed */
+	case DLT_OP_FORK:
+		if (dx)
+			be->add(dy, dlt_tensor_g(m, l->in2), dx, n);
+		break;
+	default:
+		/* in place or fused, x is the output: all the gradient needs */
+		if (dx)
+			be->act_backward(x, dlt_tensor_a(m, l->out), dy, dx, n, l->act, l->slope);
+	}
 }
 
 void dlt_model_backward(dlt_model *m, int batch)
 {
-	for (int i = m->n_layers - 1; i >= 0; i--) {
-		dlt_layer *l = &m->layers[i];
-		const float *dy = m->grad[i + 1];
-		float *dx = m->grad[i];
-		size_t n = (size_t)batch * l->in;
-		if (l->kind == DLT_LAYER_DENSE) {
-			dense_backward(m, l, m->act[i], dy, dx, batch);
-			continue;
-		}
-		if (!dx || dx == dy)
-			continue;
-		if (l->kind == DLT_LAYER_DROPOUT && l->masked)
-			m->be->mul(dy, l->mask, dx, n);
-		else if (l->kind == DLT_LAYER_DROPOUT || l->kind == DLT_LAYER_FLATTEN)
-			memcpy(dx, dy, n * sizeof(*dx));
-		else
-			/* a fused activation has act[i] == act[i + 1], its
-			 * output, which is all its gradient needs */
-			m->be->act_backward(m->act[i], m->act[i + 1], dy, dx, n, l->act,
-					    l->slope);
-	}
+	for (int i = m->n_layers - 1; i >= 0; i--)
+		backward_op(m, &m->layers[i], batch);
 }
 
-int dlt_model_write(const dlt_model *m, dlt_archive_writer *w)
+static int write_params(const dlt_param *p, int n, dlt_archive_writer *w, int codec, int level)
 {
-	for (int i = 0; i < m->n_params; i++) {
-		const dlt_param *p = &m->params[i];
+	for (int i = 0; i < n; i++) {
 		uint64_t dims[4];
 		int rc;
-		for (int d = 0; d < p->ndim; d++)
-			dims[d] = (uint64_t)p->dims[d];
-		rc = dlt_archive_write_tensor(w, p->name, DLT_F32, p->ndim, dims, p->w, DLT_RAW, 0);
+		for (int d = 0; d < p[i].ndim; d++)
+			dims[d] = (uint64_t)p[i].dims[d];
+		rc = dlt_archive_write_tensor(w, p[i].name, DLT_F32, p[i].ndim, dims, p[i].w,
+					      codec, level);
 		if (rc < 0)
 			return rc;
 	}
 	return 0;
+}
+
+int dlt_model_write(const dlt_model *m, dlt_archive_writer *w, int codec, int level)
+{
+	int rc = write_params(m->params, m->n_params, w, codec, level);
+	return rc < 0 ? rc : write_params(m->bufs, m->n_bufs, w, codec, level);
+}
+
+static int read_params(dlt_param *p, int n, dlt_archive *a)
+{
+	for (int i = 0; i < n; i++) {
+		const dlt_tensor_info *t = dlt_archive_find(a, p[i].name);
+		int same = t && t->dtype == DLT_F32 && t->ndim == p[i].ndim;
+		for (int d = 0; same && d < p[i].ndim; d++)
+			same = t->dims[d] == (uint64_t)p[i].dims[d];
+		if (!t)
+			return dlt_error(DLT_EINPUT, "%s: no tensor '%s' for the model",
+					 dlt_archive_path(a), p[i].name);
+		if (!same)
+			return dlt_error(DLT_EINPUT, "%s: tensor '%s' is not f32 of the model's shape",
+					 dlt_archive_path(a), p[i].name);
+		DLT_TRY_RC(dlt_archive_read(a, t, p[i].w, p[i].n * sizeof(float)));
+	}
+	return 0;
+}
+
+int dlt_model_read(dlt_model *m, dlt_archive *a)
+{
+	int rc = read_params(m->params, m->n_params, a);
+	return rc < 0 ? rc : read_params(m->bufs, m->n_bufs, a);
 }

@@ -9,12 +9,19 @@
 #include "config/config.h"
 #include "kernels/kernels.h"
 
+/* The shape of one sample: channels, height, width (a vector of F
+ * features is F x 1 x 1). */
+typedef struct dlt_shape {
+	int c, h, w;
+} dlt_shape;
+
 /* A trainable tensor: weights, gradient and optimiser state together.
  * The w (likewise g, m, v) of all params of a model are slices of one
  * block, in param order: params[0].w spans n_weights floats, so the
- * optimiser and the all-reduce handle the whole model at once. */
+ * optimiser and the all-reduce handle the whole model at once.  Buffers
+ * (batchnorm's running statistics) are dlt_params too, with only w. */
 typedef struct dlt_param {
-	char name[64];		/* "0.w", "0.b": layer index and role */
+	char name[64];		/* "0.w", "0.b", "3.running_mean": layer index and role */
 	float *w, *g;		/* value and gradient, n floats each */
 	float *m, *v;		/* optimiser state (adam m/v; sgd momentum in m) */
 	size_t n;
@@ -23,32 +30,43 @@ typedef struct dlt_param {
 } dlt_param;
 
 typedef struct dlt_layer dlt_layer;
+struct dlt_tensor;
 typedef struct dlt_model {
 	const dlt_backend *be;
-	dlt_layer *layers;
+	dlt_layer *layers;	/* the ops, in forward order (model.h) */
 	int n_layers;
+	struct dlt_tensor *t;	/* t[0] is the input, t[n_t - 1] the logits */
+	int n_t;
 	int max_batch;
+	dlt_shape in_shape;
 	int in_features, out_features;
-	float **act;		/* act[0] = input, act[i+1] = output of layer i */
-	/* grad[i] = d loss / d act[i].  grad[0] is NULL (the input's gradient
-	 * is not computed) unless the caller points it at max_batch x
-	 * in_features floats of its own; with no layers it is the logits'. */
-	float **grad;
+	/* Backward computes the input's gradient (dlt_model_input_grad)
+	 * only when this is set. */
+	int want_input_grad;
 	dlt_param *params;
 	int n_params;
 	size_t n_weights;	/* total floats in params */
+	dlt_param *bufs;	/* state that is not trained */
+	int n_bufs;
+	float *work;		/* scratch of the conv kernels, planned once */
 	uint64_t seed;		/* dropout masks: Philox keyed by seed, step, layer */
 } dlt_model;
 
-/* Builds the model of c for inputs of in_features and out classes; checks
- * that shapes fit (errors name "config:line"); initialises weights like
- * PyTorch (uniform +-1/sqrt(fan_in)) from c->train.seed. */
+/* Builds the model of c for samples of shape in and n_classes outputs;
+ * checks that shapes fit (errors name "config:line"); initialises weights
+ * like PyTorch (uniform +-1/sqrt(fan_in)) from c->train.seed.  Every
+ * buffer is planned here for batches up to max_batch: the step allocates
+ * nothing. */
 int dlt_model_init(dlt_model *m, const dlt_config *c, const dlt_backend *be,
-		   int in_features, int n_classes, int max_batch);
+		   dlt_shape in, int n_classes, int max_batch);
 void dlt_model_free(dlt_model *m);
-/* Runs layers on m->act[0] (batch rows, filled by the caller); returns the
- * logits (m->act[n_layers]), or NULL if batch is not in 1..max_batch.
- * train != 0 enables dropout; step (>= 0) keys its mask. */
+/* The input rows that the caller fills before forward (max_batch x
+ * in_features floats), and their gradient after backward. */
+float *dlt_model_input(dlt_model *m);
+float *dlt_model_input_grad(dlt_model *m);
+/* Runs the model on batch input rows; returns the logits, or NULL if
+ * batch is not in 1..max_batch.  train != 0: dropout, batch statistics
+ * (and their running averages move); step (>= 0) keys dropout's mask. */
 float *dlt_model_forward(dlt_model *m, int batch, int train, long long step);
 /* Softmax cross-entropy of the logits against labels; fills the logits'
  * gradient; returns the mean loss, counts correct predictions. */
@@ -56,9 +74,14 @@ double dlt_model_loss(dlt_model *m, const int32_t *labels, int batch, int *corre
 /* Backpropagates from the loss gradient, filling every param's g. */
 void dlt_model_backward(dlt_model *m, int batch);
 
-/* Writes every param's weights as an f32 tensor named after the param. */
+/* Writes every param's and buffer's values as an f32 tensor named after
+ * it, with codec (archive.h) at level. */
 struct dlt_archive_writer;
-int dlt_model_write(const dlt_model *m, struct dlt_archive_writer *w);
+struct dlt_archive;
+int dlt_model_write(const dlt_model *m, struct dlt_archive_writer *w, int codec, int level);
+/* Reads them back by name from an archive; each must be there with the
+ * same shape. */
+int dlt_model_read(dlt_model *m, struct dlt_archive *a);
 
 /* Optimiser over all params of a model (state allocated once, in the
  * params' m and v, freed by dlt_model_free). */

@@ -118,6 +118,12 @@ int dlt_dataset_load(dlt_dataset *d, const char *path)
 	d->n = xi->dims[0];
 	d->features = (int)features;
 	d->ndim = xi->ndim - 1;
+	d->sample = (dlt_shape){ (int)features, 1, 1 };
+	if (d->ndim == 2)
+		d->sample = (dlt_shape){ 1, (int)d->shape[0], (int)d->shape[1] };
+	else if (d->ndim >= 3)
+		d->sample = (dlt_shape){ (int)d->shape[0], (int)d->shape[1],
+					 (int)(features / d->shape[0] / d->shape[1]) };
 	d->dtype = xi->dtype;
 	DLT_TRY(dlt_archive_read_alloc(a, "x", xi->dtype, -1, NULL, &d->x));
 	DLT_TRY(dlt_archive_read_alloc(a, "y", DLT_I32, 1, NULL, (void **)&d->y));

@@ -4,6 +4,47 @@
 
 #include "train.h"
 
+/* Augmentation draws from its own Philox streams of the seed: one per
+ * (epoch, sample position), so any batch can be replayed alone. */
+#define STREAM_AUG(epoch, pos) ((0x4147ull << 48) | ((uint64_t)(epoch) << 32) | (uint64_t)(pos))
+
+/* The value a zero pixel has after normalisation: what the padding of a
+ * crop shows, as PyTorch pads before normalising. */
+static float zero_pixel(const dlt_dataset *d, size_t j)
+{
+	return -d->mean[j % d->n_stats] * d->inv_std[j % d->n_stats];
+}
+
+/* A random crop of the image padded by crop pixels on each side, then a
+ * flip with probability 1/2, in place (through scratch). */
+static void augment(const dlt_loader *l, float *img, size_t pos)
+{
+	const dlt_dataset *d = l->d;
+	const int C = d->sample.c, H = d->sample.h, W = d->sample.w, pad = l->aug.crop;
+	dlt_rng r;
+	int dy = 0, dx = 0, flip = 0;
+
+	dlt_rng_init(&r, l->aug.seed, STREAM_AUG(l->aug.epoch, pos));
+	if (pad) {
+		dy = (int)dlt_rng_below(&r, 2 * pad + 1) - pad;
+		dx = (int)dlt_rng_below(&r, 2 * pad + 1) - pad;
+	}
+	if (l->aug.flip)
+		flip = dlt_rng_u32(&r) & 1;
+	if (!dy && !dx && !flip)
+		return;
+	memcpy(l->scratch, img, (size_t)C * H * W * sizeof(float));
+	for (int c = 0; c < C; c++)
+		for (int y = 0; y < H; y++)
+			for (int x = 0; x < W; x++) {
+				size_t j = ((size_t)c * H + y) * W + x;
+				int sy = y + dy, sx = (flip ? W - 1 - x : x) + dx;
+				img[j] = sy >= 0 && sy < H && sx >= 0 && sx < W
+					 ? l->scratch[((size_t)c * H + sy) * W + sx]
+					 : zero_pixel(d, j);
+			}
+}
+
 static void *loader_main(void *arg)
 {
 	dlt_loader *l = arg;
@@ -21,6 +62,9 @@ static void *loader_main(void *arg)
 		l->filling = 1;
 		pthread_mutex_unlock(&l->mu);
 		dlt_dataset_gather(l->d, l->order + b * l->batch, count, l->x[slot], l->y[slot]);
+		for (int i = 0; l->augment && i < count; i++)
+			augment(l, l->x[slot] + (size_t)i * l->d->features,
+				l->aug.first + b * l->batch + (size_t)i);
 		pthread_mutex_lock(&l->mu);
 		l->count[slot] = count;
 		l->full[slot] = 1;
@@ -40,6 +84,8 @@ int dlt_loader_start(dlt_loader *l, const dlt_dataset *d, int batch)
 	l->batch = batch;
 	if (!dlt_mul_ok((size_t)batch, (size_t)d->features * sizeof(float), &nx))
 		return dlt_error(DLT_ENOMEM, "batch of %d samples is too large", batch);
+	if (!(l->scratch = dlt_malloc((size_t)d->features * sizeof(float))))
+		return DLT_ENOMEM;
 	for (int i = 0; i < 2; i++) {
 		l->x[i] = dlt_malloc_aligned(nx);
 		l->y[i] = dlt_malloc_aligned((size_t)batch * sizeof(int32_t));
@@ -48,6 +94,7 @@ int dlt_loader_start(dlt_loader *l, const dlt_dataset *d, int batch)
 				free(l->x[j]);
 				free(l->y[j]);
 			}
+			free(l->scratch);
 			return DLT_ENOMEM;
 		}
 	}
@@ -58,12 +105,13 @@ int dlt_loader_start(dlt_loader *l, const dlt_dataset *d, int batch)
 			free(l->x[i]);
 			free(l->y[i]);
 		}
+		free(l->scratch);
 		return dlt_error(DLT_EFAIL, "cannot start the loader thread");
 	}
 	return 0;
 }
 
-void dlt_loader_pass(dlt_loader *l, const uint32_t *order, size_t n)
+void dlt_loader_pass(dlt_loader *l, const uint32_t *order, size_t n, const dlt_augment *aug)
 {
 	pthread_mutex_lock(&l->mu);
 	/* what the previous pass left buffered is dropped, but a batch being
@@ -72,6 +120,9 @@ void dlt_loader_pass(dlt_loader *l, const uint32_t *order, size_t n)
 		pthread_cond_wait(&l->cv, &l->mu);
 	l->order = order;
 	l->n = n;
+	l->augment = aug && (aug->crop || aug->flip);
+	if (aug)
+		l->aug = *aug;
 	l->n_batches = (n + l->batch - 1) / l->batch;
 	l->next_fill = l->next_take = 0;
 	l->full[0] = l->full[1] = 0;
@@ -118,4 +169,5 @@ void dlt_loader_stop(dlt_loader *l)
 		free(l->x[i]);
 		free(l->y[i]);
 	}
+	free(l->scratch);
 }

@@ -86,6 +86,77 @@ fail:
 	return rc;
 }
 
+static int is_resume(const char *line)
+{
+	return !strncmp(line, "{\"event\":\"resume\"", 18);
+}
+
+/* The "time" of a record, 0 if it has none. */
+static double record_time(const char *line, size_t n)
+{
+	dlt_jval v;
+	const dlt_jval *t;
+	double time = 0;
+	if (dlt_json_parse(line, n, &v) < 0)
+		return 0;
+	if ((t = dlt_jval_get(&v, "time")) && t->type == DLT_JNUM)
+		time = t->num;
+	dlt_jval_free(&v);
+	return time;
+}
+
+int dlt_run_reopen(dlt_run *r, const char *dir, const char *kept, double *time)
+{
+	size_t want = 0, got = 0, len = 0, keep = 0, last = 0;
+	char *path = NULL, *text = NULL;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	r->start = dlt_wall();
+	*time = 0;
+	for (const char *p = kept; *p; p++)
+		want += *p == '\n';
+	if (!(r->dir = dlt_strdup(dir)) || !(path = dlt_run_file(r, "metrics.jsonl"))) {
+		rc = DLT_ENOMEM;
+		goto fail;
+	}
+	if ((rc = dlt_read_file(path, 0, &text, &len)) < 0 && errno != ENOENT)
+		goto fail;
+	for (size_t i = 0; text && got < want && i < len; i++) {
+		size_t start = i;
+		while (i < len && text[i] != '\n')
+			i++;
+		if (i == len)
+			break;		/* a line cut short by a kill */
+		if (!is_resume(text + start)) {
+			got++;
+			last = start;
+		}
+		keep = i + 1;
+	}
+	if (got == want) {
+		if (truncate(path, (off_t)keep) != 0) {
+			rc = dlt_error_errno(DLT_EIO, "%s", path);
+			goto fail;
+		}
+		if (want)
+			*time = record_time(text + last, keep - last - 1);
+	} else {
+		DLT_TRY(dlt_write_file_atomic(path, kept, strlen(kept)));
+	}
+	if (!(r->metrics = fopen(path, "a"))) {
+		rc = dlt_error_errno(DLT_EIO, "%s", path);
+		goto fail;
+	}
+	rc = dlt_run_status(r, "running");
+fail:
+	free(path);
+	free(text);
+	if (rc < 0)
+		dlt_run_close(r);
+	return rc;
+}
+
 int dlt_run_record(dlt_run *r, const char *json)
 {
 	if (!r->metrics)

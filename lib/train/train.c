@@ -1,16 +1,28 @@
 /* The training loop.  One place where the step happens: next batch,
- * forward, loss, backward, optimiser step, metrics. */
+ * forward, loss, backward, optimiser step, metrics, checkpoint.
+ *
+ * Everything random is a function of (seed, epoch, step, position), and
+ * the loop's sums are in the checkpoint, so a resumed run is the run that
+ * never stopped: the same bits in its weights and checkpoints, the same
+ * metrics apart from their timings. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "archive/archive.h"
 #include "kernels/cpu/threads.h"
 #include "rundir.h"
+#include "train/ckpt.h"
 #include "train.h"
 
 /* Philox streams of the run's seed: one for the validation split, one per
- * epoch for the shuffle.  Model init and dropout use their own (nn.c). */
+ * epoch for the shuffle.  Model init, dropout and augmentation use their
+ * own (nn.c, loader.c). */
 #define STREAM_SPLIT 0x5350ull
 #define STREAM_EPOCH(e) ((0x4550ull << 20) + (uint64_t)(e))
 
@@ -27,36 +39,63 @@ typedef struct run_state {
 	uint32_t *order;	/* base in this epoch's order */
 	uint32_t *val_order, *test_order;
 	size_t n_train, n_val;
+	long long spe, total;	/* steps per epoch, in all */
+	dlt_ckpt_state st;	/* position and sums: what a checkpoint keeps */
+	double ckpt_at;		/* dlt_now() of the last checkpoint */
+	char *ckpt_dir;
+	dlt_train_result *res;
+	double step_delay;	/* DLT_TEST_STEP_DELAY */
 } run_state;
 
-static int emit(run_state *s, dlt_json *j)
+static void warn(run_state *s, const char *msg)
+{
+	if (s->h && s->h->warn)
+		s->h->warn(s->h->ctx, msg);
+}
+
+/* Ends the record j and writes it.  The checkpoint keeps the records
+ * without what timing puts in them (from byte `timed` on), so that a
+ * resumed run's checkpoints are byte for byte the uninterrupted one's. */
+static int emit(run_state *s, dlt_json *j, size_t timed)
 {
 	int rc;
 	dlt_json_end(j);
 	if ((rc = dlt_json_ok(j)) == 0)
 		rc = dlt_run_record(&s->run, j->buf.data);
+	if (rc == 0 && (rc = dlt_buf_append(&s->st.metrics, j->buf.data, timed)) == 0)
+		rc = dlt_buf_append(&s->st.metrics, "}\n", 2);
 	if (rc == 0 && s->h && s->h->record)
 		s->h->record(s->h->ctx, j->buf.data);
 	dlt_json_free(j);
 	return rc;
 }
 
-static void step_input(run_state *s, const float *x, int b)
+/* The time field every record ends with: training seconds over all
+ * restarts. */
+static size_t timed_part(run_state *s, dlt_json *j)
 {
-	memcpy(s->m.act[0], x, (size_t)b * s->train.features * sizeof(float));
+	size_t at = j->buf.len;
+	dlt_json_num(j, "time", dlt_now() - s->run.start_mono);
+	return at;
 }
 
-/* Mean loss and accuracy of the model on order[0..n) of a dataset. */
-static void evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t n,
-		     double *loss, double *acc)
+static void step_input(run_state *s, const float *x, int b)
 {
-	double sum = 0;
+	memcpy(dlt_model_input(&s->m), x, (size_t)b * s->train.features * sizeof(float));
+}
+
+/* Mean loss and accuracy of the model on order[0..n) of a dataset;
+ * samples per second in *rate. */
+static void evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t n,
+		     double *loss, double *acc, double *rate)
+{
+	double sum = 0, t0 = dlt_now();
 	long long correct = 0;
 	float *x;
 	int32_t *y;
 	int b, c;
 
-	dlt_loader_pass(l, order, n);
+	dlt_loader_pass(l, order, n, NULL);
 	while ((b = dlt_loader_next(l, &x, &y)) > 0) {
 		step_input(s, x, b);
 		dlt_model_forward(&s->m, b, 0, 0);
@@ -65,11 +104,14 @@ static void evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t 
 	}
 	*loss = sum / n;
 	*acc = (double)correct / n;
+	*rate = n / (dlt_now() - t0);
 }
 
-static int emit_eval(run_state *s, const char *split, int epoch, double loss, double acc)
+static int emit_eval(run_state *s, const char *split, int epoch, double loss, double acc,
+		     double rate)
 {
 	dlt_json j;
+	size_t timed;
 	dlt_json_begin(&j);
 	dlt_json_str(&j, "event", "eval");
 	dlt_json_str(&j, "split", split);
@@ -77,7 +119,10 @@ static int emit_eval(run_state *s, const char *split, int epoch, double loss, do
 	dlt_json_int(&j, "step", s->opt.step);
 	dlt_json_num(&j, "loss", loss);
 	dlt_json_num(&j, "acc", acc);
-	return emit(s, &j);
+	timed = j.buf.len;
+	dlt_json_num(&j, "samples_per_s", rate);
+	timed_part(s, &j);
+	return emit(s, &j, timed);
 }
 
 static uint32_t *identity(size_t n)
@@ -147,7 +192,9 @@ static void shuffle(run_state *s, int epoch)
 		s->order[i] = s->base[s->order[i]];
 }
 
-static int setup(run_state *s, const char *rundir)
+/* Data, model, optimiser and loaders: all that bad input can fail on,
+ * before the run directory is touched. */
+static int setup(run_state *s)
 {
 	const dlt_config *c = s->c;
 	int threads = c->train.threads, rc;
@@ -156,7 +203,7 @@ static int setup(run_state *s, const char *rundir)
 		return threads;
 	dlt_cpu_set_threads(threads);
 	DLT_TRY(load_data(s));
-	DLT_TRY(dlt_model_init(&s->m, c, dlt_backend_cpu(), s->train.features,
+	DLT_TRY(dlt_model_init(&s->m, c, dlt_backend_cpu(), s->train.sample,
 			       s->train.n_classes, c->train.batch));
 	DLT_TRY(dlt_optim_init(&s->opt, &c->train.optim, &s->m));
 	DLT_TRY(dlt_loader_start(&s->train_ld, &s->train, c->train.batch));
@@ -165,8 +212,11 @@ static int setup(run_state *s, const char *rundir)
 		DLT_TRY(dlt_loader_start(&s->test_ld, &s->test, c->train.batch));
 		s->test_ld_up = 1;
 	}
-	/* the run directory last: bad input must not leave one behind */
-	DLT_TRY(dlt_run_open(&s->run, rundir, c));
+	s->spe = (long long)((s->n_train + c->train.batch - 1) / c->train.batch);
+	s->total = s->spe * c->train.epochs;
+	s->st.epoch = 1;
+	s->st.epochs = c->train.epochs;
+	s->step_delay = dlt_env_test_step_delay();
 	return 0;
 fail:
 	return rc;
@@ -181,182 +231,484 @@ static void teardown(run_state *s)
 	dlt_model_free(&s->m);
 	dlt_dataset_free(&s->train);
 	dlt_dataset_free(&s->test);
+	dlt_buf_free(&s->st.metrics);
 	free(s->base);
 	free(s->order);
 	free(s->val_order);
 	free(s->test_order);
+	free(s->ckpt_dir);
 }
 
-/* The trained weights, RUNDIR/model.dlt: one f32 tensor per param. */
-static int save_model(run_state *s, int epoch)
+/* ckpt/step-SSSSSSSS.dlt: the step, so names sort in order. */
+static char *ckpt_path(const run_state *s, long long step)
 {
-	dlt_archive_writer *w = NULL;
-	char *path;
-	dlt_json j;
-	int rc;
+	char *p = dlt_malloc(strlen(s->ckpt_dir) + 32);
+	if (p)
+		sprintf(p, "%s/step-%08lld.dlt", s->ckpt_dir, step);
+	return p;
+}
 
+/* The steps of the checkpoints in dir, newest first; their count, or an
+ * error. */
+static int list_ckpts(const char *dir, long long **steps)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t cap = 0;
+	int n = 0;
+
+	*steps = NULL;
+	if (!d)
+		return errno == ENOENT ? 0 : dlt_error_errno(DLT_EIO, "%s", dir);
+	while ((e = readdir(d))) {
+		long long step;
+		int end = 0;
+		if (sscanf(e->d_name, "step-%lld.dlt%n", &step, &end) != 1 ||
+		    e->d_name[end] || step < 0)
+			continue;
+		if (dlt_grow(steps, &cap, (size_t)n + 1, sizeof(**steps)) < 0) {
+			closedir(d);
+			return DLT_ENOMEM;
+		}
+		(*steps)[n++] = step;
+	}
+	closedir(d);
+	for (int i = 1; i < n; i++)	/* few files: insertion sort, newest first */
+		for (int j = i; j > 0 && (*steps)[j - 1] < (*steps)[j]; j--) {
+			long long t = (*steps)[j];
+			(*steps)[j] = (*steps)[j - 1];
+			(*steps)[j - 1] = t;
+		}
+	return n;
+}
+
+/* Keeps the newest `keep` checkpoints. */
+static void prune(run_state *s)
+{
+	long long *steps;
+	int n = list_ckpts(s->ckpt_dir, &steps);
+	for (int i = s->c->ckpt.keep; i < n; i++) {
+		char *p = ckpt_path(s, steps[i]);
+		if (p && unlink(p) != 0 && errno != ENOENT)
+			warn(s, dlt_errmsg());
+		free(p);
+	}
+	free(steps);
+}
+
+/* A checkpoint now (to ckpt/best.dlt when best).  A write that fails
+ * leaves the earlier checkpoints as they were and is a warning: the run
+ * goes on, and may write the next one. */
+static int checkpoint(run_state *s, int best)
+{
+	char *path;
+	int rc;
+	if (!s->ckpt_dir)
+		return 0;
+	path = best ? dlt_run_file(&s->run, "ckpt/best.dlt") : ckpt_path(s, s->opt.step);
+	if (!path)
+		return DLT_ENOMEM;
+	s->st.step = s->opt.step;
+	rc = dlt_ckpt_write(path, s->c, &s->train, &s->m, &s->st, s->opt.step);
+	if (rc < 0) {
+		char msg[1200];
+		snprintf(msg, sizeof(msg), "checkpoint not written: %s", dlt_errmsg());
+		warn(s, msg);
+	} else if (!best) {
+		snprintf(s->res->ckpt, sizeof(s->res->ckpt), "%s", path);
+		prune(s);
+	}
+	s->ckpt_at = dlt_now();
+	free(path);
+	return rc == DLT_ENOMEM ? rc : 0;
+}
+
+/* The trained weights, RUNDIR/model.dlt: a checkpoint without the
+ * optimiser state, for dlt-infer. */
+static int save_model(run_state *s)
+{
+	char *path;
+	int rc;
 	if (!s->run.dir)
 		return 0;
 	if (!(path = dlt_run_file(&s->run, "model.dlt")))
 		return DLT_ENOMEM;
-	dlt_json_begin(&j);
-	dlt_json_str(&j, "kind", "model");
-	dlt_json_int(&j, "epoch", epoch);
-	dlt_json_int(&j, "step", s->opt.step);
-	dlt_json_int(&j, "in_features", s->train.features);
-	dlt_json_int(&j, "num_classes", s->train.n_classes);
-	dlt_json_end(&j);
-	DLT_TRY(dlt_json_ok(&j));
-	DLT_TRY(dlt_archive_create(&w, path));
-	DLT_TRY(dlt_archive_write_meta(w, j.buf.data));
-	DLT_TRY(dlt_model_write(&s->m, w));
-	rc = dlt_archive_writer_close(w);
-	w = NULL;
-fail:
-	if (w)
-		dlt_archive_writer_abort(w);
-	dlt_json_free(&j);
+	rc = dlt_ckpt_write(path, s->c, &s->train, &s->m, NULL, s->opt.step);
 	free(path);
 	return rc;
 }
 
-/* Metrics of the steps since the last train record. */
-typedef struct window {
-	double loss_sum, t0;
-	long long correct, samples;
-} window;
-
-static int emit_train(run_state *s, int epoch, double lr, window *w)
+static int emit_train(run_state *s, int epoch, double lr, double t_window)
 {
+	dlt_ckpt_state *st = &s->st;
 	dlt_json j;
 	double now = dlt_now();
+	size_t timed;
 	dlt_json_begin(&j);
 	dlt_json_str(&j, "event", "train");
 	dlt_json_int(&j, "epoch", epoch);
 	dlt_json_int(&j, "step", s->opt.step);
-	dlt_json_num(&j, "loss", w->loss_sum / w->samples);
-	dlt_json_num(&j, "acc", (double)w->correct / w->samples);
+	dlt_json_num(&j, "loss", st->win_loss / st->win_samples);
+	dlt_json_num(&j, "acc", (double)st->win_correct / st->win_samples);
 	dlt_json_num(&j, "lr", lr);
-	dlt_json_num(&j, "samples_per_s", w->samples / (now - w->t0));
-	dlt_json_num(&j, "time", now - s->run.start_mono);
-	memset(w, 0, sizeof(*w));
-	w->t0 = now;
-	return emit(s, &j);
+	timed = j.buf.len;
+	dlt_json_num(&j, "samples_per_s", st->win_samples / (now - t_window));
+	timed_part(s, &j);
+	st->win_loss = 0;
+	st->win_correct = st->win_samples = 0;
+	return emit(s, &j, timed);
+}
+
+/* Whether the metric named by checkpoint.best improved with these
+ * values of the epoch. */
+static int improved(run_state *s, const dlt_epoch_summary *e)
+{
+	const char *b = s->c->ckpt.best;
+	double v;
+	if (!b)
+		return 0;
+	if (!strcmp(b, "train.loss"))
+		v = e->loss;
+	else if (!strcmp(b, "train.acc"))
+		v = e->acc;
+	else if (!strcmp(b, "val.loss"))
+		v = e->val_loss;
+	else if (!strcmp(b, "val.acc"))
+		v = e->val_acc;
+	else if (!strcmp(b, "test.loss"))
+		v = e->test_loss;
+	else
+		v = e->test_acc;
+	if (isnan(v) || (s->st.have_best && (s->c->ckpt.best_max ? v <= s->st.best
+								  : v >= s->st.best)))
+		return 0;
+	s->st.have_best = 1;
+	s->st.best = v;
+	s->st.best_step = s->opt.step;
+	return 1;
+}
+
+static int end_epoch(run_state *s, int epoch, double t_start)
+{
+	dlt_ckpt_state *st = &s->st;
+	dlt_epoch_summary sum = { .epoch = epoch, .epochs = s->c->train.epochs,
+				  .val_loss = NAN, .val_acc = NAN,
+				  .test_loss = NAN, .test_acc = NAN };
+	int best;
+	double rate;
+
+	sum.loss = st->ep_loss / st->ep_samples;
+	sum.acc = (double)st->ep_correct / st->ep_samples;
+	if (s->n_val) {
+		evaluate(s, &s->train_ld, s->val_order, s->n_val, &sum.val_loss, &sum.val_acc, &rate);
+		DLT_TRY_RC(emit_eval(s, "val", epoch, sum.val_loss, sum.val_acc, rate));
+	}
+	if (s->have_test) {
+		evaluate(s, &s->test_ld, s->test_order, s->test.n, &sum.test_loss, &sum.test_acc,
+			 &rate);
+		DLT_TRY_RC(emit_eval(s, "test", epoch, sum.test_loss, sum.test_acc, rate));
+		s->res->test_loss = sum.test_loss;
+		s->res->test_acc = sum.test_acc;
+	}
+	sum.elapsed_s = dlt_now() - t_start;
+	if (s->h && s->h->epoch)
+		s->h->epoch(s->h->ctx, &sum);
+	best = improved(s, &sum);
+	st->epoch = epoch + 1;
+	st->batch = 0;
+	st->ep_loss = 0;
+	st->ep_correct = st->ep_samples = 0;
+	if (best)
+		DLT_TRY_RC(checkpoint(s, 1));
+	if (s->c->ckpt.every == DLT_CKPT_EPOCH && epoch % s->c->ckpt.every_n == 0)
+		DLT_TRY_RC(checkpoint(s, 0));
+	return 0;
+}
+
+/* Whether the config's steps or seconds call for a checkpoint now. */
+static int ckpt_due(const run_state *s)
+{
+	const dlt_config *c = s->c;
+	if (c->ckpt.every == DLT_CKPT_STEPS)
+		return s->opt.step % c->ckpt.every_n == 0;
+	if (c->ckpt.every == DLT_CKPT_SECONDS)
+		return dlt_now() - s->ckpt_at >= (double)c->ckpt.every_n;
+	return 0;
+}
+
+static int done_record(run_state *s, double train_time, double startup, double samples)
+{
+	dlt_json j;
+	size_t timed;
+	dlt_json_begin(&j);
+	dlt_json_str(&j, "event", "done");
+	dlt_json_int(&j, "epoch", s->c->train.epochs);
+	dlt_json_int(&j, "step", s->opt.step);
+	if (s->have_test) {
+		dlt_json_num(&j, "test.loss", s->res->test_loss);
+		dlt_json_num(&j, "test.acc", s->res->test_acc);
+	}
+	timed = j.buf.len;
+	dlt_json_num(&j, "samples_per_s", samples / train_time);
+	dlt_json_num(&j, "train_time", train_time);
+	if (startup >= 0)
+		dlt_json_num(&j, "startup", startup);
+	timed_part(s, &j);
+	return emit(s, &j, timed);
+}
+
+/* The loop, from wherever s->st stands. */
+static int train_loop(run_state *s)
+{
+	const dlt_config *c = s->c;
+	const dlt_train_hooks *h = s->h;
+	dlt_ckpt_state *st = &s->st;
+	double t_start = dlt_now(), t_train = 0, samples_done = 0, startup = -1;
+
+	s->ckpt_at = t_start;
+	for (int epoch = st->epoch; epoch <= c->train.epochs; epoch++) {
+		size_t first = (size_t)st->batch * c->train.batch;
+		dlt_augment aug = { .crop = c->data.augment.crop, .flip = c->data.augment.flip,
+				    .seed = (uint64_t)c->train.seed, .epoch = epoch,
+				    .first = first };
+		double t_window = dlt_now(), lr;
+		float *x;
+		int32_t *y;
+		int b;
+
+		shuffle(s, epoch);
+		if (first > s->n_train)
+			first = s->n_train;
+		dlt_loader_pass(&s->train_ld, s->order + first, s->n_train - first, &aug);
+		while ((b = dlt_loader_next(&s->train_ld, &x, &y)) > 0) {
+			double t0 = dlt_now(), loss;
+			int correct, ask;
+
+			if (startup < 0 && h && h->t_start > 0)
+				startup = t0 - h->t_start;
+			lr = dlt_lr_at(&c->train.optim, &c->train.sched, s->opt.step, s->spe, s->total);
+			step_input(s, x, b);
+			dlt_model_forward(&s->m, b, 1, s->opt.step);
+			loss = dlt_model_loss(&s->m, y, b, &correct);
+			if (!isfinite(loss))
+				return dlt_error(DLT_EFAIL, "step %lld: the loss is %g (diverged; "
+						 "try a lower learning rate)", s->opt.step + 1, loss);
+			dlt_model_backward(&s->m, b);
+			dlt_optim_step(&s->opt, &s->m, lr);
+			t_train += dlt_now() - t0;
+
+			st->win_loss += loss * b;
+			st->win_correct += correct;
+			st->win_samples += b;
+			st->ep_loss += loss * b;
+			st->ep_correct += correct;
+			st->ep_samples += b;
+			st->batch++;
+			samples_done += b;
+			if (s->opt.step % c->train.log_every == 0 || st->batch == s->spe) {
+				DLT_TRY_RC(emit_train(s, epoch, lr, t_window));
+				t_window = dlt_now();
+			}
+			if (h && h->progress) {
+				double el = dlt_now() - t_start, rate = samples_done / el;
+				dlt_progress p = {
+					.epoch = epoch, .epochs = c->train.epochs, .step = s->opt.step,
+					.steps_per_epoch = s->spe, .step_in_epoch = st->batch,
+					.loss = st->ep_loss / st->ep_samples, .samples_per_s = rate,
+					.elapsed_s = el,
+					.eta_s = (double)(s->total - s->opt.step) * c->train.batch / rate,
+				};
+				h->progress(h->ctx, &p);
+			}
+			if (s->step_delay > 0)
+				dlt_sleep(s->step_delay);
+			ask = h && h->poll ? h->poll(h->ctx) : 0;
+			if (ask || ckpt_due(s))
+				DLT_TRY_RC(checkpoint(s, 0));
+			if (ask & DLT_POLL_STOP) {
+				s->res->stopped = 1;
+				s->res->steps = s->opt.step;
+				return 0;
+			}
+		}
+		DLT_TRY_RC(end_epoch(s, epoch, t_start));
+	}
+	s->res->steps = s->opt.step;
+	s->res->elapsed_s = dlt_now() - t_start;
+	DLT_TRY_RC(save_model(s));
+	return done_record(s, t_train, startup, samples_done);
+}
+
+/* Runs the loop on a set-up state; the run's status tells how it ended. */
+static int run(run_state *s)
+{
+	int rc = train_loop(s);
+	if (rc == 0)
+		rc = dlt_run_status(&s->run, s->res->stopped ? "stopped" : "done");
+	if (rc == 0)
+		return dlt_run_close(&s->run);
+	if (s->run.dir) {
+		/* the run's own status says it failed; the error is the caller's to show */
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", dlt_errmsg());
+		dlt_run_status(&s->run, "failed");
+		dlt_run_close(&s->run);
+		dlt_error(rc, "%s", msg);
+	}
+	return rc;
+}
+
+static int open_ckpt_dir(run_state *s)
+{
+	if (!s->run.dir)
+		return 0;
+	if (!(s->ckpt_dir = dlt_run_file(&s->run, "ckpt")))
+		return DLT_ENOMEM;
+	return dlt_mkdir_p(s->ckpt_dir);
 }
 
 int dlt_train_run(const dlt_config *c, const char *rundir, const dlt_train_hooks *h,
 		  dlt_train_result *res)
 {
-	run_state s = { .c = c, .h = h };
-	const int epochs = c->train.epochs;
-	long long spe, total;
-	double t_start, samples_done = 0;
+	run_state s = { .c = c, .h = h, .res = res };
 	int rc;
 
+	memset(res, 0, sizeof(*res));
 	res->test_loss = res->test_acc = NAN;
-	DLT_TRY(setup(&s, rundir));
-	spe = (long long)((s.n_train + c->train.batch - 1) / c->train.batch);
-	total = spe * epochs;
-	t_start = s.run.start_mono = dlt_now();
-
-	for (int epoch = 1; epoch <= epochs; epoch++) {
-		dlt_epoch_summary sum = { .epoch = epoch, .epochs = epochs,
-					  .val_loss = NAN, .val_acc = NAN,
-					  .test_loss = NAN, .test_acc = NAN };
-		window w = { .t0 = dlt_now() };
-		double ep_loss = 0, ep_t0 = w.t0, lr = 0;
-		long long ep_correct = 0, ep_samples = 0, in_epoch = 0;
-		float *x;
-		int32_t *y;
-		int b;
-
-		shuffle(&s, epoch);
-		dlt_loader_pass(&s.train_ld, s.order, s.n_train);
-		while ((b = dlt_loader_next(&s.train_ld, &x, &y)) > 0) {
-			int correct;
-			double loss;
-
-			lr = dlt_lr_at(&c->train.optim, &c->train.sched, s.opt.step, spe, total);
-			step_input(&s, x, b);
-			dlt_model_forward(&s.m, b, 1, s.opt.step);
-			loss = dlt_model_loss(&s.m, y, b, &correct);
-			if (!isfinite(loss)) {
-				rc = dlt_error(DLT_EFAIL, "step %lld: the loss is %g (diverged; "
-					       "try a lower learning rate)", s.opt.step + 1, loss);
-				goto fail;
-			}
-			dlt_model_backward(&s.m, b);
-			dlt_optim_step(&s.opt, &s.m, lr);
-
-			w.loss_sum += loss * b;
-			w.correct += correct;
-			w.samples += b;
-			ep_loss += loss * b;
-			ep_correct += correct;
-			ep_samples += b;
-			samples_done += b;
-			in_epoch++;
-			if (s.opt.step % c->train.log_every == 0 || in_epoch == spe)
-				DLT_TRY(emit_train(&s, epoch, lr, &w));
-			if (h && h->progress) {
-				double el = dlt_now() - t_start, rate = samples_done / el;
-				dlt_progress p = {
-					.epoch = epoch, .epochs = epochs, .step = s.opt.step,
-					.steps_per_epoch = spe, .step_in_epoch = in_epoch,
-					.loss = ep_loss / ep_samples, .samples_per_s = rate,
-					.elapsed_s = el,
-					.eta_s = (double)(total - s.opt.step) * c->train.batch / rate,
-				};
-				h->progress(h->ctx, &p);
-			}
-		}
-		sum.loss = ep_loss / ep_samples;
-		sum.acc = (double)ep_correct / ep_samples;
-		sum.samples_per_s = ep_samples / (dlt_now() - ep_t0);
-		if (s.n_val) {
-			evaluate(&s, &s.train_ld, s.val_order, s.n_val, &sum.val_loss, &sum.val_acc);
-			DLT_TRY(emit_eval(&s, "val", epoch, sum.val_loss, sum.val_acc));
-		}
-		if (s.have_test) {
-			evaluate(&s, &s.test_ld, s.test_order, s.test.n, &sum.test_loss, &sum.test_acc);
-			DLT_TRY(emit_eval(&s, "test", epoch, sum.test_loss, sum.test_acc));
-			res->test_loss = sum.test_loss;
-			res->test_acc = sum.test_acc;
-		}
-		sum.elapsed_s = dlt_now() - t_start;
-		if (h && h->epoch)
-			h->epoch(h->ctx, &sum);
+	DLT_TRY(setup(&s));
+	/* the run directory last: bad input must not leave one behind */
+	DLT_TRY(dlt_run_open(&s.run, rundir, c));
+	s.run.start_mono = dlt_now();
+	if ((rc = open_ckpt_dir(&s)) < 0) {
+		dlt_run_close(&s.run);
+		goto fail;
 	}
-	res->steps = s.opt.step;
-	res->elapsed_s = dlt_now() - t_start;
-	DLT_TRY(save_model(&s, epochs));
+	rc = run(&s);
+fail:
+	teardown(&s);
+	return rc;
+}
+
+/* The newest checkpoint of the run that opens and verifies; the ones
+ * that do not are reported.  0 and *k empty when there is none. */
+static int newest_ckpt(run_state *s, const char *rundir, dlt_ckpt *k, dlt_config *c)
+{
+	long long *steps;
+	char *dir = dlt_malloc(strlen(rundir) + 8);
+	int n, rc = 0;
+
+	memset(k, 0, sizeof(*k));
+	if (!dir)
+		return DLT_ENOMEM;
+	sprintf(dir, "%s/ckpt", rundir);
+	s->ckpt_dir = dir;
+	if ((n = list_ckpts(dir, &steps)) < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		char *path = ckpt_path(s, steps[i]), msg[1200];
+		if (!path) {
+			rc = DLT_ENOMEM;
+			break;
+		}
+		rc = dlt_ckpt_open(k, path, c);
+		free(path);
+		if (rc == 0 || rc == DLT_ENOMEM)
+			break;
+		snprintf(msg, sizeof(msg), "%s; using the checkpoint before it", dlt_errmsg());
+		warn(s, msg);
+		rc = 0;
+	}
+	free(steps);
+	return rc;
+}
+
+/* Whether the run's status says it finished. */
+static int run_done(const char *rundir)
+{
+	char *path = dlt_malloc(strlen(rundir) + 8), *text = NULL;
+	const dlt_jval *st;
+	dlt_jval v;
+	size_t len;
+	int done = 0;
+	if (!path)
+		return 0;
+	sprintf(path, "%s/status", rundir);
+	if (dlt_read_file(path, 1 << 16, &text, &len) == 0 && dlt_json_parse(text, len, &v) == 0) {
+		done = (st = dlt_jval_get(&v, "status")) && st->type == DLT_JSTR &&
+		       !strcmp(st->str, "done");
+		dlt_jval_free(&v);
+	}
+	free(text);
+	free(path);
+	return done;
+}
+
+int dlt_train_resume(const char *rundir, const dlt_train_hooks *h, dlt_train_result *res)
+{
+	run_state s = { .h = h, .res = res };
+	dlt_config c = { 0 };
+	dlt_ckpt k = { 0 };
+	char *yaml = NULL;
+	double time_before = 0;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	res->test_loss = res->test_acc = NAN;
+	if (run_done(rundir)) {
+		rc = dlt_error(DLT_EINPUT, "%s: the run is done; nothing to resume", rundir);
+		goto fail;
+	}
+	DLT_TRY(newest_ckpt(&s, rundir, &k, &c));
+	if (!k.a) {	/* none yet: from the start, with the run's config */
+		if (!(yaml = dlt_malloc(strlen(rundir) + 16))) {
+			rc = DLT_ENOMEM;
+			goto fail;
+		}
+		sprintf(yaml, "%s/config.yaml", rundir);
+		DLT_TRY(dlt_config_load(&c, yaml, NULL, 0));
+	}
+	s.c = &c;
+	DLT_TRY(setup(&s));
+	if (k.a) {
+		DLT_TRY(dlt_ckpt_restore(&k, &s.m, &s.opt, &s.st));
+		if (s.st.epochs != c.train.epochs || s.st.step != (s.st.epoch - 1) * s.spe + s.st.batch) {
+			rc = dlt_error(DLT_EINPUT, "%s: the checkpoint's position does not fit "
+				       "its config", dlt_archive_path(k.a));
+			goto fail;
+		}
+	}
+	DLT_TRY(dlt_run_reopen(&s.run, rundir, s.st.metrics.data ? s.st.metrics.data : "",
+			       &time_before));
+	s.run.start_mono = dlt_now() - time_before;
+	DLT_TRY(open_ckpt_dir(&s));
 	{
 		dlt_json j;
 		dlt_json_begin(&j);
-		dlt_json_str(&j, "event", "done");
-		dlt_json_int(&j, "epoch", epochs);
+		dlt_json_str(&j, "event", "resume");
+		dlt_json_int(&j, "epoch", s.st.epoch);
 		dlt_json_int(&j, "step", s.opt.step);
-		if (s.have_test) {
-			dlt_json_num(&j, "test.loss", res->test_loss);
-			dlt_json_num(&j, "test.acc", res->test_acc);
-		}
-		dlt_json_num(&j, "samples_per_s", samples_done / res->elapsed_s);
-		dlt_json_num(&j, "time", res->elapsed_s);
-		DLT_TRY(emit(&s, &j));
+		if (k.a)
+			dlt_json_str(&j, "from", dlt_archive_path(k.a));
+		if (h && h->note)
+			dlt_json_str(&j, "note", h->note);
+		dlt_json_end(&j);
+		/* in metrics.jsonl only: not a record of the run that never stopped */
+		if ((rc = dlt_json_ok(&j)) == 0)
+			rc = dlt_run_record(&s.run, j.buf.data);
+		if (rc == 0 && h && h->record)
+			h->record(h->ctx, j.buf.data);
+		dlt_json_free(&j);
+		if (rc < 0)
+			goto fail;
 	}
-	DLT_TRY(dlt_run_status(&s.run, "done"));
-	rc = dlt_run_close(&s.run);
-	teardown(&s);
-	return rc;
+	dlt_ckpt_close(&k);
+	rc = run(&s);
 fail:
-	if (s.run.dir) {
-		/* the run's own status says it failed; the error is the caller's to show */
-		char msg[1024];
-		snprintf(msg, sizeof(msg), "%s", dlt_errmsg());
-		dlt_run_status(&s.run, "failed");
+	if (s.run.dir && rc < 0)
 		dlt_run_close(&s.run);
-		dlt_error(rc, "%s", msg);
-	}
+	dlt_ckpt_close(&k);
 	teardown(&s);
+	dlt_config_free(&c);
+	free(yaml);
 	return rc;
 }

@@ -18,6 +18,7 @@ typedef struct dlt_dataset {
 	int n_classes;
 	int ndim;		/* of one sample */
 	int64_t shape[4];
+	dlt_shape sample;	/* the model's view: [F] is F x 1 x 1, [H, W] 1 x H x W */
 	int dtype;		/* DLT_U8 or DLT_F32 */
 	void *x;
 	int32_t *y;
@@ -34,6 +35,16 @@ void dlt_dataset_free(dlt_dataset *d);
 /* Normalised samples order[0..count) into x, their labels into y. */
 void dlt_dataset_gather(const dlt_dataset *d, const uint32_t *order, int count, float *x, int32_t *y);
 
+/* Random crops and flips of training images (config data.augment), drawn
+ * from Philox keyed by the seed, the epoch and the sample's position in
+ * the epoch: the same in a resumed run. */
+typedef struct dlt_augment {
+	int crop, flip;
+	uint64_t seed;
+	int epoch;
+	size_t first;		/* position of order[0] in the epoch */
+} dlt_augment;
+
 /* The loader fills batches in a thread, one ahead of the step that uses
  * them, so data preparation overlaps compute. */
 typedef struct dlt_loader {
@@ -43,6 +54,9 @@ typedef struct dlt_loader {
 	int32_t *y[2];
 	int count[2], full[2];
 	const uint32_t *order;	/* the pass: samples in this order */
+	dlt_augment aug;
+	int augment;
+	float *scratch;		/* one image, for augmentation */
 	size_t n, n_batches, next_fill, next_take;
 	int holding, filling, quit;
 	pthread_t thread;
@@ -51,8 +65,9 @@ typedef struct dlt_loader {
 } dlt_loader;
 
 int dlt_loader_start(dlt_loader *l, const dlt_dataset *d, int batch);
-/* Begins a pass over order[0..n) (the caller keeps order alive). */
-void dlt_loader_pass(dlt_loader *l, const uint32_t *order, size_t n);
+/* Begins a pass over order[0..n) (the caller keeps order alive), with
+ * augmentation when aug is not NULL. */
+void dlt_loader_pass(dlt_loader *l, const uint32_t *order, size_t n, const dlt_augment *aug);
 /* The next batch of the pass: returns its size, 0 at the end.  The
  * buffers stay valid until the next call. */
 int dlt_loader_next(dlt_loader *l, float **x, int32_t **y);
@@ -74,22 +89,42 @@ typedef struct dlt_epoch_summary {
 	double samples_per_s, elapsed_s;
 } dlt_epoch_summary;
 
+/* What the program asks of the loop after a step (dlt_train_hooks.poll). */
+enum { DLT_POLL_CHECKPOINT = 1, DLT_POLL_STOP = 2 };
+
 typedef struct dlt_train_hooks {
 	void *ctx;
 	void (*record)(void *ctx, const char *json);	/* each metrics line */
 	void (*progress)(void *ctx, const dlt_progress *p);
 	void (*epoch)(void *ctx, const dlt_epoch_summary *s);
+	/* what the run survives: a checkpoint not written, a damaged one
+	 * passed over on resume */
+	void (*warn)(void *ctx, const char *msg);
+	/* after every step: DLT_POLL_* bits (SIGUSR1: checkpoint; SIGTERM:
+	 * checkpoint and stop) */
+	int (*poll)(void *ctx);
+	double t_start;		/* dlt_now() when the program started; 0: unknown */
+	const char *note;	/* on resume: why, for the resume record */
 } dlt_train_hooks;
 
 typedef struct dlt_train_result {
 	double test_loss, test_acc;	/* NaN without a test set */
 	long long steps;
 	double elapsed_s;
+	int stopped;		/* DLT_POLL_STOP: checkpointed, not finished */
+	char ckpt[4096];	/* the last checkpoint written, "" if none */
 } dlt_train_result;
 
 /* Trains c to the end.  rundir: created (must not hold a run already);
- * gets config.yaml, metrics.jsonl and status.  NULL: no run directory. */
+ * gets config.yaml, metrics.jsonl, status, ckpt/ and model.dlt.  NULL:
+ * no run directory (and no checkpoints). */
 int dlt_train_run(const dlt_config *c, const char *rundir, const dlt_train_hooks *h,
 		  dlt_train_result *res);
+/* Continues the run in rundir from its newest checkpoint that verifies
+ * (a damaged one is reported through warn and the one before it used),
+ * or from the start when it has none; bit for bit the run it would have
+ * been.  metrics.jsonl loses what came after that checkpoint and gains a
+ * "resume" record. */
+int dlt_train_resume(const char *rundir, const dlt_train_hooks *h, dlt_train_result *res);
 
 #endif

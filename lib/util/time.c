@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <time.h>
@@ -37,4 +38,23 @@ int dlt_env_threads(void)
 	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
 		return CPU_COUNT(&set);
 	return (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+/* DLT_TEST_STEP_DELAY: seconds the training loop sleeps after each step,
+ * so that tests can signal or kill a run at a chosen point of a small,
+ * fast one.  0 when unset. */
+double dlt_env_test_step_delay(void)
+{
+	const char *s = getenv("DLT_TEST_STEP_DELAY");
+	double v;
+	if (!s || !*s || dlt_parse_f64(s, &v, "DLT_TEST_STEP_DELAY") < 0 || !(v > 0 && v < 10))
+		return 0;
+	return v;
+}
+
+void dlt_sleep(double seconds)
+{
+	struct timespec t = { (time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9) };
+	while (nanosleep(&t, &t) != 0 && errno == EINTR)
+		;
 }

@@ -33,6 +33,8 @@ int dlt_exit_status(int code);
 
 /* NCCL-style: run expr, jump to the function's fail label on error. */
 #define DLT_TRY(expr) do { if ((rc = (expr)) < 0) goto fail; } while (0)
+/* The same for a function with nothing to clean up: returns the error. */
+#define DLT_TRY_RC(expr) do { int rc_ = (expr); if (rc_ < 0) return rc_; } while (0)
 
 /* Allocation that reports through dlt_error.  Sizes are checked for
  * overflow; dlt_malloc(0) returns a valid pointer. */
@@ -152,5 +154,8 @@ double dlt_wall(void);		/* seconds since the epoch */
 /* DLT_THREADS, else OMP_NUM_THREADS, else the cores this process may use;
  * DLT_EINPUT when a variable is set to something other than 1..4096. */
 int dlt_env_threads(void);
+/* DLT_TEST_STEP_DELAY, for tests: seconds to sleep after each step (0). */
+double dlt_env_test_step_delay(void);
+void dlt_sleep(double seconds);
 
 #endif

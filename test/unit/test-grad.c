@@ -6,9 +6,11 @@
 #include <string.h>
 
 #include "tap.h"
-#include "nn/nn.h"
+#include "nn/model.h"
 
 #define BATCH 4
+#define VEC(n) ((dlt_shape){ (n), 1, 1 })
+#define MLP_IN VEC(784)
 
 static dlt_rng rng;
 
@@ -56,49 +58,68 @@ static double loss_now(dlt_model *m, const int32_t *lab)
 	return dlt_model_loss(m, lab, BATCH, NULL);
 }
 
-/* The relu and leaky_relu layers' outputs, to tell which are above 0:
- * where that changes between the two sides of a difference, it straddles
- * a kink and says nothing about the gradient. */
+/* Where the model is not smooth: the sign of every relu and leaky_relu
+ * output and the winner of every max pool.  Where that changes between
+ * the two sides of a difference, it straddles a kink and says nothing
+ * about the gradient. */
 typedef struct kinks {
-	int n, layer[8], features[8];
 	unsigned char *lo, *hi;
 	size_t len;
 } kinks;
 
-static void kink_state(dlt_model *m, const kinks *k, unsigned char *flags)
+static size_t kink_state(const dlt_model *m, unsigned char *flags)
 {
 	size_t j = 0;
-	for (int i = 0; i < k->n; i++)
-		for (size_t e = 0; e < (size_t)BATCH * k->features[i]; e++)
-			flags[j++] = m->act[k->layer[i] + 1][e] > 0.0f;
+	for (int i = 0; i < m->n_layers; i++) {
+		const dlt_layer *l = &m->layers[i];
+		size_t n = (size_t)BATCH * m->t[l->out].n;
+		const float *y = dlt_tensor_a(m, l->out);
+		if (l->act == DLT_ACT_RELU || l->act == DLT_ACT_LEAKY_RELU)
+			for (size_t e = 0; e < n; e++, j++)
+				if (flags)
+					flags[j] = y[e] > 0.0f;
+		if (l->kind == DLT_LAYER_MAXPOOL) {
+			if (flags)
+				memcpy(flags + j, l->arg, n * sizeof(int32_t));
+			j += n * sizeof(int32_t);
+		}
+	}
+	return j;
 }
 
 /* Worst |numeric - analytic| over v, relative to the largest analytic
  * value (f32 forward passes make the numeric side noisy at 1e-5);
- * *skipped counts the differences across a kink. */
+ * *skipped counts the differences across a kink even at the smallest
+ * step (a conv weight moves many outputs: a smaller step often avoids
+ * their kinks). */
 static double fd_error(dlt_model *m, const int32_t *lab, const kinks *k, float *v,
 		       const float *ana, size_t n, size_t *skipped)
 {
-	const float eps = 1e-2f;
-	double worst = 0.0, scale = 1e-4;
+	double worst = 0.0, scale = 1e-3;
 	for (size_t i = 0; i < n; i++)
 		scale = fmax(scale, fabs(ana[i]));
 	for (size_t i = 0; i < n; i++) {
-		float old = v[i], hi = old + eps, lo = old - eps;
-		double lp, lm, num;
-		v[i] = hi;
-		lp = loss_now(m, lab);
-		kink_state(m, k, k->hi);
-		v[i] = lo;
-		lm = loss_now(m, lab);
-		kink_state(m, k, k->lo);
-		v[i] = old;
-		if (memcmp(k->lo, k->hi, k->len)) {
-			++*skipped;
-			continue;
+		float old = v[i], eps = 1e-2f;
+		for (;;) {
+			float hi = old + eps, lo = old - eps;
+			double lp, lm, num;
+			v[i] = hi;
+			lp = loss_now(m, lab);
+			kink_state(m, k->hi);
+			v[i] = lo;
+			lm = loss_now(m, lab);
+			kink_state(m, k->lo);
+			v[i] = old;
+			if (!memcmp(k->lo, k->hi, k->len)) {
+				num = (lp - lm) / ((double)hi - lo);
+				worst = fmax(worst, fabs(num - ana[i]) / scale);
+				break;
+			}
+			if ((eps /= 4) < 1e-3f) {
+				++*skipped;
+				break;
+			}
 		}
-		num = (lp - lm) / ((double)hi - lo);
-		worst = fmax(worst, fabs(num - ana[i]) / scale);
 	}
 	return worst;
 }
@@ -111,24 +132,6 @@ static void fill_input(float *x, size_t n)
 		float u = 2.0f * dlt_rng_uniform(&rng) - 1.0f;
 		x[i] = u < 0 ? 2.0f * u - 0.1f : 2.0f * u + 0.1f;
 	}
-}
-
-static void plan_kinks(kinks *k, const dlt_layer_cfg *layers, int n, int in)
-{
-	int feat = in;
-	k->n = 0;
-	k->len = 0;
-	for (int i = 0; i < n; i++) {
-		if (layers[i].kind == DLT_LAYER_DENSE)
-			feat = layers[i].units;
-		if (layers[i].kind == DLT_LAYER_RELU || layers[i].kind == DLT_LAYER_LEAKY_RELU) {
-			k->layer[k->n] = i;
-			k->features[k->n++] = feat;
-			k->len += (size_t)BATCH * feat;
-		}
-	}
-	k->lo = malloc(k->len + 1);
-	k->hi = malloc(k->len + 1);
 }
 
 static void check_grad(const char *what, const char *name, dlt_model *m, const int32_t *lab,
@@ -146,36 +149,39 @@ static void check_grad(const char *what, const char *name, dlt_model *m, const i
 }
 
 /* Checks every param's gradient and the input's. */
-static void check_model(const char *what, dlt_layer_cfg *layers, int n, int in, int classes)
+static void check_image_model(const char *what, dlt_layer_cfg *layers, int n, dlt_shape in,
+			      int classes)
 {
 	dlt_config c = config(layers, n);
+	size_t nin = (size_t)BATCH * in.c * in.h * in.w;
 	dlt_model m;
 	int32_t lab[BATCH];
-	float *dx = malloc((size_t)BATCH * in * sizeof(float));
 	kinks k;
 	if (!ok_rc(dlt_model_init(&m, &c, dlt_backend_cpu(), in, classes, BATCH), 0,
-		   "%s: model builds", what)) {
-		free(dx);
+		   "%s: model builds", what))
 		return;
-	}
-	plan_kinks(&k, layers, n, in);
-	fill_input(m.act[0], (size_t)BATCH * in);
+	m.want_input_grad = 1;
+	k.len = kink_state(&m, NULL);
+	k.lo = malloc(k.len + 1);
+	k.hi = malloc(k.len + 1);
+	fill_input(dlt_model_input(&m), nin);
 	for (int r = 0; r < BATCH; r++)
 		lab[r] = (int32_t)dlt_rng_below(&rng, classes);
-	if (n)
-		m.grad[0] = dx;
 	loss_now(&m, lab);
 	dlt_model_backward(&m, BATCH);
 	for (int i = 0; i < m.n_params; i++)
 		check_grad(what, m.params[i].name, &m, lab, &k, m.params[i].w, m.params[i].g,
 			   m.params[i].n);
-	check_grad(what, "the input", &m, lab, &k, m.act[0], m.grad[0], (size_t)BATCH * in);
-	if (n)
-		m.grad[0] = NULL;
-	free(dx);
+	check_grad(what, "the input", &m, lab, &k, dlt_model_input(&m), dlt_model_input_grad(&m),
+		   nin);
 	free(k.lo);
 	free(k.hi);
 	dlt_model_free(&m);
+}
+
+static void check_model(const char *what, dlt_layer_cfg *layers, int n, int in, int classes)
+{
+	check_image_model(what, layers, n, (dlt_shape){ in, 1, 1 }, classes);
 }
 
 static void test_layers(void)
@@ -205,6 +211,13 @@ static void test_layers(void)
 		l[2] = dense(5);
 		snprintf(what, sizeof(what), "dense + %s", acts[i].name);
 		check_model(what, l, 3, 7, 5);
+		/* after another activation: never in place over it */
+		l[0] = dense(6);
+		l[1] = act(DLT_LAYER_TANH);
+		l[2] = act(acts[i].kind);
+		l[3] = dense(5);
+		snprintf(what, sizeof(what), "dense + tanh + %s", acts[i].name);
+		check_model(what, l, 4, 7, 5);
 	}
 	l[0] = dropout(0.5f);
 	check_model("dropout", l, 1, 5, 5);
@@ -216,6 +229,112 @@ static void test_layers(void)
 	l[1] = dense(5);
 	l[2] = act(DLT_LAYER_FLATTEN);
 	check_model("flatten", l, 3, 7, 5);
+}
+
+static dlt_layer_cfg conv(int filters, int k, int stride, int pad, int dil, int groups)
+{
+	dlt_layer_cfg l = layer(DLT_LAYER_CONV2D, 0, 0);
+	l.filters = filters;
+	l.kernel[0] = l.kernel[1] = k;
+	l.stride[0] = l.stride[1] = stride;
+	l.pad[0] = l.pad[1] = pad;
+	l.dilation[0] = l.dilation[1] = dil;
+	l.groups = groups;
+	return l;
+}
+
+static dlt_layer_cfg pool(int kind, int k, int stride, int pad)
+{
+	dlt_layer_cfg l = layer(kind, 0, 0);
+	l.kernel[0] = l.kernel[1] = k;
+	l.stride[0] = l.stride[1] = stride;
+	l.pad[0] = l.pad[1] = pad;
+	return l;
+}
+
+static dlt_layer_cfg batchnorm(void)
+{
+	dlt_layer_cfg l = layer(DLT_LAYER_BATCHNORM, 0, 0);
+	l.momentum = 0.1f;
+	l.eps = 1e-5f;
+	return l;
+}
+
+static dlt_layer_cfg residual(dlt_layer_cfg *body, int n_body, dlt_layer_cfg *sc, int n_sc)
+{
+	dlt_layer_cfg l = layer(DLT_LAYER_RESIDUAL, 0, 0);
+	l.body = body;
+	l.n_body = n_body;
+	l.shortcut = sc;
+	l.n_shortcut = n_sc;
+	return l;
+}
+
+/* Each image layer inside a small model, and a residual network. */
+static void test_image_layers(void)
+{
+	static const int cv[][5] = {	/* filters, kernel, stride, pad, dilation; groups */
+		{ 3, 3, 1, 1, 1 }, { 4, 3, 2, 0, 1 }, { 2, 2, 1, 2, 2 }, { 4, 1, 1, 0, 1 },
+	};
+	dlt_shape img = { 2, 5, 6 };
+	dlt_layer_cfg l[8], body[4], sc[2];
+	char what[96];
+	for (size_t i = 0; i < sizeof(cv) / sizeof(cv[0]); i++) {
+		l[0] = conv(cv[i][0], cv[i][1], cv[i][2], cv[i][3], cv[i][4], 1);
+		l[1] = act(DLT_LAYER_FLATTEN);
+		l[2] = dense(3);
+		snprintf(what, sizeof(what), "conv2d %d filters %dx%d stride %d pad %d dilation %d",
+			 cv[i][0], cv[i][1], cv[i][1], cv[i][2], cv[i][3], cv[i][4]);
+		check_image_model(what, l, 3, img, 3);
+	}
+	/* tanh, not relu: a conv weight moves so many outputs that some
+	 * relu kink is always within the finite step */
+	l[0] = conv(4, 3, 1, 1, 1, 2);
+	l[1] = act(DLT_LAYER_TANH);
+	l[2] = dense(3);
+	check_image_model("conv2d groups 2 + tanh (fused)", l, 3, img, 3);
+	l[0] = conv(2, 3, 1, 1, 1, 2);
+	l[0].bias = 0;
+	l[1] = dense(3);
+	check_image_model("conv2d depthwise without bias", l, 2, img, 3);
+	l[0] = pool(DLT_LAYER_MAXPOOL, 2, 2, 0);
+	l[1] = dense(3);
+	check_image_model("maxpool 2", l, 2, img, 3);
+	l[0] = pool(DLT_LAYER_MAXPOOL, 3, 2, 1);
+	check_image_model("maxpool 3 stride 2 pad 1", l, 2, img, 3);
+	l[0] = pool(DLT_LAYER_AVGPOOL, 2, 2, 0);
+	check_image_model("avgpool 2", l, 2, img, 3);
+	l[0] = pool(DLT_LAYER_AVGPOOL, 3, 1, 1);
+	check_image_model("avgpool 3 stride 1 pad 1", l, 2, img, 3);
+	l[0] = act(DLT_LAYER_GLOBAL_AVGPOOL);
+	check_image_model("global avgpool", l, 2, img, 3);
+	l[0] = batchnorm();
+	check_image_model("batchnorm over images", l, 2, img, 3);
+	l[0] = dense(6);
+	l[1] = batchnorm();
+	l[2] = act(DLT_LAYER_RELU);
+	l[3] = dense(3);
+	check_model("dense + batchnorm + relu (in place)", l, 4, 5, 3);
+	body[0] = conv(2, 3, 1, 1, 1, 1);
+	body[1] = batchnorm();
+	body[2] = act(DLT_LAYER_TANH);
+	l[0] = residual(body, 3, NULL, 0);
+	l[1] = act(DLT_LAYER_TANH);
+	l[2] = dense(3);
+	check_image_model("residual, identity shortcut", l, 3, img, 3);
+	body[0] = conv(4, 3, 2, 1, 1, 1);
+	sc[0] = conv(4, 1, 2, 0, 1, 1);
+	sc[1] = batchnorm();
+	l[0] = conv(2, 3, 1, 1, 1, 1);
+	l[1] = act(DLT_LAYER_RELU);
+	l[2] = residual(body, 3, sc, 2);
+	l[3] = act(DLT_LAYER_GLOBAL_AVGPOOL);
+	l[4] = dense(3);
+	check_image_model("resnet: conv, residual with projection, global avgpool", l, 5, img, 3);
+	body[2] = act(DLT_LAYER_RELU);
+	l[0] = residual(body + 2, 1, NULL, 0);
+	l[1] = dense(3);
+	check_image_model("residual starting with relu (never in place)", l, 2, img, 3);
 }
 
 static void test_mlp(void)
@@ -235,8 +354,8 @@ static void test_init(void)
 	dlt_model a, b;
 	float bound = 1.0f / sqrtf(784.0f), lo = 0, hi = 0;
 	dlt_param *w;
-	ok_rc(dlt_model_init(&a, &c, dlt_backend_cpu(), 784, 10, 8), 0, "mnist mlp builds");
-	ok_rc(dlt_model_init(&b, &c, dlt_backend_cpu(), 784, 10, 8), 0, "again");
+	ok_rc(dlt_model_init(&a, &c, dlt_backend_cpu(), MLP_IN, 10, 8), 0, "mnist mlp builds");
+	ok_rc(dlt_model_init(&b, &c, dlt_backend_cpu(), MLP_IN, 10, 8), 0, "again");
 	ok(a.n_params == 4 && a.n_weights == 784 * 300 + 300 + 300 * 10 + 10,
 	   "4 params, 238510 weights");
 	w = &a.params[0];
@@ -255,7 +374,7 @@ static void test_init(void)
 	   "bias drawn from its own stream, bound by its fan_in");
 	dlt_model_free(&b);
 	c.train.seed = 6;
-	ok_rc(dlt_model_init(&b, &c, dlt_backend_cpu(), 784, 10, 8), 0, "seed 6 builds");
+	ok_rc(dlt_model_init(&b, &c, dlt_backend_cpu(), MLP_IN, 10, 8), 0, "seed 6 builds");
 	ok(memcmp(a.params[0].w, b.params[0].w, 64), "another seed, other weights");
 	ok(dlt_model_forward(&a, 9, 0, 0) == NULL, "a batch above max_batch is refused");
 	dlt_model_free(&a);
@@ -267,21 +386,21 @@ static void test_errors(void)
 	dlt_layer_cfg l[] = { layer(DLT_LAYER_DENSE, 8, 4), layer(DLT_LAYER_DROPOUT, 0, 5) };
 	dlt_config c = config(l, 2);
 	dlt_model m;
-	ok_rc(dlt_model_init(&m, &c, dlt_backend_cpu(), 4, 5, 2), DLT_EINPUT,
+	ok_rc(dlt_model_init(&m, &c, dlt_backend_cpu(), VEC(4), 5, 2), DLT_EINPUT,
 	      "wrong number of classes");
 	ok_msg("test.yaml:5: the model ends with 8 features but the data has 5 classes",
 	       "the message names the config line");
 	c.n_layers = 0;
-	ok_rc(dlt_model_init(&m, &c, dlt_backend_cpu(), 4, 5, 2), DLT_EINPUT,
+	ok_rc(dlt_model_init(&m, &c, dlt_backend_cpu(), VEC(4), 5, 2), DLT_EINPUT,
 	      "no layers, wrong classes");
 	ok_msg("test.yaml:3: the model ends with 4 features", "the message names the model");
 	c.n_layers = 2;
 	l[1].rate = 1.0f;
-	ok_rc(dlt_model_init(&m, &c, dlt_backend_cpu(), 4, 8, 2), DLT_EINPUT, "dropout rate 1");
+	ok_rc(dlt_model_init(&m, &c, dlt_backend_cpu(), VEC(4), 8, 2), DLT_EINPUT, "dropout rate 1");
 	ok_msg("test.yaml:5: dropout rate", "the message names the line");
 	l[1].rate = 0.5f;
 	l[0].units = 0;
-	ok_rc(dlt_model_init(&m, &c, dlt_backend_cpu(), 4, 8, 2), DLT_EINPUT, "dense: 0");
+	ok_rc(dlt_model_init(&m, &c, dlt_backend_cpu(), VEC(4), 8, 2), DLT_EINPUT, "dense: 0");
 }
 
 /* A model whose params are w = {0.5, -1, 2} (a 1x2 dense and its bias). */
@@ -292,7 +411,7 @@ static void tiny(dlt_model *m, dlt_optim *o, dlt_optim_cfg oc)
 	dlt_config c;
 	l[0] = dense(1);
 	c = config(l, 1);
-	dlt_model_init(m, &c, dlt_backend_cpu(), 2, 1, 1);
+	dlt_model_init(m, &c, dlt_backend_cpu(), VEC(2), 1, 1);
 	memcpy(m->params[0].w, w0, sizeof(w0));
 	dlt_optim_init(o, &oc, m);
 }
@@ -391,6 +510,7 @@ int main(void)
 {
 	dlt_rng_init(&rng, 99, 0);
 	test_layers();
+	test_image_layers();
 	test_mlp();
 	test_init();
 	test_errors();

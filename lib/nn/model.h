@@ -1,0 +1,60 @@
+/* The model's insides, shared by nn.c and the white-box tests (the
+ * gradient checks look at activations to avoid differences across a
+ * kink).  Everything else uses nn.h. */
+#ifndef DLT_NN_MODEL_H
+#define DLT_NN_MODEL_H
+
+#include "nn/nn.h"
+
+/* Ops that a residual block adds around its layers, after DLT_LAYER_*. */
+enum { DLT_OP_FORK = 100, DLT_OP_ADD };
+
+/* A tensor between ops: max_batch rows of n floats (one image, channel-
+ * major).  Its activations and gradient are its own or another tensor's:
+ * a_of and g_of name the tensor that owns each (itself when own). */
+typedef struct dlt_tensor {
+	dlt_shape s;
+	size_t n;		/* floats per sample: c * h * w */
+	int a_of, g_of;
+	float *a, *g;		/* set on the owners */
+} dlt_tensor;
+
+/* One op of the flattened model.  A residual block becomes
+ *   FORK (in -> out, in2: the body's and the shortcut's input, both
+ *         aliases of in's activations with gradients of their own),
+ *   the body's ops, the shortcut's ops,
+ *   ADD (in + in2 -> out; the gradients of in and in2 are out's),
+ * so forward and backward are plain loops over the ops.  FORK's backward
+ * sums the two paths' gradients into the block input's. */
+struct dlt_layer {
+	int kind;		/* DLT_LAYER_* or DLT_OP_* */
+	int index;		/* of the layer in the config, flattened: names */
+	int line;
+	int in, out, in2;	/* tensors */
+	int act;		/* an activation's own; dense/conv: the fused one */
+	float slope;		/* leaky_relu */
+	int fused;		/* an activation the op before it applies */
+	float rate;		/* dropout */
+	int w, b;		/* params (batchnorm: gamma, beta); -1: none */
+	int rm, rv;		/* buffers: batchnorm running mean and variance */
+	float momentum, eps;	/* batchnorm */
+	dlt_conv conv;		/* conv2d, n set per call */
+	dlt_pool pool;		/* pools, n set per call */
+	float *mask;		/* dropout: 0 or 1 / (1 - rate) per element */
+	int masked;		/* dropout: the last forward applied mask */
+	int32_t *arg;		/* maxpool: argmax per output */
+	float *mean, *invstd;	/* batchnorm: the last training batch's */
+};
+
+/* The activations and gradient of tensor i. */
+static inline float *dlt_tensor_a(const dlt_model *m, int i)
+{
+	return m->t[m->t[i].a_of].a;
+}
+
+static inline float *dlt_tensor_g(const dlt_model *m, int i)
+{
+	return m->t[m->t[i].g_of].g;
+}
+
+#endif

@@ -1,0 +1,250 @@
+/* Checkpoints: write and read the state of a run (format in ckpt.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "archive/archive.h"
+#include "train/ckpt.h"
+
+/* Optimiser state tensors are named after their param. */
+static void optim_name(char *out, size_t n, const char *moment, const char *param)
+{
+	snprintf(out, n, "optim.%s/%s", moment, param);
+}
+
+static void write_input(dlt_json *j, const dlt_dataset *d)
+{
+	dlt_json_object_begin(j, "input");
+	dlt_json_array_begin(j, "shape");
+	dlt_json_int(j, NULL, d->sample.c);
+	dlt_json_int(j, NULL, d->sample.h);
+	dlt_json_int(j, NULL, d->sample.w);
+	dlt_json_array_end(j);
+	dlt_json_int(j, "num_classes", d->n_classes);
+	dlt_json_f32(j, "scale", d->scale);
+	dlt_json_array_begin(j, "mean");
+	for (int i = 0; i < d->n_stats; i++)
+		dlt_json_f32(j, NULL, d->mean[i]);
+	dlt_json_array_end(j);
+	/* 1 / inv_std in double reads back to the same float inv_std */
+	dlt_json_array_begin(j, "std");
+	for (int i = 0; i < d->n_stats; i++)
+		dlt_json_num(j, NULL, 1.0 / d->inv_std[i]);
+	dlt_json_array_end(j);
+	dlt_json_end(j);
+}
+
+/* The metadata of a checkpoint, or with st NULL of a model file. */
+static int write_meta(dlt_archive_writer *w, const dlt_config *c, const dlt_dataset *d,
+		      const dlt_ckpt_state *st, long long step)
+{
+	dlt_buf yaml = { 0 };
+	dlt_json j;
+	int rc;
+
+	if ((rc = dlt_config_write_yaml(c, &yaml)) < 0)
+		return rc;
+	dlt_json_begin(&j);
+	dlt_json_str(&j, "kind", st ? "checkpoint" : "model");
+	dlt_json_int(&j, "format", DLT_CKPT_FORMAT);
+	dlt_json_int(&j, "step", step);
+	if (st) {
+		dlt_json_int(&j, "epoch", st->epoch);
+		dlt_json_int(&j, "batch", st->batch);
+		dlt_json_int(&j, "epochs", st->epochs);
+	}
+	dlt_json_str(&j, "config", yaml.data);
+	write_input(&j, d);
+	if (!st)
+		goto end;
+	dlt_json_num(&j, "loss_scale", 1.0);
+	if (st->have_best) {
+		dlt_json_object_begin(&j, "best");
+		dlt_json_str(&j, "metric", c->ckpt.best);
+		dlt_json_num(&j, "value", st->best);
+		dlt_json_int(&j, "step", st->best_step);
+		dlt_json_end(&j);
+	}
+	dlt_json_object_begin(&j, "sums");
+	dlt_json_num(&j, "epoch_loss", st->ep_loss);
+	dlt_json_int(&j, "epoch_correct", st->ep_correct);
+	dlt_json_int(&j, "epoch_samples", st->ep_samples);
+	dlt_json_num(&j, "window_loss", st->win_loss);
+	dlt_json_int(&j, "window_correct", st->win_correct);
+	dlt_json_int(&j, "window_samples", st->win_samples);
+	dlt_json_end(&j);
+	dlt_json_str(&j, "metrics", st->metrics.data ? st->metrics.data : "");
+end:
+	dlt_json_end(&j);
+	if ((rc = dlt_json_ok(&j)) == 0)
+		rc = dlt_archive_write_meta(w, j.buf.data);
+	dlt_json_free(&j);
+	dlt_buf_free(&yaml);
+	return rc;
+}
+
+static int write_optim(dlt_archive_writer *w, const dlt_model *m)
+{
+	for (int i = 0; i < m->n_params; i++) {
+		const dlt_param *p = &m->params[i];
+		const float *state[2] = { p->m, p->v };
+		static const char *const moment[2] = { "m", "v" };
+		uint64_t dims[4];
+		char name[96];
+		for (int d = 0; d < p->ndim; d++)
+			dims[d] = (uint64_t)p->dims[d];
+		for (int k = 0; k < 2; k++) {
+			int rc;
+			if (!state[k])
+				continue;
+			optim_name(name, sizeof(name), moment[k], p->name);
+			rc = dlt_archive_write_tensor(w, name, DLT_F32, p->ndim, dims, state[k],
+						      DLT_SHUFFLE_ZSTD, 1);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+int dlt_ckpt_write(const char *path, const dlt_config *c, const dlt_dataset *train,
+		   const dlt_model *m, const dlt_ckpt_state *st, long long step)
+{
+	dlt_archive_writer *w = NULL;
+	int rc;
+	DLT_TRY(dlt_archive_create(&w, path));
+	DLT_TRY(write_meta(w, c, train, st, step));
+	DLT_TRY(dlt_model_write(m, w, DLT_SHUFFLE_ZSTD, 1));
+	if (st)
+		DLT_TRY(write_optim(w, m));
+	rc = dlt_archive_writer_close(w);
+	w = NULL;
+fail:
+	if (w)
+		dlt_archive_writer_abort(w);
+	return rc;
+}
+
+void dlt_ckpt_close(dlt_ckpt *k)
+{
+	dlt_archive_close(k->a);
+	dlt_jval_free(&k->meta);
+	memset(k, 0, sizeof(*k));
+}
+
+static int bad_meta(const dlt_ckpt *k, const char *key)
+{
+	return dlt_error(DLT_EINPUT, "%s: metadata '%s' is missing or out of range",
+			 dlt_archive_path(k->a), key);
+}
+
+/* An integer of the metadata in [lo, hi]. */
+static int meta_int(const dlt_ckpt *k, const dlt_jval *obj, const char *key, long long lo,
+		    long long hi, long long *out)
+{
+	const dlt_jval *v = dlt_jval_get(obj, key);
+	if (!v || v->type != DLT_JNUM || !(v->num >= lo && v->num <= hi) ||
+	    v->num != floor(v->num))
+		return bad_meta(k, key);
+	*out = (long long)v->num;
+	return 0;
+}
+
+static int meta_num(const dlt_ckpt *k, const dlt_jval *obj, const char *key, double *out)
+{
+	const dlt_jval *v = dlt_jval_get(obj, key);
+	if (!v || v->type != DLT_JNUM || !isfinite(v->num))
+		return bad_meta(k, key);
+	*out = v->num;
+	return 0;
+}
+
+int dlt_ckpt_open(dlt_ckpt *k, const char *path, dlt_config *c)
+{
+	const char *meta;
+	const dlt_jval *kind, *yaml;
+	int rc;
+
+	memset(k, 0, sizeof(*k));
+	DLT_TRY(dlt_archive_open(&k->a, path));
+	DLT_TRY(dlt_archive_verify(k->a));
+	if (!(meta = dlt_archive_meta(k->a))) {
+		rc = dlt_error(DLT_EINPUT, "%s: not a checkpoint (no metadata)", path);
+		goto fail;
+	}
+	if ((rc = dlt_json_parse(meta, strlen(meta), &k->meta)) < 0) {
+		rc = dlt_error_prefix(DLT_EINPUT, "%s: metadata", path);
+		goto fail;
+	}
+	kind = dlt_jval_get(&k->meta, "kind");
+	if (!kind || kind->type != DLT_JSTR ||
+	    (strcmp(kind->str, "checkpoint") && strcmp(kind->str, "model"))) {
+		rc = dlt_error(DLT_EINPUT, "%s: not a checkpoint or model file", path);
+		goto fail;
+	}
+	if (!(yaml = dlt_jval_get(&k->meta, "config")) || yaml->type != DLT_JSTR) {
+		rc = dlt_error(DLT_EINPUT, "%s: holds no config to build the model from", path);
+		goto fail;
+	}
+	DLT_TRY(dlt_config_load_string(c, yaml->str, strlen(yaml->str), path, NULL, 0));
+	return 0;
+fail:
+	dlt_ckpt_close(k);
+	return rc;
+}
+
+static int read_optim(dlt_ckpt *k, dlt_model *m)
+{
+	for (int i = 0; i < m->n_params; i++) {
+		dlt_param *p = &m->params[i];
+		float *state[2] = { p->m, p->v };
+		static const char *const moment[2] = { "m", "v" };
+		char name[96];
+		for (int s = 0; s < 2; s++) {
+			const dlt_tensor_info *t;
+			if (!state[s])
+				continue;
+			optim_name(name, sizeof(name), moment[s], p->name);
+			if (!(t = dlt_archive_find(k->a, name)) || t->dtype != DLT_F32 ||
+			    t->count != p->n)
+				return dlt_error(DLT_EINPUT, "%s: no optimizer state '%s' of the "
+						 "model's shape", dlt_archive_path(k->a), name);
+			DLT_TRY_RC(dlt_archive_read(k->a, t, state[s], p->n * sizeof(float)));
+		}
+	}
+	return 0;
+}
+
+int dlt_ckpt_restore(dlt_ckpt *k, dlt_model *m, dlt_optim *o, dlt_ckpt_state *st)
+{
+	const dlt_jval *sums = dlt_jval_get(&k->meta, "sums"), *best, *metrics;
+	long long v;
+
+	DLT_TRY_RC(dlt_model_read(m, k->a));
+	DLT_TRY_RC(read_optim(k, m));
+	DLT_TRY_RC(meta_int(k, &k->meta, "step", 0, 1LL << 50, &st->step));
+	DLT_TRY_RC(meta_int(k, &k->meta, "epoch", 1, 1 << 30, &v));
+	st->epoch = (int)v;
+	DLT_TRY_RC(meta_int(k, &k->meta, "batch", 0, 1LL << 40, &st->batch));
+	DLT_TRY_RC(meta_int(k, &k->meta, "epochs", 1, 1 << 30, &v));
+	st->epochs = (int)v;
+	if (!sums || sums->type != DLT_JOBJ)
+		return bad_meta(k, "sums");
+	DLT_TRY_RC(meta_num(k, sums, "epoch_loss", &st->ep_loss));
+	DLT_TRY_RC(meta_int(k, sums, "epoch_correct", 0, 1LL << 50, &st->ep_correct));
+	DLT_TRY_RC(meta_int(k, sums, "epoch_samples", 0, 1LL << 50, &st->ep_samples));
+	DLT_TRY_RC(meta_num(k, sums, "window_loss", &st->win_loss));
+	DLT_TRY_RC(meta_int(k, sums, "window_correct", 0, 1LL << 50, &st->win_correct));
+	DLT_TRY_RC(meta_int(k, sums, "window_samples", 0, 1LL << 50, &st->win_samples));
+	if ((best = dlt_jval_get(&k->meta, "best"))) {
+		st->have_best = 1;
+		DLT_TRY_RC(meta_num(k, best, "value", &st->best));
+		DLT_TRY_RC(meta_int(k, best, "step", 0, 1LL << 50, &st->best_step));
+	}
+	if (!(metrics = dlt_jval_get(&k->meta, "metrics")) || metrics->type != DLT_JSTR)
+		return bad_meta(k, "metrics");
+	st->metrics.len = 0;
+	DLT_TRY_RC(dlt_buf_append(&st->metrics, metrics->str, strlen(metrics->str)));
+	o->step = st->step;
+	return 0;
+}
