@@ -19,7 +19,8 @@ static const char usage[] =
 	"\n"
 	"  -o, --output FILE   write the dataset to FILE (- for stdout); with --split, a\n"
 	"                      second -o takes the rest\n"
-	"  -l, --label COL     csv: the label column, by header name or 0-based index\n"
+	"  -l, --label COL     csv: the label column, by header name or 0-based index;\n"
+	"                      none: no labels, every column a feature\n"
 	"      --header        csv: the first row is a header\n"
 	"      --no-header     csv: the first row is data (default: a header if any cell\n"
 	"                      outside the label column is not a number)\n"
@@ -187,7 +188,11 @@ static void summary(const struct args *a, const dlt_prep_data *d)
 			strcmp(a->out[i], "-") ? a->out[i] : "standard output", i ? d->n - n1 : n1);
 		for (int k = 0; k < d->ndim; k++)
 			fprintf(stderr, k ? ", %llu" : "%llu", (unsigned long long)d->dims[k]);
-		fprintf(stderr, "] %s, %d classes\n", dlt_dtype_name(d->dtype), d->num_classes);
+		if (d->y)
+			fprintf(stderr, "] %s, %d classes\n", dlt_dtype_name(d->dtype),
+				d->num_classes);
+		else
+			fprintf(stderr, "] %s, no labels\n", dlt_dtype_name(d->dtype));
 	}
 }
 
@@ -203,7 +208,8 @@ static int prep(const struct args *a)
 	if (strcmp(a->cmd, "idx") == 0)
 		rc = dlt_prep_read_idx(&d, a->files[0], a->files[1]);
 	else
-		rc = dlt_prep_read_csv(&d, a->files[0], a->label, a->header);
+		rc = dlt_prep_read_csv(&d, a->files[0],
+				       strcmp(a->label, "none") ? a->label : NULL, a->header);
 	if (rc < 0)
 		return cli_fail(prog, rc);
 	if ((rc = dlt_prep_write(&d, &o)) == 0)

@@ -133,6 +133,63 @@ test_expect_success 'csv: split keeps the class names and the stats of the first
 	test "$(jget meta.std <b.json)" = "[1,2]"
 '
 
+test_expect_success 'csv --label none: every column a feature, no y, no classes' '
+	cut -d, -f1,2 iris.csv >nolabel.csv &&
+	dlt-prep csv nolabel.csv --label none -o n.dlt &&
+	dlt-prep info --json n.dlt >info.json &&
+	test "$(jget tensors <info.json | grep -o "\"name\"" | wc -l)" = 1 &&
+	test "$(jget tensors.0.name <info.json)" = "\"x\"" &&
+	test "$(jget tensors.0.shape <info.json)" = "[4,2]" &&
+	test "$(jget meta.shape <info.json)" = "[2]" &&
+	test "$(jget meta.num_classes <info.json)" = null &&
+	test "$(jget meta.classes <info.json)" = null &&
+	test "$(jget counts <info.json)" = null &&
+	test "$(jget meta.mean <info.json)" = "[2,2]" &&
+	test "$(jget meta.std <info.json)" = "[1,2]" &&
+	tensor_bytes n.dlt x >x.bin &&
+	perl -e "print pack(q(f<*), 1, 0, 3, 4, 1, 0, 3, 4)" >want.bin &&
+	test_cmp want.bin x.bin &&
+	dlt-prep info n.dlt >info.txt &&
+	grep -q "^labels: none$" info.txt &&
+	! grep -q "^classes:" info.txt &&
+	dlt-prep info d.dlt >info.txt &&
+	! grep -q "^labels:" info.txt
+'
+
+test_expect_success 'csv --label none: header guessed from every cell; stdin, split, shuffle' '
+	printf "1,0\n3,4\n1,0\n3,4\n" >nohdr.csv &&
+	dlt-prep csv nohdr.csv -l none -o nh.dlt &&
+	test_cmp n.dlt nh.dlt &&
+	dlt-prep csv - -l none -o - <nolabel.csv >piped.dlt &&
+	test_cmp n.dlt piped.dlt &&
+	dlt-prep csv nolabel.csv -l none --shuffle --seed 3 --split 0.75 -o p1.dlt -o p2.dlt &&
+	test "$(dlt-prep info --json p1.dlt | jget meta.n)" = 3 &&
+	test "$(dlt-prep info --json p2.dlt | jget tensors.0.shape)" = "[1,2]" &&
+	printf "5\n6\n" >onecol.csv &&
+	dlt-prep csv onecol.csv -l none -o one.dlt &&
+	test "$(dlt-prep info --json one.dlt | jget tensors.0.shape)" = "[2,1]"
+'
+
+test_expect_success 'csv --label none: a column named none is chosen by index' '
+	printf "a,none\n1,0\n2,1\n" >named.csv &&
+	dlt-prep csv named.csv -l 1 -o named1.dlt &&
+	test "$(dlt-prep info --json named1.dlt | jget counts)" = "[1,1]" &&
+	dlt-prep csv named.csv -l none -o named2.dlt &&
+	test "$(dlt-prep info --json named2.dlt | jget tensors.0.shape)" = "[2,2]"
+'
+
+test_expect_success 'csv --label none: bad input still names file and line' '
+	printf "1,2\n3\n" >ragged2.csv &&
+	test_must_fail 2 "ragged2.csv:2: expected 2 fields, got 1" \
+		dlt-prep csv ragged2.csv -l none -o out/d.dlt &&
+	head -1 iris.csv >hdronly.csv &&
+	test_must_fail 2 "hdronly.csv: no data rows" dlt-prep csv hdronly.csv -l none -o out/d.dlt &&
+	printf "a,b\n1,x\n" >nn.csv &&
+	test_must_fail 2 "nn.csv:2: column '"'"'b'"'"': not a number: '"'"'x'"'"'" \
+		dlt-prep csv nn.csv -l none -o out/d.dlt &&
+	is_empty out
+'
+
 test_expect_success 'bad input: a ragged row names file and line' '
 	printf "a,b,y\n1,2,0\n\n3,1\n" >ragged.csv &&
 	test_must_fail 2 "ragged.csv:4: expected 3 fields, got 2" \

@@ -1,4 +1,4 @@
-/* CSV: numeric features and one label column, RFC 4180 quoting ("a,b",
+/* CSV: numeric features and one label column or none, RFC 4180 quoting ("a,b",
  * "say ""hi"""), LF or CRLF line ends.  The file is read whole and split
  * in place: fields are NUL-terminated pointers into the buffer. */
 #include <math.h>
@@ -152,15 +152,26 @@ static size_t csv_find(char **hdr, size_t n, const char *name)
 }
 
 /* Decides whether the first row is a header and which column holds the
- * label.  Auto-detection: the first row is a header when any cell outside
- * the label column is not a number. */
+ * label (NONE when label is NULL: every column is a feature).
+ * Auto-detection: the first row is a header when any cell outside the
+ * label column is not a number. */
 static int csv_layout(struct csv *c, const char *label, int *header, size_t *col)
 {
 	long long idx = -1;
-	size_t named = *header != DLT_CSV_NO_HEADER ? csv_find(c->f, c->nf, label) : NONE;
-	size_t skip;
+	size_t named, skip;
 	float v;
 
+	if (!label) {
+		*col = NONE;
+		if (*header == DLT_CSV_HEADER_AUTO) {
+			*header = 0;
+			for (size_t i = 0; i < c->nf; i++)
+				if (csv_number(c->f[i], &v) < 0)
+					*header = 1;
+		}
+		return 0;
+	}
+	named = *header != DLT_CSV_NO_HEADER ? csv_find(c->f, c->nf, label) : NONE;
 	if (label[0] >= '0' && label[0] <= '9' && strspn(label, "0123456789") == strlen(label))
 		idx = strtoll(label, NULL, 10);
 	skip = named != NONE ? named : idx >= 0 && (size_t)idx < c->nf ? (size_t)idx : NONE;
@@ -211,7 +222,7 @@ static int csv_label(struct csv_labels *l, char *s, const struct csv *c)
 	return 0;
 }
 
-/* One data row: the features into x, the label aside. */
+/* One data row: the features into x, the label (if any) aside. */
 static int csv_data_row(struct csv *c, char **hdr, size_t width, size_t col,
 			dlt_buf *x, float *row, struct csv_labels *l)
 {
@@ -234,7 +245,7 @@ static int csv_data_row(struct csv *c, char **hdr, size_t width, size_t col,
 	}
 	if ((rc = dlt_buf_append(x, row, k * sizeof(*row))) < 0)
 		return rc;
-	return csv_label(l, c->f[col], c);
+	return col == NONE ? 0 : csv_label(l, c->f[col], c);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -294,19 +305,28 @@ static int csv_ids(dlt_prep_data *d, const struct csv_labels *l, const char *nam
 	return 0;
 }
 
+/* The labels as class ids, into a new d->y. */
+static int csv_labels_to_ids(dlt_prep_data *d, struct csv_labels *l, const char *name)
+{
+	if (!(d->y = dlt_malloc(l->n * sizeof(*d->y))))
+		return DLT_ENOMEM;
+	return l->all_ids ? csv_ids(d, l, name) : csv_classes(d, l, name);
+}
+
 static int csv_rows(dlt_prep_data *d, struct csv *c, const char *label, int header)
 {
 	struct csv_labels l = { .all_ids = 1 };
 	char **hdr = NULL;
 	dlt_buf x = { 0 };
 	float *row = NULL;
-	size_t width, col = 0;
+	size_t width, col = 0, features, rows = 0;
 	int rc;
 
 	if ((rc = csv_row(c)) <= 0)
 		return rc < 0 ? rc : dlt_error(DLT_EINPUT, "%s: empty file", c->name);
 	DLT_TRY(csv_layout(c, label, &header, &col));
 	width = c->nf;
+	features = col == NONE ? width : width - 1;
 	if (header) {
 		if (!(hdr = dlt_malloc(width * sizeof(*hdr)))) {
 			rc = DLT_ENOMEM;
@@ -314,30 +334,31 @@ static int csv_rows(dlt_prep_data *d, struct csv *c, const char *label, int head
 		}
 		memcpy(hdr, c->f, width * sizeof(*hdr));
 	}
-	if (!(row = dlt_malloc((width - 1) * sizeof(*row)))) {
+	if (!(row = dlt_malloc(features * sizeof(*row)))) {
 		rc = DLT_ENOMEM;
 		goto fail;
 	}
-	if (!header)
+	if (!header) {
 		DLT_TRY(csv_data_row(c, NULL, width, col, &x, row, &l));
-	while ((rc = csv_row(c)) > 0)
+		rows++;
+	}
+	while ((rc = csv_row(c)) > 0) {
 		DLT_TRY(csv_data_row(c, hdr, width, col, &x, row, &l));
+		rows++;
+	}
 	if (rc < 0)
 		goto fail;
-	if (l.n == 0) {
+	if (rows == 0) {
 		rc = dlt_error(DLT_EINPUT, "%s: no data rows", c->name);
 		goto fail;
 	}
-	d->n = l.n;
-	d->dims[0] = width - 1;
-	d->sample_size = (width - 1) * sizeof(float);
+	d->n = rows;
+	d->dims[0] = features;
+	d->sample_size = features * sizeof(float);
 	d->x = x.data;
 	x.data = NULL;
-	if (!(d->y = dlt_malloc(l.n * sizeof(*d->y)))) {
-		rc = DLT_ENOMEM;
-		goto fail;
-	}
-	rc = l.all_ids ? csv_ids(d, &l, c->name) : csv_classes(d, &l, c->name);
+	if (col != NONE)	/* without labels: no y, no classes */
+		rc = csv_labels_to_ids(d, &l, c->name);
 fail:
 	dlt_buf_free(&x);
 	free(l.s);

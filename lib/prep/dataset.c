@@ -112,7 +112,8 @@ static int meta(dlt_json *j, const dlt_prep_data *d, size_t n, const struct stat
 	for (int i = 0; i < d->ndim; i++)
 		dlt_json_int(j, NULL, (long long)d->dims[i]);
 	dlt_json_array_end(j);
-	dlt_json_int(j, "num_classes", d->num_classes);
+	if (d->y)
+		dlt_json_int(j, "num_classes", d->num_classes);
 	if (d->classes) {
 		dlt_json_array_begin(j, "classes");
 		for (int i = 0; i < d->num_classes; i++)
@@ -139,7 +140,8 @@ static int write_part(dlt_archive_writer **w, const char *path, const dlt_prep_d
 	memcpy(dims + 1, d->dims, (size_t)d->ndim * sizeof(*dims));
 	DLT_TRY(dlt_archive_create(w, path));
 	DLT_TRY(dlt_archive_write_tensor(*w, "x", d->dtype, d->ndim + 1, dims, x, DLT_ZSTD, 0));
-	DLT_TRY(dlt_archive_write_tensor(*w, "y", DLT_I32, 1, dims, y, DLT_ZSTD, 0));
+	if (y)
+		DLT_TRY(dlt_archive_write_tensor(*w, "y", DLT_I32, 1, dims, y, DLT_ZSTD, 0));
 	DLT_TRY(meta(&j, d, n, s));
 	DLT_TRY(dlt_archive_write_meta(*w, j.buf.data));
 fail:
@@ -150,12 +152,14 @@ fail:
 /* The samples in permuted order, in new buffers. */
 static int gather(const dlt_prep_data *d, const uint32_t *perm, void **x, int32_t **y)
 {
-	if (!(*x = dlt_calloc(d->n, d->sample_size)) || !(*y = dlt_calloc(d->n, sizeof(**y))))
+	if (!(*x = dlt_calloc(d->n, d->sample_size)) ||
+	    (d->y && !(*y = dlt_calloc(d->n, sizeof(**y)))))
 		return DLT_ENOMEM;
 	for (size_t i = 0; i < d->n; i++) {
 		memcpy((char *)*x + i * d->sample_size,
 		       (const char *)d->x + perm[i] * d->sample_size, d->sample_size);
-		(*y)[i] = d->y[perm[i]];
+		if (d->y)
+			(*y)[i] = d->y[perm[i]];
 	}
 	return 0;
 }
@@ -216,7 +220,7 @@ int dlt_prep_write(const dlt_prep_data *d, const dlt_prep_opts *o)
 	DLT_TRY(write_part(&w1, o->out, d, x, y, n1, &s));
 	if (o->out2)
 		DLT_TRY(write_part(&w2, o->out2, d, (const char *)x + n1 * d->sample_size,
-				   y + n1, d->n - n1, &s));
+				   y ? y + n1 : NULL, d->n - n1, &s));
 	rc = close_parts(w1, w2, o);
 	w1 = w2 = NULL;
 fail:

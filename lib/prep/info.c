@@ -148,6 +148,7 @@ fail:
 
 static int info_text(dlt_buf *out, const struct info *in)
 {
+	const dlt_jval *kind;
 	int rc;
 
 	DLT_TRY(dlt_buf_printf(out, "file: %s (%llu bytes)\n", dlt_archive_path(in->a),
@@ -162,6 +163,9 @@ static int info_text(dlt_buf *out, const struct info *in)
 		DLT_TRY(value_text(out, v));
 		DLT_TRY(dlt_buf_append(out, "\n", 1));
 	}
+	if (!dlt_archive_find(in->a, "y") && (kind = meta_get(in, "kind")) &&
+	    kind->type == DLT_JSTR && strcmp(kind->str, "dataset") == 0)
+		DLT_TRY(dlt_buf_printf(out, "labels: none\n"));
 	DLT_TRY(classes_text(out, in));
 fail:
 	return rc;

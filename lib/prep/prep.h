@@ -5,6 +5,8 @@
  *   {"kind":"dataset","source":"idx"|"csv","n":N,"shape":[dims],
  *    "num_classes":K,"classes":[names] (string labels only),
  *    "scale":S,"mean":[...],"std":[...]}
+ * A dataset without labels (new data for dlt-infer) has no "y", and no
+ * num_classes or classes in its metadata.
  * The trainer feeds (x*scale - mean[j % len]) / std[j % len], where j is the
  * element's index within its sample: images carry one global mean and std,
  * CSV one per column.  The stats are those of the (first, training) part
@@ -32,8 +34,8 @@ typedef struct dlt_prep_data {
 	size_t n;		/* samples */
 	size_t sample_size;	/* bytes of one sample of x */
 	void *x;
-	int32_t *y;
-	int num_classes;
+	int32_t *y;		/* NULL: no labels */
+	int num_classes;	/* 0 without labels */
 	char **classes;		/* names in class-id order, or NULL */
 	double scale;		/* the trainer multiplies x by it */
 } dlt_prep_data;
@@ -47,7 +49,8 @@ int dlt_prep_read_idx(dlt_prep_data *d, const char *images, const char *labels);
 enum { DLT_CSV_HEADER_AUTO = -1, DLT_CSV_NO_HEADER = 0, DLT_CSV_HEADER = 1 };
 
 /* Reads a numeric CSV file ("-" for stdin).  label is a header name or a
- * 0-based column index; header is one of DLT_CSV_*.  Labels that are all
+ * 0-based column index, or NULL for data without labels (every column a
+ * feature, d->y NULL); header is one of DLT_CSV_*.  Labels that are all
  * non-negative integers are the class ids; otherwise the distinct strings,
  * sorted bytewise, get ids 0..K-1 and become d->classes.  x is f32 [N, F]
  * with the label column left out. */

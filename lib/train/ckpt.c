@@ -193,6 +193,83 @@ fail:
 	return rc;
 }
 
+/* A list of n numbers of the metadata, each finite as a float, into a
+ * new array of floats: as they are (mean), or with inverse as 1 / v
+ * rounded once from double, each v positive (std to inv_std: that gives
+ * back the very float that write_input wrote 1 / inv_std of). */
+static int meta_floats(const dlt_ckpt *k, const dlt_jval *a, const char *key, size_t n,
+		       int inverse, float **out)
+{
+	*out = NULL;
+	if (!a || a->type != DLT_JARR || a->n != n)
+		return bad_meta(k, key);
+	for (size_t i = 0; i < n; i++) {
+		const dlt_jval *v = &a->items[i];
+		if (v->type != DLT_JNUM || !isfinite(v->num) || !isfinite((float)v->num) ||
+		    (inverse && !(v->num > 0 && isfinite((float)(1.0 / v->num)) &&
+				  (float)(1.0 / v->num) > 0)))
+			return bad_meta(k, key);
+	}
+	if (!(*out = dlt_malloc(n * sizeof(float))))
+		return DLT_ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		(*out)[i] = inverse ? (float)(1.0 / a->items[i].num) : (float)a->items[i].num;
+	return 0;
+}
+
+/* The largest sample dlt_dataset_load takes, in floats. */
+#define MAX_FEATURES (1 << 26)
+
+int dlt_ckpt_input(const dlt_ckpt *k, dlt_dataset *like)
+{
+	const dlt_jval *in = dlt_jval_get(&k->meta, "input"), *shape, *mean;
+	long long dims[3], classes, features = 1;
+	double scale;
+	int rc;
+
+	memset(like, 0, sizeof(*like));
+	if (!in)
+		return dlt_error(DLT_EINPUT, "%s: holds no 'input' (the model's input shape and "
+				 "normalisation)", dlt_archive_path(k->a));
+	if (in->type != DLT_JOBJ || !(shape = dlt_jval_get(in, "shape")) ||
+	    shape->type != DLT_JARR || shape->n != 3)
+		return bad_meta(k, "input.shape");
+	for (int i = 0; i < 3; i++) {
+		const dlt_jval *v = &shape->items[i];
+		if (v->type != DLT_JNUM || !(v->num >= 1 && v->num <= MAX_FEATURES) ||
+		    v->num != floor(v->num) || (features *= (long long)v->num) > MAX_FEATURES)
+			return bad_meta(k, "input.shape");
+		dims[i] = (long long)v->num;
+	}
+	if (meta_int(k, in, "num_classes", 1, 1 << 24, &classes) < 0)
+		return bad_meta(k, "input.num_classes");
+	if (meta_num(k, in, "scale", &scale) < 0 || !(scale > 0) ||
+	    !isfinite((float)scale) || (float)scale <= 0)
+		return bad_meta(k, "input.scale");
+	/* one mean and std for every element, or one per element of a group
+	 * that the sample is a whole number of (dlt-prep(1)) */
+	if (!(mean = dlt_jval_get(in, "mean")) || mean->type != DLT_JARR || mean->n == 0 ||
+	    mean->n > (size_t)features || features % (long long)mean->n)
+		return bad_meta(k, "input.mean");
+	if (!(like->path = dlt_strdup(dlt_archive_path(k->a))))
+		return DLT_ENOMEM;
+	like->n_stats = (int)mean->n;
+	DLT_TRY(meta_floats(k, mean, "input.mean", mean->n, 0, &like->mean));
+	DLT_TRY(meta_floats(k, dlt_jval_get(in, "std"), "input.std", mean->n, 1, &like->inv_std));
+	like->features = (int)features;
+	like->n_classes = (int)classes;
+	like->ndim = 3;
+	for (int i = 0; i < 3; i++)
+		like->shape[i] = dims[i];
+	like->sample = (dlt_shape){ (int)dims[0], (int)dims[1], (int)dims[2] };
+	like->dtype = DLT_F32;
+	like->scale = (float)scale;
+	return 0;
+fail:
+	dlt_dataset_free(like);
+	return rc;
+}
+
 static int read_optim(dlt_ckpt *k, dlt_model *m)
 {
 	for (int i = 0; i < m->n_params; i++) {

@@ -80,5 +80,12 @@ typedef struct dlt_ckpt {
 int dlt_ckpt_open(dlt_ckpt *k, const char *path, dlt_config *c);
 int dlt_ckpt_restore(dlt_ckpt *k, dlt_model *m, dlt_optim *o, dlt_ckpt_state *st);
 void dlt_ckpt_close(dlt_ckpt *k);
+/* What the model of an open checkpoint or model file expects, from its
+ * "input": like gets the sample shape (ndim 3: C, H, W), features,
+ * n_classes and the training set's normalisation (scale, mean, inv_std)
+ * and path, but no samples; so dlt_dataset_use_stats(&data, like)
+ * normalises new data bit for bit as training did.  Every value is
+ * checked: a bad one is DLT_EINPUT.  Free like with dlt_dataset_free. */
+int dlt_ckpt_input(const dlt_ckpt *k, dlt_dataset *like);
 
 #endif

@@ -83,6 +83,26 @@ fail:
 	return rc;
 }
 
+/* The labels: all in [0, n_classes), n_classes from the metadata or
+ * the largest label + 1. */
+static int check_labels(dlt_dataset *d)
+{
+	int32_t max = -1;
+	for (size_t i = 0; i < d->n; i++) {
+		if (d->y[i] < 0)
+			return dlt_error(DLT_EINPUT, "%s: label %d of sample %zu is negative",
+					 d->path, d->y[i], i);
+		if (d->y[i] > max)
+			max = d->y[i];
+	}
+	if (d->n_classes == 0)
+		d->n_classes = max + 1;
+	if (max >= d->n_classes)
+		return dlt_error(DLT_EINPUT, "%s: label %d but num_classes is %d", d->path, max,
+				 d->n_classes);
+	return 0;
+}
+
 int dlt_dataset_load(dlt_dataset *d, const char *path)
 {
 	dlt_archive *a = NULL;
@@ -91,11 +111,13 @@ int dlt_dataset_load(dlt_dataset *d, const char *path)
 	uint64_t features = 1;
 
 	memset(d, 0, sizeof(*d));
-	if (!(d->path = dlt_strdup(path)))
+	/* messages name the file as the archive reader does */
+	if (!(d->path = dlt_strdup(strcmp(path, "-") ? path : "standard input")))
 		return DLT_ENOMEM;
 	DLT_TRY(dlt_archive_open(&a, path));
-	if (!(xi = dlt_archive_find(a, "x")) || !(yi = dlt_archive_find(a, "y"))) {
-		rc = dlt_error(DLT_EINPUT, "%s: not a dataset (needs tensors 'x' and 'y')", path);
+	path = d->path;
+	if (!(xi = dlt_archive_find(a, "x"))) {
+		rc = dlt_error(DLT_EINPUT, "%s: not a dataset (no tensor 'x')", path);
 		goto fail;
 	}
 	if (xi->dtype != DLT_U8 && xi->dtype != DLT_F32) {
@@ -103,7 +125,9 @@ int dlt_dataset_load(dlt_dataset *d, const char *path)
 			       path, dlt_dtype_name(xi->dtype));
 		goto fail;
 	}
-	if (xi->ndim < 2 || xi->ndim > 5 || yi->ndim != 1 || xi->dims[0] != yi->dims[0]) {
+	/* no "y": data without labels, to predict */
+	yi = dlt_archive_find(a, "y");
+	if (xi->ndim < 2 || xi->ndim > 5 || (yi && (yi->ndim != 1 || xi->dims[0] != yi->dims[0]))) {
 		rc = dlt_error(DLT_EINPUT, "%s: tensors 'x' and 'y' must be [N, ...] and [N]", path);
 		goto fail;
 	}
@@ -126,25 +150,11 @@ int dlt_dataset_load(dlt_dataset *d, const char *path)
 					 (int)(features / d->shape[0] / d->shape[1]) };
 	d->dtype = xi->dtype;
 	DLT_TRY(dlt_archive_read_alloc(a, "x", xi->dtype, -1, NULL, &d->x));
-	DLT_TRY(dlt_archive_read_alloc(a, "y", DLT_I32, 1, NULL, (void **)&d->y));
+	if (yi)
+		DLT_TRY(dlt_archive_read_alloc(a, "y", DLT_I32, 1, NULL, (void **)&d->y));
 	DLT_TRY(load_stats(d, dlt_archive_meta(a)));
-	{
-		int32_t max = -1;
-		for (size_t i = 0; i < d->n; i++) {
-			if (d->y[i] < 0) {
-				rc = dlt_error(DLT_EINPUT, "%s: label %d of sample %zu is negative", path, d->y[i], i);
-				goto fail;
-			}
-			if (d->y[i] > max)
-				max = d->y[i];
-		}
-		if (d->n_classes == 0)
-			d->n_classes = max + 1;
-		if (max >= d->n_classes) {
-			rc = dlt_error(DLT_EINPUT, "%s: label %d but num_classes is %d", path, max, d->n_classes);
-			goto fail;
-		}
-	}
+	if (d->y)
+		DLT_TRY(check_labels(d));
 	dlt_archive_close(a);
 	return 0;
 fail:
@@ -191,7 +201,8 @@ void dlt_dataset_gather(const dlt_dataset *d, const uint32_t *order, int count, 
 	for (int i = 0; i < count; i++) {
 		float *out = x + (size_t)i * f;
 		size_t s = order[i];
-		y[i] = d->y[s];
+		if (y)
+			y[i] = d->y ? d->y[s] : -1;
 		if (d->dtype == DLT_U8) {
 			const uint8_t *in = (const uint8_t *)d->x + s * f;
 			for (int j = 0; j < f; j++)

@@ -142,8 +142,12 @@ static int load_data(run_state *s)
 	int rc;
 
 	DLT_TRY(dlt_dataset_load(&s->train, c->data.train));
+	if (!s->train.y)
+		return dlt_error(DLT_EINPUT, "%s: has no labels to train on", c->data.train);
 	if (c->data.test) {
 		DLT_TRY(dlt_dataset_load(&s->test, c->data.test));
+		if (!s->test.y)
+			return dlt_error(DLT_EINPUT, "%s: has no labels to test on", c->data.test);
 		DLT_TRY(dlt_dataset_use_stats(&s->test, &s->train));
 		if (s->test.n_classes > s->train.n_classes)
 			return dlt_error(DLT_EINPUT, "%s: %d classes, but %s has %d", c->data.test,

@@ -21,7 +21,7 @@ typedef struct dlt_dataset {
 	dlt_shape sample;	/* the model's view: [F] is F x 1 x 1, [H, W] 1 x H x W */
 	int dtype;		/* DLT_U8 or DLT_F32 */
 	void *x;
-	int32_t *y;
+	int32_t *y;		/* NULL: no labels (dlt-prep csv --label none) */
 	/* x_normalised = (x * scale - mean[j % n_stats]) / std[j % n_stats] */
 	float scale;
 	float *mean, *inv_std;
