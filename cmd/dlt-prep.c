@@ -12,8 +12,8 @@
 static const char prog[] = "dlt-prep";
 
 static const char usage[] =
-	"usage: dlt-prep idx [-q] [--shuffle] [--seed N] [--split F] -o OUT [-o OUT2] IMAGES LABELS\n"
-	"       dlt-prep csv [-q] [--shuffle] [--seed N] [--split F] [--header | --no-header] "
+	"usage: dlt-prep idx [-q] [--shuffle] [--seed N] [--split F] [--codec C] -o OUT [-o OUT2] IMAGES LABELS\n"
+	"       dlt-prep csv [-q] [--shuffle] [--seed N] [--split F] [--codec C] [--header | --no-header] "
 	"-l COL -o OUT [-o OUT2] FILE\n"
 	"       dlt-prep info [--json] FILE\n"
 	"\n"
@@ -27,12 +27,14 @@ static const char usage[] =
 	"      --shuffle       shuffle the samples (before splitting)\n"
 	"      --seed N        the shuffle's seed (default 0)\n"
 	"      --split F       the first round(N*F) samples to the first -o, 0 < F < 1\n"
+	"      --codec C       raw (default: loads fastest), zstd or shuffle-zstd\n"
 	"  -q, --quiet         no summary on stderr\n"
 	"      --json          info: one JSON object\n"
 	"  -h, --help          this text\n"
 	"      --version       the version\n";
 
-enum { OPT_SHUFFLE = 256, OPT_SEED, OPT_SPLIT, OPT_HEADER, OPT_NO_HEADER, OPT_JSON, OPT_VERSION };
+enum { OPT_SHUFFLE = 256, OPT_SEED, OPT_SPLIT, OPT_CODEC, OPT_HEADER, OPT_NO_HEADER, OPT_JSON,
+       OPT_VERSION };
 
 static const struct option longopts[] = {
 	{ "output", required_argument, NULL, 'o' },
@@ -42,6 +44,7 @@ static const struct option longopts[] = {
 	{ "shuffle", no_argument, NULL, OPT_SHUFFLE },
 	{ "seed", required_argument, NULL, OPT_SEED },
 	{ "split", required_argument, NULL, OPT_SPLIT },
+	{ "codec", required_argument, NULL, OPT_CODEC },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "help", no_argument, NULL, 'h' },
@@ -60,6 +63,7 @@ struct args {
 	int shuffle, seed_given;
 	long long seed;
 	double split;
+	int codec, codec_given;
 	char **files;
 	int nfiles;
 };
@@ -97,6 +101,15 @@ static int parse_opt(struct args *a, int c, char **argv)
 			return cli_usage(prog, "--split: %s is not between 0 and 1", optarg);
 		a->split = f;
 		return 0;
+	case OPT_CODEC:
+		for (a->codec = DLT_RAW; dlt_codec_name(a->codec); a->codec++)
+			if (!strcmp(optarg, dlt_codec_name(a->codec)))
+				break;
+		if (!dlt_codec_name(a->codec))
+			return cli_usage(prog, "--codec: unknown codec '%s' (raw, zstd, shuffle-zstd)",
+					 optarg);
+		a->codec_given = 1;
+		return 0;
 	case 'q':
 		a->quiet = 1;
 		return 0;
@@ -122,7 +135,7 @@ static int check_args(const struct args *a)
 	int want = strcmp(a->cmd, "idx") == 0 ? 2 : 1;
 
 	if (!data && (a->nout || a->label || a->header != DLT_CSV_HEADER_AUTO || a->shuffle ||
-		      a->seed_given || a->split > 0 || a->quiet))
+		      a->seed_given || a->split > 0 || a->quiet || a->codec_given))
 		return cli_usage(prog, "info takes only --json and FILE");
 	if (data && a->json)
 		return cli_usage(prog, "--json applies to info only");
@@ -200,7 +213,7 @@ static int prep(const struct args *a)
 {
 	dlt_prep_opts o = {
 		.out = a->out[0], .out2 = a->out[1], .split = a->split,
-		.shuffle = a->shuffle, .seed = (uint64_t)a->seed,
+		.shuffle = a->shuffle, .seed = (uint64_t)a->seed, .codec = a->codec,
 	};
 	dlt_prep_data d;
 	int rc;

@@ -10,7 +10,7 @@ sepal,petal,species
 1,0,versicolor
 3,4,setosa
 CSV
-dlt-prep csv iris.csv --label species -o d.dlt
+dlt-prep csv iris.csv --label species --codec zstd -o d.dlt
 
 # The text with what depends on the zstd version masked: the file size and
 # the stored sizes.
@@ -87,4 +87,13 @@ test_expect_success 'info: not an archive, truncated, missing' '
 	test_must_fail 2 "short.dlt: truncated" dlt-prep info short.dlt &&
 	test_must_fail 2 "nosuch.dlt: No such file or directory" dlt-prep info nosuch.dlt
 '
+test_expect_success 'the codec: raw by default, as --codec asks, an unknown one refused' '
+	dlt-prep csv iris.csv --label species -q -o raw.dlt &&
+	dlt-prep info raw.dlt | grep -q "^  x     f32    \[4, 2\]  raw " &&
+	dlt-prep csv iris.csv --label species -q --codec shuffle-zstd -o sz.dlt &&
+	dlt-prep info --json sz.dlt | grep -q "\"name\":\"x\",\"dtype\":\"f32\",\"shape\":\[4,2\],\"codec\":\"shuffle-zstd\"" &&
+	test_must_fail 2 "dlt-prep: --codec: unknown codec '"'"'lz4'"'"' (raw, zstd, shuffle-zstd)" \
+		dlt-prep csv iris.csv --label species --codec lz4 -o x.dlt
+'
+
 test_done

@@ -86,6 +86,11 @@ const char *dlt_archive_meta(const dlt_archive *a);
 /* Decodes a tensor into out (raw_size bytes) and checks both checksums.
  * Errors name the file and the tensor. */
 int dlt_archive_read(dlt_archive *a, const dlt_tensor_info *t, void *out, size_t out_size);
+/* A raw tensor's bytes where they lie (the mapping, or the copy in
+ * memory), valid until close, after both checksums are checked: no copy,
+ * so a dataset of gigabytes loads at memory speed.  A compressed tensor
+ * gets *data = NULL and no check: read it instead. */
+int dlt_archive_view(dlt_archive *a, const dlt_tensor_info *t, const void **data);
 /* Looks a tensor up by name, checks its dtype and rank (ndim < 0: any), and
  * reads it into a new malloc'd buffer. */
 int dlt_archive_read_alloc(dlt_archive *a, const char *name, int dtype, int ndim,

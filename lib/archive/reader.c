@@ -565,6 +565,22 @@ int dlt_archive_read(dlt_archive *a, const dlt_tensor_info *t, void *out, size_t
 	return decode(a, r, out);
 }
 
+int dlt_archive_view(dlt_archive *a, const dlt_tensor_info *t, const void **data)
+{
+	const struct rec *r = rec_of(a, t);
+	int rc;
+
+	*data = NULL;
+	if (!r)
+		return dlt_error(DLT_EINPUT, "%s: not a tensor of this archive", a->path);
+	if (t->codec != DLT_RAW)
+		return 0;
+	if ((rc = decode(a, r, NULL)) < 0)
+		return rc;
+	*data = a->base + t->offset + r->hsize;
+	return 0;
+}
+
 int dlt_archive_read_alloc(dlt_archive *a, const char *name, int dtype, int ndim,
 			   const dlt_tensor_info **info, void **out)
 {

@@ -130,7 +130,7 @@ static int meta(dlt_json *j, const dlt_prep_data *d, size_t n, const struct stat
 /* Writes samples [0, n) of x and y as one archive, left open for the
  * caller to close once every part is written. */
 static int write_part(dlt_archive_writer **w, const char *path, const dlt_prep_data *d,
-		      const void *x, const int32_t *y, size_t n, const struct stats *s)
+		      const void *x, const int32_t *y, size_t n, const struct stats *s, int codec)
 {
 	uint64_t dims[DLT_MAX_DIMS];
 	dlt_json j = { 0 };
@@ -139,9 +139,9 @@ static int write_part(dlt_archive_writer **w, const char *path, const dlt_prep_d
 	dims[0] = n;
 	memcpy(dims + 1, d->dims, (size_t)d->ndim * sizeof(*dims));
 	DLT_TRY(dlt_archive_create(w, path));
-	DLT_TRY(dlt_archive_write_tensor(*w, "x", d->dtype, d->ndim + 1, dims, x, DLT_ZSTD, 0));
+	DLT_TRY(dlt_archive_write_tensor(*w, "x", d->dtype, d->ndim + 1, dims, x, codec, 0));
 	if (y)
-		DLT_TRY(dlt_archive_write_tensor(*w, "y", DLT_I32, 1, dims, y, DLT_ZSTD, 0));
+		DLT_TRY(dlt_archive_write_tensor(*w, "y", DLT_I32, 1, dims, y, codec, 0));
 	DLT_TRY(meta(&j, d, n, s));
 	DLT_TRY(dlt_archive_write_meta(*w, j.buf.data));
 fail:
@@ -217,10 +217,10 @@ int dlt_prep_write(const dlt_prep_data *d, const dlt_prep_opts *o)
 		y = ys;
 	}
 	DLT_TRY(stats(&s, d, x, n1));
-	DLT_TRY(write_part(&w1, o->out, d, x, y, n1, &s));
+	DLT_TRY(write_part(&w1, o->out, d, x, y, n1, &s, o->codec));
 	if (o->out2)
 		DLT_TRY(write_part(&w2, o->out2, d, (const char *)x + n1 * d->sample_size,
-				   y ? y + n1 : NULL, d->n - n1, &s));
+				   y ? y + n1 : NULL, d->n - n1, &s, o->codec));
 	rc = close_parts(w1, w2, o);
 	w1 = w2 = NULL;
 fail:

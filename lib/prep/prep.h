@@ -62,6 +62,10 @@ typedef struct dlt_prep_opts {
 	double split;		/* fraction for out, 0 < split < 1; 0: no split */
 	int shuffle;
 	uint64_t seed;
+	/* of the tensors (archive.h).  DLT_RAW by default: a trainer reads
+	 * the whole set at every start, and a raw one is mapped and checked at
+	 * memory speed, where zstd costs about a second per GB */
+	int codec;
 } dlt_prep_opts;
 
 /* Samples that go to the first part: round(n * split), or n without split. */

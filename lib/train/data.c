@@ -149,13 +149,20 @@ int dlt_dataset_load(dlt_dataset *d, const char *path)
 		d->sample = (dlt_shape){ (int)d->shape[0], (int)d->shape[1],
 					 (int)(features / d->shape[0] / d->shape[1]) };
 	d->dtype = xi->dtype;
-	DLT_TRY(dlt_archive_read_alloc(a, "x", xi->dtype, -1, NULL, &d->x));
+	DLT_TRY(dlt_archive_view(a, xi, &d->x));
+	if (!d->x) {
+		DLT_TRY(dlt_archive_read_alloc(a, "x", xi->dtype, -1, NULL, &d->x_own));
+		d->x = d->x_own;
+	}
 	if (yi)
 		DLT_TRY(dlt_archive_read_alloc(a, "y", DLT_I32, 1, NULL, (void **)&d->y));
 	DLT_TRY(load_stats(d, dlt_archive_meta(a)));
 	if (d->y)
 		DLT_TRY(check_labels(d));
-	dlt_archive_close(a);
+	if (d->x_own)
+		dlt_archive_close(a);
+	else
+		d->archive = a;
 	return 0;
 fail:
 	dlt_archive_close(a);
@@ -188,7 +195,8 @@ int dlt_dataset_use_stats(dlt_dataset *d, const dlt_dataset *src)
 void dlt_dataset_free(dlt_dataset *d)
 {
 	free(d->path);
-	free(d->x);
+	free(d->x_own);
+	dlt_archive_close(d->archive);
 	free(d->y);
 	free(d->mean);
 	free(d->inv_std);

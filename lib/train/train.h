@@ -20,7 +20,9 @@ typedef struct dlt_dataset {
 	int64_t shape[4];
 	dlt_shape sample;	/* the model's view: [F] is F x 1 x 1, [H, W] 1 x H x W */
 	int dtype;		/* DLT_U8 or DLT_F32 */
-	void *x;
+	const void *x;		/* in the archive's mapping when stored raw */
+	void *x_own;		/* else a copy, which this is */
+	struct dlt_archive *archive;	/* open while x points into it */
 	int32_t *y;		/* NULL: no labels (dlt-prep csv --label none) */
 	/* x_normalised = (x * scale - mean[j % n_stats]) / std[j % n_stats] */
 	float scale;
