@@ -41,6 +41,11 @@ bin/%: build/cmd/%.o build/libdlt.a
 	$(call say,LD)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< build/libdlt.a $(LDLIBS)
 
+build/bench/%: bench/%.c build/libdlt.a
+	@mkdir -p $(@D)
+	$(call say,CC)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< build/libdlt.a $(LDLIBS)
+
 build/test/%: build/test/unit/%.o build/test/unit/tap.o build/libdlt.a
 	@mkdir -p $(@D)
 	$(call say,LD)
@@ -64,6 +69,13 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/demo
 
+# dlt against PyTorch (python3-torch) on the CPU, side by side; see bench/README.
+# make bench BENCH=quick: a few hundred steps a run and short accuracy runs;
+# BENCH_ARGS: more options of bench/run, e.g. BENCH_ARGS='--reps 3'.
+BENCH ?= full
+bench: all build/bench/gemm build/bench/codec
+	@/usr/bin/python3 bench/run --mode $(BENCH) $(BENCH_ARGS)
+
 install: all
 	mkdir -p $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
 	cp $(PROGS) $(DESTDIR)$(PREFIX)/bin/
@@ -77,11 +89,12 @@ help:
 	@echo 'make            build libdlt.a, the programs (bin/) and the unit tests'
 	@echo 'make check      install missing packages, build, run every test (prove)'
 	@echo 'make demo       install, build, train an MLP on Fashion-MNIST, print test accuracy'
+	@echo 'make bench      dlt against PyTorch on the CPU, side by side (BENCH=quick: minutes)'
 	@echo 'make install    copy programs and man pages under PREFIX (default /usr/local)'
 	@echo 'make clean      remove build/ and bin/'
 	@echo 'make deps       install the Debian packages dlt needs (scripts/install-deps)'
 
-.PHONY: all deps check demo install clean help
+.PHONY: all deps check demo bench install clean help
 .PRECIOUS: build/%.o build/test/unit/%.o build/cmd/%.o
 
 -include $(LIB_OBJ:.o=.d) $(wildcard build/cmd/*.d build/test/unit/*.d)
