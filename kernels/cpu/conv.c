@@ -4,10 +4,9 @@
  * A sample's patches, col [c kh kw, oh ow], go to its chunk's slot of the
  * workspace (reused sample after sample while it is in cache).  Forward:
  * y_n = W col per group, then bias and activation on y_n's rows.
- * Backward: each chunk sums col dy_n^T over its samples into its own
- * partial dW (transposed: that GEMM shape runs faster); the partials are
- * added in chunk order afterwards.  dcol = W^T dy_n overwrites the slot
- * and col2im adds it into dx_n.
+ * Backward: each chunk sums dy_n col^T over its samples into its own
+ * partial dW; the partials are added in chunk order afterwards.  dcol =
+ * W^T dy_n overwrites the slot and col2im adds it into dx_n.
  *
  * Every GEMM runs inside the parallel region, on one thread, and the
  * chunks do not depend on the number of threads: the results are the same
@@ -38,17 +37,84 @@ static void conv_span(int ow, int w, int sw, int pw, int off, int *lo, int *hi)
 		*lo = *hi;
 }
 
+/* With stride 1 and ow = w (3x3 with padding 1, say) a patch row is its
+ * input plane shifted: output rows [y0, y1) read the plane from first on,
+ * in one piece, except for the columns outside [lo, hi), which wrap
+ * around to the next or previous row (and may lie outside the plane).
+ * Row by row it would be a few floats per call. */
+typedef struct conv_shift {
+	int y0, y1, lo, hi;
+	long first;
+} conv_shift;
+
+static conv_shift conv_shifted(const dlt_conv *s, int ky, int kx)
+{
+	conv_shift t;
+	int shift = ky * s->dh - s->ph;
+	t.y0 = shift >= 0 ? 0 : -shift < s->oh ? -shift : s->oh;
+	t.y1 = s->h - shift < s->oh ? s->h - shift : s->oh;
+	if (t.y1 < t.y0)
+		t.y1 = t.y0;
+	t.first = (long)(t.y0 + shift) * s->w + kx * s->dw - s->pw;
+	conv_span(s->ow, s->w, 1, s->pw, kx * s->dw, &t.lo, &t.hi);
+	return t;
+}
+
+/* out[oy][ox] = 0 for the wrapped columns of rows [y0, y1) */
+static void conv_zero_wrapped(const dlt_conv *s, const conv_shift *t, float *out)
+{
+	for (int oy = t->y0; oy < t->y1; oy++) {
+		float *row = out + (size_t)oy * s->ow;
+		for (int ox = 0; ox < t->lo; ox++)
+			row[ox] = 0.0f;
+		for (int ox = t->hi; ox < s->ow; ox++)
+			row[ox] = 0.0f;
+	}
+}
+
+static void im2col_shifted(const dlt_conv *s, const float *plane, float *out, int ky, int kx)
+{
+	conv_shift t = conv_shifted(s, ky, kx);
+	long size = (long)s->h * s->w, end = t.first + (long)(t.y1 - t.y0) * s->ow;
+	long a = t.first < 0 ? 0 : t.first, b = end < size ? end : size;
+	memset(out, 0, (size_t)t.y0 * s->ow * sizeof(*out));
+	if (a < b)
+		memcpy(out + (size_t)t.y0 * s->ow + (a - t.first), plane + a,
+		       (b - a) * sizeof(*out));
+	conv_zero_wrapped(s, &t, out);
+	memset(out + (size_t)t.y1 * s->ow, 0, (size_t)(s->oh - t.y1) * s->ow * sizeof(*out));
+}
+
+/* The adjoint: the wrapped columns of g (scratch) are zeroed, then added
+ * in one piece. */
+static void col2im_shifted(const dlt_conv *s, float *g, float *plane, int ky, int kx)
+{
+	conv_shift t = conv_shifted(s, ky, kx);
+	long size = (long)s->h * s->w, end = t.first + (long)(t.y1 - t.y0) * s->ow;
+	long a = t.first < 0 ? 0 : t.first, b = end < size ? end : size;
+	const float *from = g + (size_t)t.y0 * s->ow;
+	conv_zero_wrapped(s, &t, g);
+	#pragma omp simd
+	for (long i = a; i < b; i++)
+		plane[i] += from[i - t.first];
+}
+
 /* Patches of one sample x [c, h, w]: row (ci, ky, kx) of col [c kh kw,
  * oh ow] holds, for each output pixel, the input it meets under that
  * kernel tap (0 in the padding). */
 static void im2col(const dlt_conv *s, const float *x, float *col)
 {
+	int shifted = s->sh == 1 && s->sw == 1 && s->ow == s->w;
 	size_t r = 0;
 	for (int ci = 0; ci < s->c; ci++) {
 		const float *plane = x + (size_t)ci * s->h * s->w;
 		for (int ky = 0; ky < s->kh; ky++) {
 			for (int kx = 0; kx < s->kw; kx++, r++) {
 				int off = kx * s->dw - s->pw, lo, hi;
+				if (shifted) {
+					im2col_shifted(s, plane, col + r * s->oh * s->ow, ky, kx);
+					continue;
+				}
 				conv_span(s->ow, s->w, s->sw, s->pw, kx * s->dw, &lo, &hi);
 				for (int oy = 0; oy < s->oh; oy++) {
 					float *out = col + (r * s->oh + oy) * s->ow;
@@ -74,9 +140,10 @@ static void im2col(const dlt_conv *s, const float *x, float *col)
 }
 
 /* The adjoint of im2col: dx [c, h, w] = the sum of the patches' gradients
- * over the taps that read each input, in a fixed order. */
-static void col2im(const dlt_conv *s, const float *col, float *dx)
+ * over the taps that read each input, in a fixed order.  col is scratch. */
+static void col2im(const dlt_conv *s, float *col, float *dx)
 {
+	int shifted = s->sh == 1 && s->sw == 1 && s->ow == s->w;
 	size_t r = 0;
 	memset(dx, 0, (size_t)s->c * s->h * s->w * sizeof(*dx));
 	for (int ci = 0; ci < s->c; ci++) {
@@ -84,6 +151,10 @@ static void col2im(const dlt_conv *s, const float *col, float *dx)
 		for (int ky = 0; ky < s->kh; ky++) {
 			for (int kx = 0; kx < s->kw; kx++, r++) {
 				int off = kx * s->dw - s->pw, lo, hi;
+				if (shifted) {
+					col2im_shifted(s, col + r * s->oh * s->ow, plane, ky, kx);
+					continue;
+				}
 				conv_span(s->ow, s->w, s->sw, s->pw, kx * s->dw, &lo, &hi);
 				for (int oy = 0; oy < s->oh; oy++) {
 					const float *g = col + (r * s->oh + oy) * s->ow;
@@ -130,6 +201,8 @@ static void conv_bias_act(float *y, float b, int n, int act, float slope)
 /* Samples per task: sums of dW in a fixed order; small enough that a
  * training batch gives every thread work. */
 #define CONV_CHUNK 4
+/* Floats of dW summed at a time */
+#define DW_BLOCK 256
 
 static int conv_chunks(const dlt_conv *s)
 {
@@ -192,7 +265,7 @@ static void conv_bias_grad(const dlt_conv *s, const float *dy, float *db)
 	}
 }
 
-/* One chunk's samples: its partial dW^T (per group [kk, kg]) and dx. */
+/* One chunk's samples: its partial dW and dx. */
 static void conv_backward_chunk(const dlt_conv *s, const float *x, const float *w,
 				const float *dy, float *dx, float *slot, float *part, int ch)
 {
@@ -208,9 +281,9 @@ static void conv_backward_chunk(const dlt_conv *s, const float *x, const float *
 			col = slot;
 		}
 		for (int g = 0; g < s->groups; g++)
-			dlt_cpu_sgemm(0, 1, kk, kg, p, 1.0f, col + (size_t)g * kk * p, p,
-				      dyn + (size_t)g * kg * p, p, n == first ? 0.0f : 1.0f,
-				      part + (size_t)g * kk * kg, kg);
+			dlt_cpu_sgemm(0, 1, kg, kk, p, 1.0f, dyn + (size_t)g * kg * p, p,
+				      col + (size_t)g * kk * p, p, n == first ? 0.0f : 1.0f,
+				      part + (size_t)g * kg * kk, kk);
 		if (!dx)
 			continue;
 		if (conv_is_pointwise(s))
@@ -227,9 +300,8 @@ static void conv_backward_chunk(const dlt_conv *s, const float *x, const float *
 void dlt_cpu_conv_backward(const dlt_conv *s, const float *x, const float *w,
 			   const float *dy, float *dx, float *dw, float *db, float *work)
 {
-	int kg = s->k / s->groups, kk = s->c / s->groups * s->kh * s->kw;
 	int chunks = conv_chunks(s);
-	size_t wn = (size_t)s->k * kk;
+	size_t wn = (size_t)s->k * (s->c / s->groups) * s->kh * s->kw;
 	float *parts = work + chunks * conv_col_floats(s);
 
 	#pragma omp parallel for schedule(static)
@@ -237,16 +309,19 @@ void dlt_cpu_conv_backward(const dlt_conv *s, const float *x, const float *w,
 		conv_backward_chunk(s, x, w, dy, dx, work + ch * conv_col_floats(s),
 				    parts + ch * wn, ch);
 
-	/* dw[k][r] = the chunks' dW^T[r][k], added in chunk order */
+	/* dw = the chunks' partials added in chunk order, a block at a time */
 	#pragma omp parallel for schedule(static)
-	for (int k = 0; k < s->k; k++) {
-		const float *part = parts + (size_t)(k / kg) * kk * kg + k % kg;
-		for (int r = 0; r < kk; r++) {
-			double acc = 0.0;
-			for (int ch = 0; ch < chunks; ch++)
-				acc += part[ch * wn + (size_t)r * kg];
-			dw[(size_t)k * kk + r] = (float)acc;
+	for (size_t j0 = 0; j0 < wn; j0 += DW_BLOCK) {
+		double acc[DW_BLOCK] = { 0 };
+		size_t m = wn - j0 < DW_BLOCK ? wn - j0 : DW_BLOCK;
+		for (int ch = 0; ch < chunks; ch++) {
+			const float *part = parts + ch * wn + j0;
+			#pragma omp simd
+			for (size_t j = 0; j < m; j++)
+				acc[j] += part[j];
 		}
+		for (size_t j = 0; j < m; j++)
+			dw[j0 + j] = (float)acc[j];
 	}
 	if (db)
 		conv_bias_grad(s, dy, db);

@@ -73,6 +73,9 @@ static const conv_case convs[] = {
 	{ 1, 2, 4, 4, 3, 3, 3, 3, 3, 0, 0, 1, 1, 1, DLT_ACT_NONE, 0 },
 	{ 3, 2, 5, 6, 3, 3, 3, 2, 2, 3, 2, 1, 1, 1, DLT_ACT_RELU, 0 },
 	{ 7, 3, 6, 5, 4, 2, 2, 1, 1, 0, 1, 1, 1, 1, DLT_ACT_NONE, 0 },
+	{ 2, 3, 6, 7, 4, 3, 3, 1, 1, 0, 1, 1, 1, 1, DLT_ACT_NONE, 0 },
+	{ 2, 2, 4, 5, 3, 3, 3, 1, 1, 3, 1, 1, 1, 1, DLT_ACT_RELU, 0 },
+	{ 1, 2, 1, 9, 2, 1, 3, 1, 1, 0, 1, 1, 1, 1, DLT_ACT_NONE, 0 },
 	{ 2, 16, 9, 9, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, DLT_ACT_RELU, 0 },
 	{ 2, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_RELU, NO_DX },
 	{ 2, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_RELU, 0 },
@@ -710,7 +713,8 @@ int main(void)
 	for (size_t i = 0; i < sizeof(bns) / sizeof(bns[0]); i++)
 		test_bn_case(dlt_backend_cpu(), &bns[i]);
 	test_add(dlt_backend_cpu());
-	for (size_t i = 0; i < 13; i++)
+	/* all but the last three, the models' shapes, too big to difference */
+	for (size_t i = 0; i + 3 < sizeof(convs) / sizeof(convs[0]); i++)
 		test_conv_grad(&convs[i]);
 	for (size_t i = 1; i < sizeof(pools) / sizeof(pools[0]); i++)
 		test_pool_grad(&pools[i]);
