@@ -375,65 +375,12 @@ static int parse(dlt_archive *a)
 	return parse_records(a, index_off, count);
 }
 
-/* A pipe or a device cannot be mapped: its bytes are read from the
- * descriptor already open, as reopening a fifo would lose its writer. */
-static int read_fd(dlt_archive *a, int fd, const char *path)
-{
-	dlt_buf b = { 0 };
-	char chunk[65536];
-	ssize_t n;
-	int rc = 0;
-
-	while (rc == 0 && (n = read(fd, chunk, sizeof(chunk))) != 0) {
-		if (n > 0)
-			rc = dlt_buf_append(&b, chunk, n);
-		else if (errno != EINTR)
-			rc = dlt_error_errno(errno == EISDIR ? DLT_EINPUT : DLT_EIO, "%s", path);
-	}
-	if (rc == 0 && !b.data)
-		rc = dlt_buf_append(&b, "", 0);
-	if (rc < 0) {
-		dlt_buf_free(&b);
-		return rc;
-	}
-	a->mem = b.data;
-	a->size = b.len;
-	return 0;
-}
-
 static int open_file(dlt_archive *a, const char *path)
 {
-	struct stat st;
-	size_t n;
-	int fd, rc;
-
-	if (strcmp(path, "-") == 0)
-		return dlt_read_file("-", 0, &a->mem, &a->size);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return dlt_error_errno(errno == ENOENT || errno == EACCES || errno == ENOTDIR ?
-				       DLT_EINPUT : DLT_EIO, "%s", path);
-	if (fstat(fd, &st) != 0) {
-		rc = dlt_error_errno(DLT_EIO, "%s", path);
-		close(fd);
-		return rc;
-	}
-	/* files of /proc say they are empty and are not */
-	if (!S_ISREG(st.st_mode) || st.st_size == 0) {
-		rc = read_fd(a, fd, path);
-		close(fd);
-		return rc;
-	}
-	n = st.st_size;
-	a->map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
-	rc = a->map == MAP_FAILED ? dlt_error_errno(DLT_EIO, "%s: mmap", path) : 0;
-	close(fd);
-	if (rc < 0) {
-		a->map = NULL;
-		return rc;
-	}
-	a->base = a->map;
-	a->size = n;
-	return 0;
+	int rc = dlt_file_bytes(path, &a->map, &a->mem, &a->size);
+	if (rc == 0 && a->map)
+		a->base = a->map;
+	return rc;
 }
 
 static int archive_new(dlt_archive **ap, const char *path)

@@ -390,63 +390,9 @@ fail:
 	return rc;
 }
 
-static int read_fd(dlt_safetensors *st, int fd, const char *path)
-{
-	dlt_buf b = { 0 };
-	char chunk[65536];
-	ssize_t n;
-	int rc = 0;
-
-	while (rc == 0 && (n = read(fd, chunk, sizeof(chunk))) != 0) {
-		if (n > 0)
-			rc = dlt_buf_append(&b, chunk, n);
-		else if (errno != EINTR)
-			rc = dlt_error_errno(errno == EISDIR ? DLT_EINPUT : DLT_EIO, "%s", path);
-	}
-	if (rc == 0 && !b.data)
-		rc = dlt_buf_append(&b, "", 0);
-	if (rc < 0) {
-		dlt_buf_free(&b);
-		return rc;
-	}
-	st->mem = b.data;
-	st->size = b.len;
-	return 0;
-}
-
 static int open_file(dlt_safetensors *st, const char *path)
 {
-	struct stat sb;
-	int fd, rc;
-
-	if (strcmp(path, "-") == 0)
-		return read_fd(st, 0, "standard input");
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return dlt_error_errno(errno == ENOENT || errno == EACCES || errno == ENOTDIR ?
-				       DLT_EINPUT : DLT_EIO, "%s", path);
-	if (fstat(fd, &sb) != 0) {
-		rc = dlt_error_errno(DLT_EIO, "%s", path);
-		close(fd);
-		return rc;
-	}
-	if (S_ISDIR(sb.st_mode)) {
-		close(fd);
-		return dlt_error(DLT_EINPUT, "%s: Is a directory", path);
-	}
-	if (!S_ISREG(sb.st_mode) || sb.st_size == 0) {
-		rc = read_fd(st, fd, path);
-		close(fd);
-		return rc;
-	}
-	st->map = mmap(NULL, sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	rc = st->map == MAP_FAILED ? dlt_error_errno(DLT_EIO, "%s: mmap", path) : 0;
-	close(fd);
-	if (rc < 0) {
-		st->map = NULL;
-		return rc;
-	}
-	st->size = sb.st_size;
-	return 0;
+	return dlt_file_bytes(path, &st->map, &st->mem, &st->size);
 }
 
 static int finish_open(dlt_safetensors **out, dlt_safetensors *st)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -214,4 +215,64 @@ int dlt_mkdir_p(const char *path)
 	}
 	free(p);
 	return rc;
+}
+
+/* A pipe or a device cannot be mapped: its bytes are read from the
+ * descriptor already open, as reopening a fifo would lose its writer. */
+static int read_fd(int fd, const char *path, char **mem, size_t *size)
+{
+	dlt_buf b = { 0 };
+	char chunk[65536];
+	ssize_t n;
+	int rc = 0;
+
+	while (rc == 0 && (n = read(fd, chunk, sizeof(chunk))) != 0) {
+		if (n > 0)
+			rc = dlt_buf_append(&b, chunk, n);
+		else if (errno != EINTR)
+			rc = dlt_error_errno(errno == EISDIR ? DLT_EINPUT : DLT_EIO, "%s", path);
+	}
+	if (rc == 0 && !b.data)
+		rc = dlt_buf_append(&b, "", 0);
+	if (rc < 0) {
+		dlt_buf_free(&b);
+		return rc;
+	}
+	*mem = b.data;
+	*size = b.len;
+	return 0;
+}
+
+int dlt_file_bytes(const char *path, void **map, char **mem, size_t *size)
+{
+	struct stat st;
+	int fd, rc;
+
+	*map = NULL;
+	*mem = NULL;
+	if (strcmp(path, "-") == 0)
+		return dlt_read_file("-", 0, mem, size);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return dlt_error_errno(errno == ENOENT || errno == EACCES || errno == ENOTDIR ?
+				       DLT_EINPUT : DLT_EIO, "%s", path);
+	if (fstat(fd, &st) != 0) {
+		rc = dlt_error_errno(DLT_EIO, "%s", path);
+		close(fd);
+		return rc;
+	}
+	/* files of /proc say they are empty and are not */
+	if (!S_ISREG(st.st_mode) || st.st_size == 0) {
+		rc = read_fd(fd, path, mem, size);
+		close(fd);
+		return rc;
+	}
+	*map = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	rc = *map == MAP_FAILED ? dlt_error_errno(DLT_EIO, "%s: mmap", path) : 0;
+	close(fd);
+	if (rc < 0) {
+		*map = NULL;
+		return rc;
+	}
+	*size = st.st_size;
+	return 0;
 }
