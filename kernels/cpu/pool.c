@@ -7,27 +7,8 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/common/pool.h"
 #include "kernels/cpu/layers.h"
-
-/* A window clipped to the image, and its size with the padding (PyTorch's
- * divisor for average pooling: padding counts, nothing past it does). */
-typedef struct window {
-	int y0, y1, x0, x1, size;
-} window;
-
-static window pool_window(const dlt_pool *s, int oy, int ox)
-{
-	window r;
-	int y0 = oy * s->sh - s->ph, x0 = ox * s->sw - s->pw;
-	int y1 = y0 + s->kh < s->h + s->ph ? y0 + s->kh : s->h + s->ph;
-	int x1 = x0 + s->kw < s->w + s->pw ? x0 + s->kw : s->w + s->pw;
-	r.size = (y1 - y0) * (x1 - x0);
-	r.y0 = y0 < 0 ? 0 : y0;
-	r.x0 = x0 < 0 ? 0 : x0;
-	r.y1 = y1 < s->h ? y1 : s->h;
-	r.x1 = x1 < s->w ? x1 : s->w;
-	return r;
-}
 
 static int pool_is_2x2(const dlt_pool *s)
 {
@@ -68,7 +49,7 @@ static void maxpool_plane(const dlt_pool *s, const float *in, float *y, int32_t 
 {
 	for (int oy = 0; oy < s->oh; oy++) {
 		for (int ox = 0; ox < s->ow; ox++) {
-			window r = pool_window(s, oy, ox);
+			dlt_pool_window r = dlt_pool_window_at(s, oy, ox);
 			float best = -INFINITY;
 			int32_t at = r.y0 * s->w + r.x0;
 			for (int iy = r.y0; iy < r.y1; iy++) {
@@ -125,7 +106,7 @@ void dlt_cpu_avgpool_forward(const dlt_pool *s, const float *x, float *y)
 		const float *in = x + p * plane;
 		for (int oy = 0; oy < s->oh; oy++) {
 			for (int ox = 0; ox < s->ow; ox++) {
-				window r = pool_window(s, oy, ox);
+				dlt_pool_window r = dlt_pool_window_at(s, oy, ox);
 				double acc = 0.0;
 				for (int iy = r.y0; iy < r.y1; iy++)
 					for (int ix = r.x0; ix < r.x1; ix++)
@@ -145,7 +126,7 @@ void dlt_cpu_avgpool_backward(const dlt_pool *s, const float *dy, float *dx)
 		memset(d, 0, plane * sizeof(*d));
 		for (int oy = 0; oy < s->oh; oy++) {
 			for (int ox = 0; ox < s->ow; ox++) {
-				window r = pool_window(s, oy, ox);
+				dlt_pool_window r = dlt_pool_window_at(s, oy, ox);
 				float g = dy[p * out + oy * s->ow + ox] / r.size;
 				for (int iy = r.y0; iy < r.y1; iy++)
 					for (int ix = r.x0; ix < r.x1; ix++)

@@ -6,6 +6,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/common/math.h"
+#include "kernels/common/pool.h"
 #include "kernels/cpu/layers.h"
 
 /* x[n][c][iy][ix], 0 in the padding */
@@ -108,27 +109,6 @@ void dlt_ref_conv_backward(const dlt_conv *s, const float *x, const float *w,
 			conv_dx_at(s, w, dy, n, c, iy, ix);
 }
 
-/* A pooling window, clipped to the image: rows [y0, y1), columns [x0, x1). */
-typedef struct window {
-	int y0, y1, x0, x1;
-	int size;		/* with the padding, for average pooling */
-} window;
-
-/* PyTorch's: the divisor counts padding but nothing past it */
-static window pool_window(const dlt_pool *s, int oy, int ox)
-{
-	window r;
-	int y0 = oy * s->sh - s->ph, x0 = ox * s->sw - s->pw;
-	int y1 = y0 + s->kh < s->h + s->ph ? y0 + s->kh : s->h + s->ph;
-	int x1 = x0 + s->kw < s->w + s->pw ? x0 + s->kw : s->w + s->pw;
-	r.size = (y1 - y0) * (x1 - x0);
-	r.y0 = y0 < 0 ? 0 : y0;
-	r.x0 = x0 < 0 ? 0 : x0;
-	r.y1 = y1 < s->h ? y1 : s->h;
-	r.x1 = x1 < s->w ? x1 : s->w;
-	return r;
-}
-
 /* The first of equal maxima; a NaN wins (the last one), as in PyTorch. */
 void dlt_ref_maxpool_forward(const dlt_pool *s, const float *x, float *y, int32_t *arg)
 {
@@ -137,7 +117,7 @@ void dlt_ref_maxpool_forward(const dlt_pool *s, const float *x, float *y, int32_
 	for (int ox = 0; ox < s->ow; ox++) {
 		const float *in = x + (size_t)p * s->h * s->w;
 		size_t o = ((size_t)p * s->oh + oy) * s->ow + ox;
-		window r = pool_window(s, oy, ox);
+		dlt_pool_window r = dlt_pool_window_at(s, oy, ox);
 		float best = -INFINITY;
 		int32_t at = r.y0 * s->w + r.x0;
 		for (int iy = r.y0; iy < r.y1; iy++) {
@@ -170,7 +150,7 @@ void dlt_ref_avgpool_forward(const dlt_pool *s, const float *x, float *y)
 	for (int oy = 0; oy < s->oh; oy++)
 	for (int ox = 0; ox < s->ow; ox++) {
 		const float *in = x + (size_t)p * s->h * s->w;
-		window r = pool_window(s, oy, ox);
+		dlt_pool_window r = dlt_pool_window_at(s, oy, ox);
 		double acc = 0.0;
 		for (int iy = r.y0; iy < r.y1; iy++)
 			for (int ix = r.x0; ix < r.x1; ix++)
@@ -186,7 +166,7 @@ void dlt_ref_avgpool_backward(const dlt_pool *s, const float *dy, float *dx)
 	for (int p = 0; p < s->n * s->c; p++)
 	for (int oy = 0; oy < s->oh; oy++)
 	for (int ox = 0; ox < s->ow; ox++) {
-		window r = pool_window(s, oy, ox);
+		dlt_pool_window r = dlt_pool_window_at(s, oy, ox);
 		float g = dy[((size_t)p * s->oh + oy) * s->ow + ox] / r.size;
 		for (int iy = r.y0; iy < r.y1; iy++)
 			for (int ix = r.x0; ix < r.x1; ix++)
