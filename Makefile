@@ -11,7 +11,7 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lopenblas -lzstd -lyaml -lxxhash -lz)
 ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) -fno-math-errno -fopenmp -pthread -Ilib -I. $(PKG_CFLAGS) \
 	-DDLT_VERSION='"$(VERSION)"' -MMD -MP
-LDLIBS = $(PKG_LIBS) -fopenmp -pthread -lm
+LDLIBS = $(PKG_LIBS) $(CUDA_LIBS) -fopenmp -pthread -lm
 
 # make V=1 shows the commands
 V = 0
@@ -19,8 +19,31 @@ Q_0 = @
 Q = $(Q_$(V))
 say = $(if $(Q),@echo '  $(1) $@')
 
+# The CUDA backend (kernels/cuda/*.cu) is built wherever nvcc is found, and
+# the programs then link cudart, cuBLAS and cuDNN; they still run CPU
+# configs on a machine with no GPU or driver.  make CUDA=0 builds without.
+NVCC ?= $(shell command -v nvcc 2>/dev/null)
+CUDA_SRC = $(wildcard kernels/cuda/*.cu)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA ?= $(if $(and $(NVCC),$(CUDA_SRC)),1,0)
+
+# sm_80 (A100), sm_90 (H100), and PTX for the GPUs after them
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+	-gencode arch=compute_90,code=compute_90
+NVCCFLAGS ?= -O2 -g
+ALL_NVCCFLAGS = -std=c++17 $(CUDA_ARCH) $(NVCCFLAGS) -Werror all-warnings \
+	-Xcompiler -Wall,-Wextra,-Wno-unused-parameter -Ilib -I. -MMD -MP
+ifeq ($(CUDA),1)
+CUDA_OBJ = $(CUDA_SRC:%.cu=build/%.o)
+CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublasLt -lcublas \
+	-lcudart_static -ldl -lrt -lstdc++
+else
+CUDA_OBJ = build/kernels/nocuda.o
+CUDA_LIBS =
+endif
+
 LIB_SRC = $(wildcard lib/*/*.c kernels/cpu/*.c)
-LIB_OBJ = $(LIB_SRC:%.c=build/%.o)
+LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(CUDA_OBJ)
 PROGS = $(patsubst cmd/%.c,bin/%,$(wildcard cmd/dlt-*.c))
 UNIT = $(patsubst test/unit/%.c,build/test/%,$(wildcard test/unit/test-*.c))
 
@@ -30,6 +53,11 @@ build/%.o: %.c
 	@mkdir -p $(@D)
 	$(call say,CC)
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+build/%.o: %.cu
+	@mkdir -p $(@D)
+	$(call say,NVCC)
+	$(Q)$(NVCC) $(ALL_NVCCFLAGS) -c -o $@ $<
 
 build/libdlt.a: $(LIB_OBJ)
 	@rm -f $@

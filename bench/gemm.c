@@ -139,10 +139,10 @@ static double time_gemm(int kind, const shape *s, const float *A, const float *B
 {
 	int lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
 	double best = 1e30, spent = 0.0, flops = 2.0 * s->m * s->n * s->k;
-	dlt_cpu_sgemm_kind(kind, s->ta, s->tb, s->m, s->n, s->k, 1.0f, A, lda, B, ldb, 0.0f, C, s->n);
+	dlt_cpu_sgemm_kind(kind, DLT_PREC_F32, s->ta, s->tb, s->m, s->n, s->k, 1.0f, A, lda, B, ldb, 0.0f, C, s->n);
 	for (int rep = 0; rep < 1000 && (rep < 3 || spent < 0.15); rep++) {
 		double t = now();
-		dlt_cpu_sgemm_kind(kind, s->ta, s->tb, s->m, s->n, s->k, 1.0f, A, lda, B, ldb, 0.0f, C,
+		dlt_cpu_sgemm_kind(kind, DLT_PREC_F32, s->ta, s->tb, s->m, s->n, s->k, 1.0f, A, lda, B, ldb, 0.0f, C,
 				   s->n);
 		t = now() - t;
 		spent += t;

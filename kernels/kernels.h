@@ -1,11 +1,18 @@
 /* kernels: compute behind one dispatch table per backend (as ggml's
  * backend struct).  lib/nn calls the table, never a backend directly.
- * All tensors are f32, row-major, contiguous. */
+ * All tensors are f32, row-major, contiguous, in the backend's memory
+ * (alloc): host memory on the CPU, device memory on a GPU. */
 #ifndef DLT_KERNELS_H
 #define DLT_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* The precision of the matrix products (train.precision): their inputs are
+ * rounded to it and summed in f32; the model rounds their outputs to it
+ * too (round), so activations hold only values of that type.  Rounding
+ * to fp16 overflows to inf as fp16 does: loss scaling sees it. */
+enum dlt_prec { DLT_PREC_F32 = 0, DLT_PREC_BF16, DLT_PREC_F16 };
 
 enum dlt_act { DLT_ACT_NONE = 0, DLT_ACT_RELU, DLT_ACT_LEAKY_RELU, DLT_ACT_GELU,
 	       DLT_ACT_TANH, DLT_ACT_SIGMOID };
@@ -34,8 +41,21 @@ typedef struct dlt_pool {
 
 typedef struct dlt_backend {
 	const char *name;
-	/* C = alpha * op(A) * op(B) + beta * C, row-major, op = transpose when tX */
-	void (*gemm)(int tA, int tB, int M, int N, int K, float alpha,
+	/* Memory the kernels work on.  host: it is the host's own (the CPU),
+	 * so the model skips its host mirror.  alloc returns zeroed memory or
+	 * NULL; upload and download copy between it and host memory and
+	 * return when done; copy and zero work within it. */
+	int host;
+	void *(*alloc)(size_t bytes);
+	void (*free)(void *p);
+	void (*upload)(void *dst, const void *src, size_t bytes);
+	void (*download)(void *dst, const void *src, size_t bytes);
+	void (*copy)(void *dst, const void *src, size_t bytes);
+	void (*zero)(void *p, size_t bytes);
+
+	/* C = alpha * op(A) * op(B) + beta * C, row-major, op = transpose when
+	 * tX; A and B rounded to prec (enum dlt_prec) */
+	void (*gemm)(int prec, int tA, int tB, int M, int N, int K, float alpha,
 		     const float *A, int lda, const float *B, int ldb,
 		     float beta, float *C, int ldc);
 	/* y[r][c] = act(y[r][c] + bias[c]) in place; bias may be NULL */
@@ -67,11 +87,11 @@ typedef struct dlt_backend {
 	 * (the model plans it once, with the other buffers). */
 	size_t (*conv_workspace)(const dlt_conv *s);
 	/* y = act(conv(x, w) + b); b may be NULL */
-	void (*conv_forward)(const dlt_conv *s, const float *x, const float *w, const float *b,
+	void (*conv_forward)(int prec, const dlt_conv *s, const float *x, const float *w, const float *b,
 			     float *y, int act, float slope, float *work);
 	/* From dy (the gradient of the conv's output, before any activation):
 	 * dw and db are overwritten, not accumulated; db and dx may be NULL. */
-	void (*conv_backward)(const dlt_conv *s, const float *x, const float *w, const float *dy,
+	void (*conv_backward)(int prec, const dlt_conv *s, const float *x, const float *w, const float *dy,
 			      float *dx, float *dw, float *db, float *work);
 	/* Max pooling keeps, per output, the index of its input within the
 	 * [h, w] plane (the first of equal maxima; padding never wins). */
@@ -95,9 +115,18 @@ typedef struct dlt_backend {
 				   const float *gamma, const float *mean, const float *invstd,
 				   float *dx, float *dgamma, float *dbeta);
 	void (*add)(const float *a, const float *b, float *y, size_t n);	/* y = a + b */
+	void (*scale)(float *x, size_t n, float s);			/* x *= s */
+	/* x rounded in place to the nearest value of prec, ties to even */
+	void (*round)(float *x, size_t n, int prec);
+	/* How many of x are inf or NaN (fp16 loss scaling skips such steps). */
+	size_t (*nonfinite)(const float *x, size_t n);
 } dlt_backend;
 
 const dlt_backend *dlt_backend_cpu(void);
+/* CUDA device `device`, made current for this process (one device per
+ * process; data parallelism runs a process per GPU).  NULL when there is
+ * none, with the driver's reason in why. */
+const dlt_backend *dlt_backend_cuda(int device, char *why, size_t n);
 /* The plain C reference of every kernel: what the fast ones are tested against. */
 const dlt_backend *dlt_backend_ref(void);
 

@@ -7,9 +7,61 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "philox.h"		/* defines DLT_HD */
 #include "../kernels.h"		/* enum dlt_act */
+
+/* A float's bits and back, as memcpy: the one type pun that C and CUDA
+ * both define. */
+DLT_HD static inline uint32_t dlt_f32_bits(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, sizeof(u));
+	return u;
+}
+
+DLT_HD static inline float dlt_bits_f32(uint32_t u)
+{
+	float x;
+	memcpy(&x, &u, sizeof(x));
+	return x;
+}
+
+/* x rounded to the nearest bfloat16 (8 bits of significand), ties to
+ * even, as a float.  Infinities stay; a NaN stays a NaN (its payload's
+ * low bits are cleared, the quiet bit set so it cannot become inf). */
+DLT_HD static inline float dlt_round_bf16(float x)
+{
+	uint32_t u = dlt_f32_bits(x);
+	uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+	uint32_t nan = (u & 0xffff0000u) | 0x00400000u;
+	return dlt_bits_f32((u & 0x7fffffffu) > 0x7f800000u ? nan : r);
+}
+
+/* x rounded to the nearest IEEE half (11 bits of significand, exponents
+ * -14 to 15, subnormals down to 2^-24), ties to even, as a float.  From
+ * 65520 up it is inf, as a conversion to half gives: the overflow that
+ * fp16 loss scaling must see. */
+DLT_HD static inline float dlt_round_f16(float x)
+{
+	uint32_t u = dlt_f32_bits(x), sign = u & 0x80000000u, a = u ^ sign;
+	uint32_t normal = (a + 0xfffu + ((a >> 13) & 1u)) & 0xffffe000u;
+	/* below 2^-14 the step is 2^-24 whatever the exponent: adding and
+	 * taking away 2^-24 * 2^23 (0.5) rounds to it, ties to even */
+	float f = dlt_bits_f32(a);
+	float sub = (f + 0.5f) - 0.5f;
+	uint32_t r = a < 0x38800000u ? dlt_f32_bits(sub) : normal;
+	r = a >= 0x477ff000u ? 0x7f800000u : r;
+	r = a > 0x7f800000u ? a | 0x00400000u : r;
+	return dlt_bits_f32(sign | r);
+}
+
+DLT_HD static inline float dlt_round_prec(float x, int prec)
+{
+	return prec == DLT_PREC_BF16 ? dlt_round_bf16(x)
+	     : prec == DLT_PREC_F16 ? dlt_round_f16(x) : x;
+}
 
 /* Activations, forward and backward (dy times the derivative).  Choices
  * pick between values and the arithmetic is done on what was picked: a

@@ -220,7 +220,7 @@ size_t dlt_cpu_conv_workspace(const dlt_conv *s)
 	return (size_t)conv_chunks(s) * (conv_col_floats(s) + wn);
 }
 
-void dlt_cpu_conv_forward(const dlt_conv *s, const float *x, const float *w, const float *b,
+void dlt_cpu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w, const float *b,
 			  float *y, int act, float slope, float *work)
 {
 	int kg = s->k / s->groups, kk = s->c / s->groups * s->kh * s->kw;
@@ -237,7 +237,7 @@ void dlt_cpu_conv_forward(const dlt_conv *s, const float *x, const float *w, con
 				col = slot;
 			}
 			for (int g = 0; g < s->groups; g++)
-				dlt_cpu_sgemm(0, 0, kg, p, kk, 1.0f, w + (size_t)g * kg * kk, kk,
+				dlt_cpu_sgemm(prec, 0, 0, kg, p, kk, 1.0f, w + (size_t)g * kg * kk, kk,
 					      col + (size_t)g * kk * p, p, 0.0f,
 					      yn + (size_t)g * kg * p, p);
 			for (int k = 0; k < s->k; k++)
@@ -266,7 +266,7 @@ static void conv_bias_grad(const dlt_conv *s, const float *dy, float *db)
 }
 
 /* One chunk's samples: its partial dW and dx. */
-static void conv_backward_chunk(const dlt_conv *s, const float *x, const float *w,
+static void conv_backward_chunk(int prec, const dlt_conv *s, const float *x, const float *w,
 				const float *dy, float *dx, float *slot, float *part, int ch)
 {
 	int kg = s->k / s->groups, kk = s->c / s->groups * s->kh * s->kw;
@@ -281,7 +281,7 @@ static void conv_backward_chunk(const dlt_conv *s, const float *x, const float *
 			col = slot;
 		}
 		for (int g = 0; g < s->groups; g++)
-			dlt_cpu_sgemm(0, 1, kg, kk, p, 1.0f, dyn + (size_t)g * kg * p, p,
+			dlt_cpu_sgemm(prec, 0, 1, kg, kk, p, 1.0f, dyn + (size_t)g * kg * p, p,
 				      col + (size_t)g * kk * p, p, n == first ? 0.0f : 1.0f,
 				      part + (size_t)g * kg * kk, kk);
 		if (!dx)
@@ -289,7 +289,7 @@ static void conv_backward_chunk(const dlt_conv *s, const float *x, const float *
 		if (conv_is_pointwise(s))
 			dcol = dxn;
 		for (int g = 0; g < s->groups; g++)
-			dlt_cpu_sgemm(1, 0, kk, p, kg, 1.0f, w + (size_t)g * kg * kk, kk,
+			dlt_cpu_sgemm(prec, 1, 0, kk, p, kg, 1.0f, w + (size_t)g * kg * kk, kk,
 				      dyn + (size_t)g * kg * p, p, 0.0f, dcol + (size_t)g * kk * p,
 				      p);
 		if (!conv_is_pointwise(s))
@@ -297,7 +297,7 @@ static void conv_backward_chunk(const dlt_conv *s, const float *x, const float *
 	}
 }
 
-void dlt_cpu_conv_backward(const dlt_conv *s, const float *x, const float *w,
+void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *w,
 			   const float *dy, float *dx, float *dw, float *db, float *work)
 {
 	int chunks = conv_chunks(s);
@@ -306,7 +306,7 @@ void dlt_cpu_conv_backward(const dlt_conv *s, const float *x, const float *w,
 
 	#pragma omp parallel for schedule(static)
 	for (int ch = 0; ch < chunks; ch++)
-		conv_backward_chunk(s, x, w, dy, dx, work + ch * conv_col_floats(s),
+		conv_backward_chunk(prec, s, x, w, dy, dx, work + ch * conv_col_floats(s),
 				    parts + ch * wn, ch);
 
 	/* dw = the chunks' partials added in chunk order, a block at a time */

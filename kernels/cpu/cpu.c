@@ -255,8 +255,38 @@ static void cpu_sgd(float *w, const float *g, float *buf, size_t n, float lr, fl
 					first);
 }
 
+static void cpu_scale(float *x, size_t n, float s)
+{
+	#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+	for (size_t i = 0; i < n; i++)
+		x[i] *= s;
+}
+
+static void cpu_round(float *x, size_t n, int prec)
+{
+	#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+	for (size_t i = 0; i < n; i++)
+		x[i] = dlt_round_prec(x[i], prec);
+}
+
+static size_t cpu_nonfinite(const float *x, size_t n)
+{
+	size_t bad = 0;
+	#pragma omp parallel for simd schedule(static) reduction(+:bad) if (n >= PAR_MIN)
+	for (size_t i = 0; i < n; i++)
+		bad += !isfinite(x[i]);
+	return bad;
+}
+
 static const dlt_backend cpu_backend = {
 	.name = "cpu",
+	.host = 1,
+	.alloc = dlt_host_alloc,
+	.free = dlt_host_free,
+	.upload = dlt_host_copy,
+	.download = dlt_host_copy,
+	.copy = dlt_host_copy,
+	.zero = dlt_host_zero,
 	.gemm = dlt_cpu_sgemm,
 	.bias_act = cpu_bias_act,
 	.act_forward = cpu_act_forward,
@@ -278,6 +308,9 @@ static const dlt_backend cpu_backend = {
 	.batchnorm_eval = dlt_cpu_batchnorm_eval,
 	.batchnorm_backward = dlt_cpu_batchnorm_backward,
 	.add = dlt_cpu_add,
+	.scale = cpu_scale,
+	.round = cpu_round,
+	.nonfinite = cpu_nonfinite,
 };
 
 const dlt_backend *dlt_backend_cpu(void)

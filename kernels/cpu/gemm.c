@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/common/math.h"
 #include "kernels/cpu/gemm.h"
 
 /* KC x NR of B (18 KiB for AVX2, 36 KiB for AVX-512) fits L1 next to an A
@@ -452,7 +453,19 @@ typedef struct gemm_args {
 	float *C;
 	int lda, ldb;
 	long ldc, cs;		/* C's element (i, j) is C[i ldc + j cs] */
+	int prec;		/* enum dlt_prec: A and B are rounded to it */
 } gemm_args;
+
+/* bf16 or fp16 inputs: the packed panels are rounded, so the micro-
+ * kernels and the order of the sums stay those of f32. */
+static void round_panel(float *p, size_t n, int prec)
+{
+	if (prec == DLT_PREC_F32)
+		return;
+	#pragma omp simd
+	for (size_t i = 0; i < n; i++)
+		p[i] = dlt_round_prec(p[i], prec);
+}
 
 /* K in equal slices of at most KC (a multiple of 8 but the last): 288
  * is 144 + 144, not 256 + 32 and a pass over C for 32 multiply-adds. */
@@ -477,7 +490,8 @@ static void gemm_unpacked(const gemm_args *g, int i0, int i1, int j0, int j1)
 							: g->A[(size_t)i * g->lda + k];
 					float b = g->tB ? g->B[(size_t)j * g->ldb + k]
 							: g->B[(size_t)k * g->ldb + j];
-					acc = fmaf(a, b, acc);
+					acc = fmaf(dlt_round_prec(a, g->prec),
+						   dlt_round_prec(b, g->prec), acc);
 				}
 				*c = update(acc, c, g->alpha, g->beta,
 					    pc ? UPD_ADD : g->beta == 0.0f ? UPD_ZERO : UPD_BETA);
@@ -504,9 +518,11 @@ static void gemm_block(const impl *im, const gemm_args *g, int i0, int i1, int j
 			int kc = min_i(kcmax, g->K - pc);
 			int upd = pc ? UPD_ADD : g->beta == 0.0f ? UPD_ZERO : UPD_BETA;
 			pack_b(nr, simd, g->tB, g->B, g->ldb, pc, kc, jc, nc, bp);
+			round_panel(bp, round_up(nc, nr) * kc, g->prec);
 			for (int ic = i0; ic < i1; ic += MC) {
 				int mc = min_i(MC, i1 - ic);
 				pack_a(mr, simd, g->tA, g->A, g->lda, ic, mc, pc, kc, ap);
+				round_panel(ap, round_up(mc, mr) * kc, g->prec);
 				for (int jr = 0; jr < nc; jr += nr) {
 					float *c = g->C + ic * g->ldc + (jc + jr) * g->cs;
 					for (int ir = 0; ir < mc; ir += mr)
@@ -564,7 +580,7 @@ static void gemm_ours(const impl *im, const gemm_args *g0)
 	 * logits).  Each element gets the same products in the same order,
 	 * so the same bits. */
 	gemm_args gt = { !g0->tB, !g0->tA, g0->N, g0->M, g0->K, g0->alpha, g0->beta, g0->B,
-			 g0->A, g0->C, g0->ldb, g0->lda, g0->cs, g0->ldc };
+			 g0->A, g0->C, g0->ldb, g0->lda, g0->cs, g0->ldc, g0->prec };
 	const gemm_args *g = g0->N < im->nr &&
 		tile_use(g0->N, g0->M, im->mr, im->nr) > 1.2 * tile_use(g0->M, g0->N, im->mr, im->nr)
 		? &gt : g0;
@@ -642,15 +658,16 @@ int dlt_cpu_gemm_supported(int kind)
 	return kind >= 0 && kind < DLT_GEMM_KINDS && supported[kind];
 }
 
-void dlt_cpu_sgemm_kind(int kind, int tA, int tB, int M, int N, int K, float alpha,
+void dlt_cpu_sgemm_kind(int kind, int prec, int tA, int tB, int M, int N, int K, float alpha,
 			const float *A, int lda, const float *B, int ldb,
 			float beta, float *C, int ldc)
 {
-	gemm_args g = { tA, tB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1 };
+	gemm_args g = { tA, tB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, prec };
 	pthread_once(&once, init);
 	if (M <= 0 || N <= 0)
 		return;
-	if (kind == DLT_GEMM_OPENBLAS) {
+	/* OpenBLAS cannot round its inputs: ours runs for bf16 and fp16 */
+	if (kind == DLT_GEMM_OPENBLAS && prec == DLT_PREC_F32) {
 		cblas_sgemm(CblasRowMajor, tA ? CblasTrans : CblasNoTrans,
 			    tB ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
 			    ldc);
@@ -665,10 +682,10 @@ void dlt_cpu_sgemm_kind(int kind, int tA, int tB, int M, int N, int K, float alp
 	gemm_ours(&impls[kind], &g);
 }
 
-void dlt_cpu_sgemm(int tA, int tB, int M, int N, int K, float alpha,
+void dlt_cpu_sgemm(int prec, int tA, int tB, int M, int N, int K, float alpha,
 		   const float *A, int lda, const float *B, int ldb,
 		   float beta, float *C, int ldc)
 {
-	dlt_cpu_sgemm_kind(dlt_cpu_gemm_kind(), tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C,
-			   ldc);
+	dlt_cpu_sgemm_kind(dlt_cpu_gemm_kind(), prec, tA, tB, M, N, K, alpha, A, lda, B, ldb,
+			   beta, C, ldc);
 }

@@ -1,5 +1,5 @@
 /* The CPU's single-precision GEMM, row-major, as the backend table's gemm:
- * C = alpha * op(A) * op(B) + beta * C.  Called outside a parallel region
+ * C = alpha * op(A) * op(B) + beta * C, A and B rounded to prec.  Called outside a parallel region
  * it uses the backend's threads; inside one (a conv kernel's per-sample
  * loop) it runs on the calling thread alone.  The same inputs give the
  * same bits for the same thread count.
@@ -12,7 +12,9 @@
 #ifndef DLT_CPU_GEMM_H
 #define DLT_CPU_GEMM_H
 
-void dlt_cpu_sgemm(int tA, int tB, int M, int N, int K, float alpha,
+#include "kernels/kernels.h"	/* enum dlt_prec */
+
+void dlt_cpu_sgemm(int prec, int tA, int tB, int M, int N, int K, float alpha,
 		   const float *A, int lda, const float *B, int ldb,
 		   float beta, float *C, int ldc);
 
@@ -32,8 +34,9 @@ const char *dlt_cpu_gemm_kind_name(int kind);
 /* Whether this CPU can run the kind. */
 int dlt_cpu_gemm_supported(int kind);
 /* dlt_cpu_sgemm with the given kind; a kind the CPU cannot run runs the
- * best of ours that it can. */
-void dlt_cpu_sgemm_kind(int kind, int tA, int tB, int M, int N, int K, float alpha,
+ * best of ours that it can, and so does openblas for a prec (enum
+ * dlt_prec) other than f32: ours rounds A and B as it packs them. */
+void dlt_cpu_sgemm_kind(int kind, int prec, int tA, int tB, int M, int N, int K, float alpha,
 			const float *A, int lda, const float *B, int ldb,
 			float beta, float *C, int ldc);
 

@@ -1,4 +1,4 @@
-/* The layers of convolutional networks on the CPU: convolution, pooling,
+/* Host memory and the layers of convolutional networks on the CPU: convolution, pooling,
  * batch normalisation and the residual add, each fast (conv.c, pool.c,
  * norm.c: OpenMP, GEMM) and as a plain reference (ref_layers.c).  The
  * semantics are those of the backend table's entries (kernels.h), which
@@ -11,10 +11,16 @@
 
 #include "kernels/kernels.h"
 
+/* host.c: the table's memory entries for both */
+void *dlt_host_alloc(size_t bytes);
+void dlt_host_free(void *p);
+void dlt_host_copy(void *dst, const void *src, size_t bytes);
+void dlt_host_zero(void *p, size_t bytes);
+
 size_t dlt_cpu_conv_workspace(const dlt_conv *s);
-void dlt_cpu_conv_forward(const dlt_conv *s, const float *x, const float *w, const float *b,
-			  float *y, int act, float slope, float *work);
-void dlt_cpu_conv_backward(const dlt_conv *s, const float *x, const float *w,
+void dlt_cpu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w,
+			  const float *b, float *y, int act, float slope, float *work);
+void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *w,
 			   const float *dy, float *dx, float *dw, float *db, float *work);
 void dlt_cpu_maxpool_forward(const dlt_pool *s, const float *x, float *y, int32_t *arg);
 void dlt_cpu_maxpool_backward(const dlt_pool *s, const float *dy, const int32_t *arg,
@@ -33,9 +39,9 @@ void dlt_cpu_batchnorm_backward(int n, int c, int hw, const float *x, const floa
 void dlt_cpu_add(const float *a, const float *b, float *y, size_t n);
 
 size_t dlt_ref_conv_workspace(const dlt_conv *s);
-void dlt_ref_conv_forward(const dlt_conv *s, const float *x, const float *w, const float *b,
-			  float *y, int act, float slope, float *work);
-void dlt_ref_conv_backward(const dlt_conv *s, const float *x, const float *w,
+void dlt_ref_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w,
+			  const float *b, float *y, int act, float slope, float *work);
+void dlt_ref_conv_backward(int prec, const dlt_conv *s, const float *x, const float *w,
 			   const float *dy, float *dx, float *dw, float *db, float *work);
 void dlt_ref_maxpool_forward(const dlt_pool *s, const float *x, float *y, int32_t *arg);
 void dlt_ref_maxpool_backward(const dlt_pool *s, const float *dy, const int32_t *arg,

@@ -6,7 +6,7 @@
 #include "kernels/common/math.h"
 #include "kernels/cpu/layers.h"
 
-static void ref_gemm(int tA, int tB, int M, int N, int K, float alpha,
+static void ref_gemm(int prec, int tA, int tB, int M, int N, int K, float alpha,
 		     const float *A, int lda, const float *B, int ldb,
 		     float beta, float *C, int ldc)
 {
@@ -16,7 +16,7 @@ static void ref_gemm(int tA, int tB, int M, int N, int K, float alpha,
 			for (int k = 0; k < K; k++) {
 				float a = tA ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
 				float b = tB ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
-				s += (double)a * b;
+				s += (double)dlt_round_prec(a, prec) * dlt_round_prec(b, prec);
 			}
 			/* beta == 0 ignores C, as BLAS does: it may hold garbage */
 			float *c = &C[(size_t)i * ldc + j];
@@ -113,8 +113,35 @@ static void ref_sgd(float *w, const float *g, float *buf, size_t n, float lr, fl
 	}
 }
 
+static void ref_scale(float *x, size_t n, float s)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] *= s;
+}
+
+static void ref_round(float *x, size_t n, int prec)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = dlt_round_prec(x[i], prec);
+}
+
+static size_t ref_nonfinite(const float *x, size_t n)
+{
+	size_t bad = 0;
+	for (size_t i = 0; i < n; i++)
+		bad += !isfinite(x[i]);
+	return bad;
+}
+
 static const dlt_backend ref_backend = {
 	.name = "ref",
+	.host = 1,
+	.alloc = dlt_host_alloc,
+	.free = dlt_host_free,
+	.upload = dlt_host_copy,
+	.download = dlt_host_copy,
+	.copy = dlt_host_copy,
+	.zero = dlt_host_zero,
 	.gemm = ref_gemm,
 	.bias_act = ref_bias_act,
 	.act_forward = ref_act_forward,
@@ -136,6 +163,9 @@ static const dlt_backend ref_backend = {
 	.batchnorm_eval = dlt_ref_batchnorm_eval,
 	.batchnorm_backward = dlt_ref_batchnorm_backward,
 	.add = dlt_ref_add,
+	.scale = ref_scale,
+	.round = ref_round,
+	.nonfinite = ref_nonfinite,
 };
 
 const dlt_backend *dlt_backend_ref(void)

@@ -32,7 +32,7 @@ size_t dlt_ref_conv_workspace(const dlt_conv *s)
 	return 0;
 }
 
-void dlt_ref_conv_forward(const dlt_conv *s, const float *x, const float *w, const float *b,
+void dlt_ref_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w, const float *b,
 			  float *y, int act, float slope, float *work)
 {
 	int cg = s->c / s->groups, kg = s->k / s->groups;
@@ -46,8 +46,8 @@ void dlt_ref_conv_forward(const dlt_conv *s, const float *x, const float *w, con
 		for (int kx = 0; kx < s->kw; kx++) {
 			int iy = oy * s->sh - s->ph + ky * s->dh;
 			int ix = ox * s->sw - s->pw + kx * s->dw;
-			acc += (double)w[conv_w_at(s, k, ci, ky, kx)] *
-			       conv_in(s, x, n, k / kg * cg + ci, iy, ix);
+			acc += (double)dlt_round_prec(w[conv_w_at(s, k, ci, ky, kx)], prec) *
+			       dlt_round_prec(conv_in(s, x, n, k / kg * cg + ci, iy, ix), prec);
 		}
 		y[conv_y_at(s, n, k, oy, ox)] = dlt_act((float)acc + (b ? b[k] : 0.0f), act,
 							 slope);
@@ -55,8 +55,8 @@ void dlt_ref_conv_forward(const dlt_conv *s, const float *x, const float *w, con
 }
 
 /* dx by gathering, for each input, the outputs whose window holds it */
-static float conv_dx_at(const dlt_conv *s, const float *w, const float *dy, int n, int c,
-			int iy, int ix)
+static float conv_dx_at(int prec, const dlt_conv *s, const float *w, const float *dy, int n,
+			int c, int iy, int ix)
 {
 	int cg = s->c / s->groups, kg = s->k / s->groups, g = c / cg;
 	double acc = 0.0;
@@ -67,13 +67,13 @@ static float conv_dx_at(const dlt_conv *s, const float *w, const float *dy, int 
 		int oy = ty / s->sh, ox = tx / s->sw;
 		if (ty < 0 || tx < 0 || ty % s->sh || tx % s->sw || oy >= s->oh || ox >= s->ow)
 			continue;
-		acc += (double)w[conv_w_at(s, k, c - g * cg, ky, kx)] *
-		       dy[conv_y_at(s, n, k, oy, ox)];
+		acc += (double)dlt_round_prec(w[conv_w_at(s, k, c - g * cg, ky, kx)], prec) *
+		       dlt_round_prec(dy[conv_y_at(s, n, k, oy, ox)], prec);
 	}
 	return (float)acc;
 }
 
-void dlt_ref_conv_backward(const dlt_conv *s, const float *x, const float *w,
+void dlt_ref_conv_backward(int prec, const dlt_conv *s, const float *x, const float *w,
 			   const float *dy, float *dx, float *dw, float *db, float *work)
 {
 	int cg = s->c / s->groups, kg = s->k / s->groups;
@@ -94,8 +94,8 @@ void dlt_ref_conv_backward(const dlt_conv *s, const float *x, const float *w,
 		for (int ox = 0; ox < s->ow; ox++) {
 			int iy = oy * s->sh - s->ph + ky * s->dh;
 			int ix = ox * s->sw - s->pw + kx * s->dw;
-			acc += (double)dy[conv_y_at(s, n, k, oy, ox)] *
-			       conv_in(s, x, n, k / kg * cg + ci, iy, ix);
+			acc += (double)dlt_round_prec(dy[conv_y_at(s, n, k, oy, ox)], prec) *
+			       dlt_round_prec(conv_in(s, x, n, k / kg * cg + ci, iy, ix), prec);
 		}
 		dw[conv_w_at(s, k, ci, ky, kx)] = (float)acc;
 	}
@@ -106,7 +106,7 @@ void dlt_ref_conv_backward(const dlt_conv *s, const float *x, const float *w,
 	for (int iy = 0; iy < s->h; iy++)
 	for (int ix = 0; ix < s->w; ix++)
 		dx[(((size_t)n * s->c + c) * s->h + iy) * s->w + ix] =
-			conv_dx_at(s, w, dy, n, c, iy, ix);
+			conv_dx_at(prec, s, w, dy, n, c, iy, ix);
 }
 
 /* The first of equal maxima; a NaN wins (the last one), as in PyTorch. */

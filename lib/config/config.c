@@ -6,6 +6,7 @@
  * ("key:", "key: ~") is the same as an absent key: the default. */
 #include "config/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -679,12 +680,12 @@ static int parse_precision(const dlt_node *train, dlt_config *c)
 
 	strcpy(c->train.precision, "fp32");
 	DLT_TRY(get_str(train, "train", "precision", "a precision", &s));
-	if (!s || !strcmp(s, "fp32"))
+	if (!s)
 		goto fail;
-	if (!strcmp(s, "bf16") || !strcmp(s, "fp16"))
-		rc = bad(n, "train.precision", "'%s' is not supported yet (fp32)", s);
+	if (!strcmp(s, "fp32") || !strcmp(s, "bf16") || !strcmp(s, "fp16"))
+		strcpy(c->train.precision, s);
 	else
-		rc = bad(n, "train.precision", "unknown precision '%.64s' (fp32)", s);
+		rc = bad(n, "train.precision", "unknown precision '%.64s' (fp32, bf16, fp16)", s);
 fail:
 	free(s);
 	return rc;
@@ -837,9 +838,37 @@ fail:
 	return rc;
 }
 
+/* device: cpu (default), cuda (the first GPU) or cuda:N */
+static int parse_device(const dlt_node *root, dlt_config *c)
+{
+	const dlt_node *n = get(root, "device");
+	char *s = NULL, *end;
+	long v;
+	int rc;
+
+	c->device = -1;
+	DLT_TRY(get_str(root, "", "device", "a device", &s));
+	if (!s || !strcmp(s, "cpu"))
+		goto fail;
+	if (!strcmp(s, "cuda")) {
+		c->device = 0;
+		goto fail;
+	}
+	errno = 0;
+	if (strncmp(s, "cuda:", 5) || !isdigit((unsigned char)s[5]) ||
+	    (v = strtol(s + 5, &end, 10), *end) || errno || v > 1023)
+		rc = bad(n, "device", "unknown device '%.64s' (cpu, cuda, cuda:N)", s);
+	else
+		c->device = (int)v;
+fail:
+	free(s);
+	return rc;
+}
+
 static int from_tree(dlt_config *c, const dlt_node *root)
 {
-	static const char *const keys[] = { "data", "model", "train", "checkpoint", NULL };
+	static const char *const keys[] = { "data", "model", "train", "checkpoint", "device",
+					    NULL };
 	int rc;
 
 	if (is_null(root))
@@ -851,6 +880,7 @@ static int from_tree(dlt_config *c, const dlt_node *root)
 	DLT_TRY(parse_model(root, c));
 	DLT_TRY(parse_train(root, c));
 	DLT_TRY(parse_ckpt(root, c));
+	DLT_TRY(parse_device(root, c));
 fail:
 	return rc;
 }

@@ -123,7 +123,7 @@ typedef struct dlt_config {
 		long long seed;		/* default 0 */
 		int threads;		/* 0: DLT_THREADS / OMP_NUM_THREADS / cores */
 		int log_every;		/* steps between train records, default 100 */
-		char precision[8];	/* "fp32" */
+		char precision[8];	/* "fp32" (default), "bf16", "fp16" */
 		dlt_optim_cfg optim;
 		dlt_sched_cfg sched;
 	} train;
@@ -137,6 +137,7 @@ typedef struct dlt_config {
 		int best_max;		/* mode: 1 max, 0 min; default max for
 					 * *.acc, min for *.loss */
 	} ckpt;
+	int device;		/* -1: cpu (default); N: cuda:N */
 } dlt_config;
 
 enum dlt_ckpt_every { DLT_CKPT_EPOCH = 1, DLT_CKPT_STEPS, DLT_CKPT_SECONDS };

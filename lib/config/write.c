@@ -253,5 +253,9 @@ int dlt_config_write_yaml(const dlt_config *c, dlt_buf *buf)
 	optim(&o, &c->train.optim);
 	sched(&o, &c->train.sched);
 	ckpt(&o, c);
+	if (c->device >= 0)
+		put(&o, "device: cuda:%d\n", c->device);
+	else
+		put(&o, "device: cpu\n");
 	return o.rc;
 }

@@ -362,7 +362,8 @@ static void fill(float *p, size_t n, float v)
 
 /* Every param's w (and g) is a slice of one block, in order, so the
  * optimiser and the all-reduce can treat them as one array; buffers are
- * one block too. */
+ * one block too.  The host blocks are made here; make_buffers makes the
+ * backend's. */
 static int make_params(dlt_model *m)
 {
 	size_t off = 0, n_bufs = 0;
@@ -383,6 +384,7 @@ static int make_params(dlt_model *m)
 		for (int k = 0; k < m->n_params; k++) {
 			m->params[k].w = w + off;
 			m->params[k].g = g + off;
+			m->params[k].off = off;
 			off += m->params[k].n;
 		}
 	}
@@ -393,6 +395,7 @@ static int make_params(dlt_model *m)
 		off = 0;
 		for (int k = 0; k < m->n_bufs; k++) {
 			m->bufs[k].w = b + off;
+			m->bufs[k].off = off;
 			off += m->bufs[k].n;
 		}
 	}
@@ -418,16 +421,49 @@ static int make_params(dlt_model *m)
 	return 0;
 }
 
-static void *alloc_rows(int rows, size_t features, size_t size)
+/* n elements of size bytes in the backend's memory, zeroed. */
+static void *dev_alloc(const dlt_model *m, size_t n, size_t size)
+{
+	void *p;
+	if (!dlt_mul_ok(n, size, &n)) {
+		dlt_error(DLT_ENOMEM, "%zu values of %zu bytes are too many", n, size);
+		return NULL;
+	}
+	if (!(p = m->be->alloc(n ? n : 1)))
+		dlt_error(DLT_ENOMEM, "out of %s memory for %zu bytes", m->be->name, n);
+	return p;
+}
+
+static void *alloc_rows(const dlt_model *m, int rows, size_t features, size_t size)
 {
 	size_t n;
-	if (!dlt_mul_ok((size_t)rows, features, &n) || !dlt_mul_ok(n, size, &n)) {
+	if (!dlt_mul_ok((size_t)rows, features, &n)) {
 		dlt_error(DLT_ENOMEM, "a batch of %d x %zu values is too large", rows, features);
 		return NULL;
 	}
-	return dlt_malloc_aligned(n ? n : 1);
+	return dev_alloc(m, n, size);
 }
 
+/* The backend's copy of the weights, gradients and buffers: the host
+ * blocks themselves on a host backend. */
+static int make_dev_params(dlt_model *m)
+{
+	size_t n_bufs = 0;
+	for (int k = 0; k < m->n_bufs; k++)
+		n_bufs += m->bufs[k].n;
+	if (m->be->host) {
+		m->dev_w = m->n_params ? m->params[0].w : NULL;
+		m->dev_g = m->n_params ? m->params[0].g : NULL;
+		m->dev_bufs = m->n_bufs ? m->bufs[0].w : NULL;
+		return 0;
+	}
+	if ((m->n_params && (!(m->dev_w = dev_alloc(m, m->n_weights, sizeof(float))) ||
+			     !(m->dev_g = dev_alloc(m, m->n_weights, sizeof(float))))) ||
+	    (m->n_bufs && !(m->dev_bufs = dev_alloc(m, n_bufs, sizeof(float)))))
+		return DLT_ENOMEM;
+	dlt_model_push(m);
+	return 0;
+}
 static int root(const dlt_model *m, int i, int grad)
 {
 	while ((grad ? m->t[i].g_of : m->t[i].a_of) != i)
@@ -445,9 +481,9 @@ static int make_buffers(dlt_model *m)
 	}
 	for (int i = 0; i < m->n_t; i++) {
 		dlt_tensor *t = &m->t[i];
-		if (t->a_of == i && !(t->a = alloc_rows(m->max_batch, t->n, sizeof(float))))
+		if (t->a_of == i && !(t->a = alloc_rows(m, m->max_batch, t->n, sizeof(float))))
 			return DLT_ENOMEM;
-		if (t->g_of == i && !(t->g = alloc_rows(m->max_batch, t->n, sizeof(float))))
+		if (t->g_of == i && !(t->g = alloc_rows(m, m->max_batch, t->n, sizeof(float))))
 			return DLT_ENOMEM;
 	}
 	for (int i = 0; i < m->n_layers; i++) {
@@ -455,15 +491,15 @@ static int make_buffers(dlt_model *m)
 		size_t out = m->t[l->out].n, c = (size_t)m->t[l->in].s.c;
 		switch (l->kind) {
 		case DLT_LAYER_DROPOUT:
-			if (!(l->mask = alloc_rows(m->max_batch, out, sizeof(float))))
+			if (!(l->mask = alloc_rows(m, m->max_batch, out, sizeof(float))))
 				return DLT_ENOMEM;
 			break;
 		case DLT_LAYER_MAXPOOL:
-			if (!(l->arg = alloc_rows(m->max_batch, out, sizeof(int32_t))))
+			if (!(l->arg = alloc_rows(m, m->max_batch, out, sizeof(int32_t))))
 				return DLT_ENOMEM;
 			break;
 		case DLT_LAYER_BATCHNORM:
-			if (!(l->mean = alloc_rows(2, c, sizeof(float))))
+			if (!(l->mean = alloc_rows(m, 2, c, sizeof(float))))
 				return DLT_ENOMEM;
 			l->invstd = l->mean + c;
 			break;
@@ -474,9 +510,11 @@ static int make_buffers(dlt_model *m)
 			break;
 		}
 	}
-	if (work && !(m->work = alloc_rows(1, work, sizeof(float))))
+	if (work && !(m->work = alloc_rows(m, 1, work, sizeof(float))))
 		return DLT_ENOMEM;
-	return 0;
+	if (!(m->labels = alloc_rows(m, m->max_batch, 1, sizeof(int32_t))))
+		return DLT_ENOMEM;
+	return make_dev_params(m);
 }
 
 int dlt_model_init(dlt_model *m, const dlt_config *c, const dlt_backend *be,
@@ -494,6 +532,9 @@ int dlt_model_init(dlt_model *m, const dlt_config *c, const dlt_backend *be,
 	m->in_shape = in;
 	m->out_features = n_classes;
 	m->seed = (uint64_t)c->train.seed;
+	m->prec = !strcmp(c->train.precision, "bf16") ? DLT_PREC_BF16
+		: !strcmp(c->train.precision, "fp16") ? DLT_PREC_F16 : DLT_PREC_F32;
+	m->loss_scale = 1.0f;
 	DLT_TRY(new_tensor(&p, in));
 	m->in_features = (int)m->t[0].n;
 	DLT_TRY(plan_seq(&p, c->layers, c->n_layers, &cur));
@@ -513,14 +554,26 @@ fail:
 
 void dlt_model_free(dlt_model *m)
 {
-	for (int i = 0; i < m->n_t; i++) {
-		free(m->t[i].a);
-		free(m->t[i].g);
-	}
-	for (int i = 0; i < m->n_layers; i++) {
-		free(m->layers[i].mask);
-		free(m->layers[i].arg);
-		free(m->layers[i].mean);
+	void (*dev_free)(void *) = m->be ? m->be->free : NULL;
+	if (dev_free) {
+		for (int i = 0; i < m->n_t; i++) {
+			dev_free(m->t[i].a);
+			dev_free(m->t[i].g);
+		}
+		for (int i = 0; i < m->n_layers; i++) {
+			dev_free(m->layers[i].mask);
+			dev_free(m->layers[i].arg);
+			dev_free(m->layers[i].mean);
+		}
+		dev_free(m->work);
+		dev_free(m->labels);
+		if (!m->be->host) {
+			dev_free(m->dev_w);
+			dev_free(m->dev_g);
+			dev_free(m->dev_m);
+			dev_free(m->dev_v);
+			dev_free(m->dev_bufs);
+		}
 	}
 	if (m->n_params) {
 		free(m->params[0].w);
@@ -534,8 +587,12 @@ void dlt_model_free(dlt_model *m)
 	free(m->bufs);
 	free(m->layers);
 	free(m->t);
-	free(m->work);
 	memset(m, 0, sizeof(*m));
+}
+
+void dlt_model_set_input(dlt_model *m, const float *x, int batch)
+{
+	m->be->upload(dlt_tensor_a(m, 0), x, (size_t)batch * m->in_features * sizeof(float));
 }
 
 float *dlt_model_input(dlt_model *m)
@@ -548,6 +605,46 @@ float *dlt_model_input_grad(dlt_model *m)
 	return dlt_tensor_g(m, 0);
 }
 
+void dlt_model_output(dlt_model *m, float *out, int batch)
+{
+	m->be->download(out, dlt_tensor_a(m, m->n_t - 1),
+			(size_t)batch * m->out_features * sizeof(float));
+}
+
+/* Moves the host blocks (w, m, v, buffers) one way or the other. */
+static void sync_params(dlt_model *m, int push)
+{
+	void (*move)(void *, const void *, size_t) = push ? m->be->upload : m->be->download;
+	size_t n_bufs = 0, bytes = m->n_weights * sizeof(float);
+	if (m->be->host)
+		return;
+	for (int k = 0; k < m->n_bufs; k++)
+		n_bufs += m->bufs[k].n;
+#define MOVE(dev, host, n) \
+	do { \
+		if (dev && host) \
+			push ? move(dev, host, n) : move(host, dev, n); \
+	} while (0)
+	if (m->n_params) {
+		MOVE(m->dev_w, m->params[0].w, bytes);
+		MOVE(m->dev_m, m->params[0].m, bytes);
+		MOVE(m->dev_v, m->params[0].v, bytes);
+	}
+	if (m->n_bufs)
+		MOVE(m->dev_bufs, m->bufs[0].w, n_bufs * sizeof(float));
+#undef MOVE
+}
+
+void dlt_model_pull(dlt_model *m)
+{
+	sync_params(m, 0);
+}
+
+void dlt_model_push(dlt_model *m)
+{
+	sync_params(m, 1);
+}
+
 /* The dropout mask's Philox stream: step and layer, offset so that it is
  * never 0 (stream 0 is the one place kernel streams meet dlt_rng's). */
 static uint64_t dropout_stream(long long step, int layer)
@@ -557,10 +654,16 @@ static uint64_t dropout_stream(long long step, int layer)
 
 static const float *pw(const dlt_model *m, int k)
 {
-	return k >= 0 ? m->params[k].w : NULL;
+	return k >= 0 ? m->dev_w + m->params[k].off : NULL;
 }
 
-static void forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long long step)
+static float *bufw(const dlt_model *m, int k)
+{
+	return m->dev_bufs + m->bufs[k].off;
+}
+
+/* Returns the activations it wrote, NULL if none. */
+static float *forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long long step)
 {
 	const dlt_backend *be = m->be;
 	const dlt_tensor *ti = &m->t[l->in];
@@ -572,14 +675,14 @@ static void forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long lo
 	switch (l->kind) {
 	case DLT_LAYER_DENSE: {
 		int out = (int)m->t[l->out].n, in = (int)ti->n;
-		be->gemm(0, 1, batch, out, in, 1.0f, x, in, pw(m, l->w), in, 0.0f, y, out);
+		be->gemm(m->prec, 0, 1, batch, out, in, 1.0f, x, in, pw(m, l->w), in, 0.0f, y, out);
 		if (l->b >= 0 || l->act != DLT_ACT_NONE)
 			be->bias_act(y, pw(m, l->b), batch, out, l->act, l->slope);
 		break;
 	}
 	case DLT_LAYER_CONV2D:
 		l->conv.n = batch;
-		be->conv_forward(&l->conv, x, pw(m, l->w), pw(m, l->b), y, l->act, l->slope,
+		be->conv_forward(m->prec, &l->conv, x, pw(m, l->w), pw(m, l->b), y, l->act, l->slope,
 				 m->work);
 		break;
 	case DLT_LAYER_MAXPOOL:
@@ -594,29 +697,31 @@ static void forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long lo
 	case DLT_LAYER_BATCHNORM:
 		if (train)
 			be->batchnorm_train(batch, ti->s.c, hw, x, pw(m, l->w), pw(m, l->b), y,
-					    l->mean, l->invstd, m->bufs[l->rm].w, m->bufs[l->rv].w,
+					    l->mean, l->invstd, bufw(m, l->rm), bufw(m, l->rv),
 					    l->momentum, l->eps);
 		else
 			be->batchnorm_eval(batch, ti->s.c, hw, x, pw(m, l->w), pw(m, l->b),
-					   m->bufs[l->rm].w, m->bufs[l->rv].w, l->eps, y);
+					   bufw(m, l->rm), bufw(m, l->rv), l->eps, y);
 		break;
 	case DLT_LAYER_DROPOUT:
 		l->masked = train && l->rate > 0.0f;
 		if (l->masked)
 			be->dropout(x, y, l->mask, n, l->rate, m->seed, dropout_stream(step, l->index));
 		else
-			memcpy(y, x, n * sizeof(*y));
+			be->copy(y, x, n * sizeof(*y));
 		break;
 	case DLT_LAYER_FLATTEN:
 	case DLT_OP_FORK:
-		break;
+		return NULL;
 	case DLT_OP_ADD:
 		be->add(x, dlt_tensor_a(m, l->in2), y, n);
 		break;
 	default:
-		if (!l->fused)
-			be->act_forward(x, y, n, l->act, l->slope);
+		if (l->fused)
+			return NULL;
+		be->act_forward(x, y, n, l->act, l->slope);
 	}
+	return y;
 }
 
 float *dlt_model_forward(dlt_model *m, int batch, int train, long long step)
@@ -626,8 +731,12 @@ float *dlt_model_forward(dlt_model *m, int batch, int train, long long step)
 			  batch, m->max_batch);
 		return NULL;
 	}
-	for (int i = 0; i < m->n_layers; i++)
-		forward_op(m, &m->layers[i], batch, train, step);
+	for (int i = 0; i < m->n_layers; i++) {
+		dlt_layer *l = &m->layers[i];
+		float *y = forward_op(m, l, batch, train, step);
+		if (y && m->prec != DLT_PREC_F32)
+			m->be->round(y, (size_t)batch * m->t[l->out].n, m->prec);
+	}
 	return dlt_tensor_a(m, m->n_t - 1);
 }
 
@@ -635,8 +744,15 @@ double dlt_model_loss(dlt_model *m, const int32_t *labels, int batch, int *corre
 {
 	double sum;
 	int hits;
-	m->be->softmax_xent(dlt_tensor_a(m, m->n_t - 1), labels, batch, m->out_features,
-			    dlt_tensor_g(m, m->n_t - 1), &sum, &hits);
+	float *dlogits = dlt_tensor_g(m, m->n_t - 1);
+	size_t n = (size_t)batch * m->out_features;
+	m->be->upload(m->labels, labels, (size_t)batch * sizeof(*labels));
+	m->be->softmax_xent(dlt_tensor_a(m, m->n_t - 1), m->labels, batch, m->out_features,
+			    dlogits, &sum, &hits);
+	if (m->loss_scale != 1.0f)
+		m->be->scale(dlogits, n, m->loss_scale);
+	if (m->prec != DLT_PREC_F32)
+		m->be->round(dlogits, n, m->prec);
 	if (correct)
 		*correct = hits;
 	return sum / batch;
@@ -644,10 +760,23 @@ double dlt_model_loss(dlt_model *m, const int32_t *labels, int batch, int *corre
 
 static float *pg(const dlt_model *m, int k)
 {
-	return k >= 0 ? m->params[k].g : NULL;
+	return k >= 0 ? m->dev_g + m->params[k].off : NULL;
 }
 
-static void backward_op(dlt_model *m, dlt_layer *l, int batch)
+/* bf16 and fp16: a matrix product's weight and bias gradients come out
+ * in that type, as from the half-precision product on a GPU; they are
+ * summed into the f32 master weights' update. */
+static void round_grads(const dlt_model *m, const dlt_layer *l)
+{
+	if (m->prec == DLT_PREC_F32)
+		return;
+	m->be->round(pg(m, l->w), m->params[l->w].n, m->prec);
+	if (l->b >= 0)
+		m->be->round(pg(m, l->b), m->params[l->b].n, m->prec);
+}
+
+/* Returns the input gradient it wrote, NULL if none. */
+static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 {
 	const dlt_backend *be = m->be;
 	const dlt_tensor *ti = &m->t[l->in];
@@ -662,17 +791,21 @@ static void backward_op(dlt_model *m, dlt_layer *l, int batch)
 	switch (l->kind) {
 	case DLT_LAYER_DENSE: {
 		int out = (int)m->t[l->out].n, in = (int)ti->n;
-		be->gemm(1, 0, out, in, batch, 1.0f, dy, out, x, in, 0.0f, pg(m, l->w), in);
+		be->gemm(m->prec, 1, 0, out, in, batch, 1.0f, dy, out, x, in, 0.0f, pg(m, l->w),
+			 in);
 		if (l->b >= 0)
 			be->bias_grad(dy, pg(m, l->b), batch, out);
 		if (dx)
-			be->gemm(0, 0, batch, in, out, 1.0f, dy, out, pw(m, l->w), in, 0.0f, dx, in);
+			be->gemm(m->prec, 0, 0, batch, in, out, 1.0f, dy, out, pw(m, l->w), in, 0.0f,
+				 dx, in);
+		round_grads(m, l);
 		break;
 	}
 	case DLT_LAYER_CONV2D:
 		l->conv.n = batch;
-		be->conv_backward(&l->conv, x, pw(m, l->w), dy, dx, pg(m, l->w), pg(m, l->b),
-				  m->work);
+		be->conv_backward(m->prec, &l->conv, x, pw(m, l->w), dy, dx, pg(m, l->w),
+				  pg(m, l->b), m->work);
+		round_grads(m, l);
 		break;
 	case DLT_LAYER_MAXPOOL:
 		if (dx)
@@ -691,11 +824,11 @@ static void backward_op(dlt_model *m, dlt_layer *l, int batch)
 		if (dx && l->masked)
 			be->mul(dy, l->mask, dx, n);
 		else if (dx)
-			memcpy(dx, dy, n * sizeof(*dx));
+			be->copy(dx, dy, n * sizeof(*dx));
 		break;
 	case DLT_LAYER_FLATTEN:
 	case DLT_OP_ADD:
-		break;		/* their gradients are shared, not computed */
+		return NULL;	/* their gradients are shared, not computed */
 	case DLT_OP_FORK:
 		if (dx)
 			be->add(dy, dlt_tensor_g(m, l->in2), dx, n);
@@ -705,12 +838,17 @@ static void backward_op(dlt_model *m, dlt_layer *l, int batch)
 		if (dx)
 			be->act_backward(x, dlt_tensor_a(m, l->out), dy, dx, n, l->act, l->slope);
 	}
+	return dx;
 }
 
 void dlt_model_backward(dlt_model *m, int batch)
 {
-	for (int i = m->n_layers - 1; i >= 0; i--)
-		backward_op(m, &m->layers[i], batch);
+	for (int i = m->n_layers - 1; i >= 0; i--) {
+		dlt_layer *l = &m->layers[i];
+		float *dx = backward_op(m, l, batch);
+		if (dx && m->prec != DLT_PREC_F32)
+			m->be->round(dx, (size_t)batch * m->t[l->in].n, m->prec);
+	}
 }
 
 static int write_params(const dlt_param *p, int n, dlt_archive_writer *w, int codec, int level)
@@ -754,6 +892,8 @@ static int read_params(dlt_param *p, int n, dlt_archive *a)
 
 int dlt_model_read(dlt_model *m, dlt_archive *a)
 {
-	int rc = read_params(m->params, m->n_params, a);
-	return rc < 0 ? rc : read_params(m->bufs, m->n_bufs, a);
+	DLT_TRY_RC(read_params(m->params, m->n_params, a));
+	DLT_TRY_RC(read_params(m->bufs, m->n_bufs, a));
+	dlt_model_push(m);
+	return 0;
 }

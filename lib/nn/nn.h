@@ -19,11 +19,17 @@ typedef struct dlt_shape {
  * The w (likewise g, m, v) of all params of a model are slices of one
  * block, in param order: params[0].w spans n_weights floats, so the
  * optimiser and the all-reduce handle the whole model at once.  Buffers
- * (batchnorm's running statistics) are dlt_params too, with only w. */
+ * (batchnorm's running statistics) are dlt_params too, with only w.
+ *
+ * The kernels work on the backend's copy of the blocks (dlt_model's
+ * dev_*), which on the CPU is the host's own.  On a GPU the host copy is
+ * what checkpoints read and write: dlt_model_pull brings it up to date,
+ * dlt_model_push sends it back. */
 typedef struct dlt_param {
 	char name[64];		/* "0.w", "0.b", "3.running_mean": layer index and role */
-	float *w, *g;		/* value and gradient, n floats each */
+	float *w, *g;		/* value and gradient, n floats each, in host memory */
 	float *m, *v;		/* optimiser state (adam m/v; sgd momentum in m) */
+	size_t off;		/* where it starts in its block */
 	size_t n;
 	int ndim;
 	int64_t dims[4];
@@ -50,29 +56,46 @@ typedef struct dlt_model {
 	int n_bufs;
 	float *work;		/* scratch of the conv kernels, planned once */
 	uint64_t seed;		/* dropout masks: Philox keyed by seed, step, layer */
+	int prec;		/* enum dlt_prec of the activations and products */
+	float loss_scale;	/* the loss's gradient is multiplied by it (fp16) */
+	/* the blocks of params' w, g, m, v and of the buffers in the
+	 * backend's memory (the host blocks themselves on a host backend) */
+	float *dev_w, *dev_g, *dev_m, *dev_v, *dev_bufs;
+	int32_t *labels;	/* max_batch labels in the backend's memory */
 } dlt_model;
 
 /* Builds the model of c for samples of shape in and n_classes outputs;
  * checks that shapes fit (errors name "config:line"); initialises weights
  * like PyTorch (uniform +-1/sqrt(fan_in)) from c->train.seed.  Every
  * buffer is planned here for batches up to max_batch: the step allocates
- * nothing. */
+ * nothing.  The precision is c->train.precision's. */
 int dlt_model_init(dlt_model *m, const dlt_config *c, const dlt_backend *be,
 		   dlt_shape in, int n_classes, int max_batch);
 void dlt_model_free(dlt_model *m);
-/* The input rows that the caller fills before forward (max_batch x
- * in_features floats), and their gradient after backward. */
+/* Copies batch input rows (batch x in_features floats) from host memory
+ * to the model's input. */
+void dlt_model_set_input(dlt_model *m, const float *x, int batch);
+/* The input rows and their gradient after backward, in the backend's
+ * memory (host backends: the caller may fill and read them in place). */
 float *dlt_model_input(dlt_model *m);
 float *dlt_model_input_grad(dlt_model *m);
-/* Runs the model on batch input rows; returns the logits, or NULL if
- * batch is not in 1..max_batch.  train != 0: dropout, batch statistics
- * (and their running averages move); step (>= 0) keys dropout's mask. */
+/* Runs the model on batch input rows; returns the logits in the backend's
+ * memory, or NULL if batch is not in 1..max_batch.  train != 0: dropout,
+ * batch statistics (and their running averages move); step (>= 0) keys
+ * dropout's mask. */
 float *dlt_model_forward(dlt_model *m, int batch, int train, long long step);
-/* Softmax cross-entropy of the logits against labels; fills the logits'
- * gradient; returns the mean loss, counts correct predictions. */
+/* The last forward's logits (batch x out_features) copied to host memory. */
+void dlt_model_output(dlt_model *m, float *out, int batch);
+/* Softmax cross-entropy of the logits against labels (host memory); fills
+ * the logits' gradient (times loss_scale); returns the mean loss, counts
+ * correct predictions. */
 double dlt_model_loss(dlt_model *m, const int32_t *labels, int batch, int *correct);
 /* Backpropagates from the loss gradient, filling every param's g. */
 void dlt_model_backward(dlt_model *m, int batch);
+/* The host copy of weights, optimiser state and buffers from the
+ * backend's, and back (no-ops on host backends). */
+void dlt_model_pull(dlt_model *m);
+void dlt_model_push(dlt_model *m);
 
 /* Writes every param's and buffer's values as an f32 tensor named after
  * it, with codec (archive.h) at level. */
@@ -88,10 +111,23 @@ int dlt_model_read(dlt_model *m, struct dlt_archive *a);
 typedef struct dlt_optim {
 	dlt_optim_cfg cfg;
 	const dlt_backend *be;
-	long long step;		/* updates done */
+	long long step;		/* steps done, skipped ones too */
+	long long skipped;	/* steps skipped for a gradient of inf or NaN */
+	/* fp16 dynamic loss scaling (PyTorch's GradScaler): the scale halves
+	 * at each skipped step and doubles after growth_interval clean ones;
+	 * 1 and never changing otherwise */
+	int dynamic;
+	double scale;
+	long long clean;	/* clean steps since the scale last changed */
+	int growth_interval;
 } dlt_optim;
-int dlt_optim_init(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m);
-void dlt_optim_step(dlt_optim *o, dlt_model *m, double lr);
+/* prec (enum dlt_prec) DLT_PREC_F16 turns on dynamic loss scaling. */
+int dlt_optim_init(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m, int prec);
+/* One step from the gradients that backward left, scaled by o->scale:
+ * when they are finite, unscales them and updates the params; else (with
+ * loss scaling) skips the update.  Moves the scale and sets
+ * m->loss_scale for the next step.  Returns 1 if it updated, 0 if not. */
+int dlt_optim_step(dlt_optim *o, dlt_model *m, double lr);
 
 /* Learning rate at an update step (0-based) of a run of steps_per_epoch x epochs. */
 double dlt_lr_at(const dlt_optim_cfg *o, const dlt_sched_cfg *s, long long step,

@@ -34,18 +34,28 @@ static float *zeroed(size_t n)
 	return p;
 }
 
+/* PyTorch's GradScaler defaults: 2^16 to start, doubled after 2000 clean
+ * steps. */
+#define SCALE_INIT 65536.0
+#define SCALE_GROWTH_INTERVAL 2000
+
 /* The state is one block per moment, sliced like the weights, owned by
- * the params (dlt_model_free frees it). */
-int dlt_optim_init(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m)
+ * the params (dlt_model_free frees it), and its copy in the backend's
+ * memory (the same block on a host backend). */
+int dlt_optim_init(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m, int prec)
 {
 	int rc = check_cfg(cfg);
 	float *mb = NULL, *vb = NULL;
-	size_t off = 0;
+	size_t off = 0, bytes = m->n_weights * sizeof(float);
 	if (rc)
 		return rc;
 	memset(o, 0, sizeof(*o));
 	o->cfg = *cfg;
 	o->be = m->be;
+	o->dynamic = prec == DLT_PREC_F16;
+	o->scale = o->dynamic ? SCALE_INIT : 1.0;
+	o->growth_interval = SCALE_GROWTH_INTERVAL;
+	m->loss_scale = (float)o->scale;
 	if (!m->n_params || !m->n_weights)
 		return 0;
 	if (cfg->kind != DLT_OPT_SGD || cfg->momentum != 0.0)
@@ -62,25 +72,57 @@ int dlt_optim_init(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m)
 		m->params[k].v = vb ? vb + off : NULL;
 		off += m->params[k].n;
 	}
+	if (m->be->host) {
+		m->dev_m = mb;
+		m->dev_v = vb;
+		return 0;
+	}
+	m->be->free(m->dev_m);
+	m->be->free(m->dev_v);
+	m->dev_m = mb ? m->be->alloc(bytes) : NULL;
+	m->dev_v = vb ? m->be->alloc(bytes) : NULL;
+	if ((mb && !m->dev_m) || (vb && !m->dev_v))
+		return dlt_error(DLT_ENOMEM, "out of %s memory for the optimizer state",
+				 m->be->name);
 	return 0;
 }
 
 /* All params are one contiguous block (see make_params), so one kernel
  * call updates the whole model. */
-void dlt_optim_step(dlt_optim *o, dlt_model *m, double lr)
+int dlt_optim_step(dlt_optim *o, dlt_model *m, double lr)
 {
 	const dlt_optim_cfg *c = &o->cfg;
-	dlt_param *p = &m->params[0];
+	long long t;
 	o->step++;
 	if (!m->n_params || !m->n_weights)
-		return;
+		return 1;
+	if (o->dynamic) {
+		if (o->be->nonfinite(m->dev_g, m->n_weights)) {
+			/* an overflow: this step's gradients are lost, and a
+			 * smaller scale should keep the next ones in range */
+			o->skipped++;
+			o->scale *= 0.5;
+			o->clean = 0;
+			m->loss_scale = (float)o->scale;
+			return 0;
+		}
+		o->be->scale(m->dev_g, m->n_weights, (float)(1.0 / o->scale));
+		if (++o->clean == o->growth_interval) {
+			o->scale *= 2.0;
+			o->clean = 0;
+		}
+		m->loss_scale = (float)o->scale;
+	}
+	/* Adam's bias correction counts the updates made */
+	t = o->step - o->skipped;
 	if (c->kind == DLT_OPT_SGD)
-		o->be->sgd(p->w, p->g, p->m, m->n_weights, (float)lr, (float)c->momentum,
-			   c->nesterov, (float)c->weight_decay, o->step == 1);
+		o->be->sgd(m->dev_w, m->dev_g, m->dev_m, m->n_weights, (float)lr,
+			   (float)c->momentum, c->nesterov, (float)c->weight_decay, t == 1);
 	else
-		o->be->adam(p->w, p->g, p->m, p->v, m->n_weights, (float)lr, (float)c->beta1,
-			    (float)c->beta2, (float)c->eps, (float)c->weight_decay,
-			    c->kind == DLT_OPT_ADAMW, o->step);
+		o->be->adam(m->dev_w, m->dev_g, m->dev_m, m->dev_v, m->n_weights, (float)lr,
+			    (float)c->beta1, (float)c->beta2, (float)c->eps,
+			    (float)c->weight_decay, c->kind == DLT_OPT_ADAMW, t);
+	return 1;
 }
 
 /* The learning rate at update `step` (0-based), base = o->lr:

@@ -57,7 +57,9 @@ static int write_meta(dlt_archive_writer *w, const dlt_config *c, const dlt_data
 	write_input(&j, d);
 	if (!st)
 		goto end;
-	dlt_json_num(&j, "loss_scale", 1.0);
+	dlt_json_num(&j, "loss_scale", st->loss_scale);
+	dlt_json_int(&j, "scale_clean", st->scale_clean);
+	dlt_json_int(&j, "skipped", st->skipped);
 	if (st->have_best) {
 		dlt_json_object_begin(&j, "best");
 		dlt_json_str(&j, "metric", c->ckpt.best);
@@ -322,6 +324,22 @@ int dlt_ckpt_restore(dlt_ckpt *k, dlt_model *m, dlt_optim *o, dlt_ckpt_state *st
 		return bad_meta(k, "metrics");
 	st->metrics.len = 0;
 	DLT_TRY_RC(dlt_buf_append(&st->metrics, metrics->str, strlen(metrics->str)));
+	/* a power of two from 2^-126 to 2^127 (1 without loss scaling) */
+	if (meta_num(k, &k->meta, "loss_scale", &st->loss_scale) < 0 ||
+	    !(st->loss_scale >= 0x1p-126 && st->loss_scale <= 0x1p127) ||
+	    frexp(st->loss_scale, &(int){ 0 }) != 0.5 || (!o->dynamic && st->loss_scale != 1.0))
+		return bad_meta(k, "loss_scale");
+	st->scale_clean = st->skipped = 0;
+	if (dlt_jval_get(&k->meta, "scale_clean"))
+		DLT_TRY_RC(meta_int(k, &k->meta, "scale_clean", 0, o->growth_interval - 1,
+				    &st->scale_clean));
+	if (dlt_jval_get(&k->meta, "skipped"))
+		DLT_TRY_RC(meta_int(k, &k->meta, "skipped", 0, st->step, &st->skipped));
 	o->step = st->step;
+	o->scale = st->loss_scale;
+	o->clean = st->scale_clean;
+	o->skipped = st->skipped;
+	m->loss_scale = (float)o->scale;
+	dlt_model_push(m);
 	return 0;
 }

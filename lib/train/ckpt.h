@@ -15,6 +15,8 @@
  *                            what the model expects and the training
  *                            set's normalisation, for dlt-infer
  *    "loss_scale": 1,        fp16 dynamic loss scaling (1 for fp32)
+ *    "scale_clean": N,       clean steps since the scale changed (optional, 0)
+ *    "skipped": N,           steps skipped for inf/NaN gradients (optional, 0)
  *    "best": {"metric": "test.acc", "value": v, "step": S},  optional
  *    "sums": {...},          the loop's running sums of the epoch and of
  *                            the metrics window, so the records after a
@@ -63,11 +65,14 @@ typedef struct dlt_ckpt_state {
 	double best;
 	long long best_step;
 	dlt_buf metrics;	/* metrics.jsonl so far */
+	double loss_scale;	/* = the optimiser's scale, clean and skipped */
+	long long scale_clean, skipped;
 } dlt_ckpt_state;
 
 /* Writes a checkpoint of the run at step to path, or with st NULL a
  * model file (weights, config and input only), atomically: a failure leaves what
- * was there.  The optimiser's moments are in the params. */
+ * was there.  The optimiser's moments are in the params; on a GPU the host
+ * copy is written, which dlt_model_pull brings up to date. */
 int dlt_ckpt_write(const char *path, const dlt_config *c, const dlt_dataset *train,
 		   const dlt_model *m, const dlt_ckpt_state *st, long long step);
 /* Reads path, checking every checksum: the config (loaded into c), then

@@ -79,11 +79,6 @@ static size_t timed_part(run_state *s, dlt_json *j)
 	return at;
 }
 
-static void step_input(run_state *s, const float *x, int b)
-{
-	memcpy(dlt_model_input(&s->m), x, (size_t)b * s->train.features * sizeof(float));
-}
-
 /* Mean loss and accuracy of the model on order[0..n) of a dataset;
  * samples per second in *rate. */
 static void evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t n,
@@ -97,7 +92,7 @@ static void evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t 
 
 	dlt_loader_pass(l, order, n, NULL);
 	while ((b = dlt_loader_next(l, &x, &y)) > 0) {
-		step_input(s, x, b);
+		dlt_model_set_input(&s->m, x, b);
 		dlt_model_forward(&s->m, b, 0, 0);
 		sum += dlt_model_loss(&s->m, y, b, &c) * b;
 		correct += c;
@@ -196,20 +191,35 @@ static void shuffle(run_state *s, int epoch)
 		s->order[i] = s->base[s->order[i]];
 }
 
+/* The config's device: no GPU is a failed job, not bad input. */
+static int open_backend(const dlt_config *c, const dlt_backend **be)
+{
+	char why[256];
+	if (c->device < 0) {
+		*be = dlt_backend_cpu();
+		return 0;
+	}
+	if (!(*be = dlt_backend_cuda(c->device, why, sizeof(why))))
+		return dlt_error(DLT_EFAIL, "no CUDA device: %s", why);
+	return 0;
+}
+
 /* Data, model, optimiser and loaders: all that bad input can fail on,
  * before the run directory is touched. */
 static int setup(run_state *s)
 {
 	const dlt_config *c = s->c;
+	const dlt_backend *be;
 	int threads = c->train.threads, rc;
 
 	if (threads == 0 && (threads = dlt_env_threads()) < 0)
 		return threads;
 	dlt_cpu_set_threads(threads);
+	DLT_TRY(open_backend(c, &be));
 	DLT_TRY(load_data(s));
-	DLT_TRY(dlt_model_init(&s->m, c, dlt_backend_cpu(), s->train.sample,
+	DLT_TRY(dlt_model_init(&s->m, c, be, s->train.sample,
 			       s->train.n_classes, c->train.batch));
-	DLT_TRY(dlt_optim_init(&s->opt, &c->train.optim, &s->m));
+	DLT_TRY(dlt_optim_init(&s->opt, &c->train.optim, &s->m, s->m.prec));
 	DLT_TRY(dlt_loader_start(&s->train_ld, &s->train, c->train.batch));
 	s->train_ld_up = 1;
 	if (s->have_test) {
@@ -313,6 +323,10 @@ static int checkpoint(run_state *s, int best)
 	if (!path)
 		return DLT_ENOMEM;
 	s->st.step = s->opt.step;
+	s->st.loss_scale = s->opt.scale;
+	s->st.scale_clean = s->opt.clean;
+	s->st.skipped = s->opt.skipped;
+	dlt_model_pull(&s->m);
 	rc = dlt_ckpt_write(path, s->c, &s->train, &s->m, &s->st, s->opt.step);
 	if (rc < 0) {
 		char msg[1200];
@@ -337,6 +351,7 @@ static int save_model(run_state *s)
 		return 0;
 	if (!(path = dlt_run_file(&s->run, "model.dlt")))
 		return DLT_ENOMEM;
+	dlt_model_pull(&s->m);
 	rc = dlt_ckpt_write(path, s->c, &s->train, &s->m, NULL, s->opt.step);
 	free(path);
 	return rc;
@@ -491,7 +506,7 @@ static int train_loop(run_state *s)
 			if (startup < 0 && h && h->t_start > 0)
 				startup = t0 - h->t_start;
 			lr = dlt_lr_at(&c->train.optim, &c->train.sched, s->opt.step, s->spe, s->total);
-			step_input(s, x, b);
+			dlt_model_set_input(&s->m, x, b);
 			dlt_model_forward(&s->m, b, 1, s->opt.step);
 			loss = dlt_model_loss(&s->m, y, b, &correct);
 			if (!isfinite(loss))

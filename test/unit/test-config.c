@@ -113,6 +113,7 @@ static void test_defaults(void)
 	ok(cfg.train.epochs == 1 && cfg.train.batch == 32 && cfg.train.seed == 0 &&
 	   cfg.train.threads == 0 && cfg.train.log_every == 100, "train defaults");
 	ok(!strcmp(cfg.train.precision, "fp32"), "precision defaults to fp32");
+	ok(cfg.device == -1, "device defaults to the cpu");
 	ok(o->kind == DLT_OPT_ADAM && o->lr == 1e-3 && o->beta1 == 0.9 && o->beta2 == 0.999 &&
 	   o->eps == 1e-8 && o->weight_decay == 0, "adam with its defaults");
 	ok(s->kind == DLT_SCHED_CONSTANT && s->warmup == 0, "constant schedule, no warmup");
@@ -240,10 +241,18 @@ static void test_value_errors(void)
 	fails(BASE "train: {threads: -2}\n", "cnn.yaml:3: train.threads: must be >= 0, got -2");
 	fails(BASE "train: {log_every: 0}\n", "cnn.yaml:3: train.log_every: must be >= 1, got 0");
 	fails(BASE "train: 3\n", "cnn.yaml:3: train: expected a mapping, got '3'");
-	fails(BASE "train:\n  precision: bf16\n",
-	      "cnn.yaml:4: train.precision: 'bf16' is not supported yet (fp32)");
 	fails(BASE "train:\n  precision: fp64\n",
-	      "cnn.yaml:4: train.precision: unknown precision 'fp64' (fp32)");
+	      "cnn.yaml:4: train.precision: unknown precision 'fp64' (fp32, bf16, fp16)");
+	fails(BASE "device: gpu\n", "cnn.yaml:3: device: unknown device 'gpu' (cpu, cuda, cuda:N)");
+	fails(BASE "device: 'cuda:'\n",
+	      "cnn.yaml:3: device: unknown device 'cuda:' (cpu, cuda, cuda:N)");
+	fails(BASE "device: cuda:1x\n",
+	      "cnn.yaml:3: device: unknown device 'cuda:1x' (cpu, cuda, cuda:N)");
+	fails(BASE "device: cuda:-1\n",
+	      "cnn.yaml:3: device: unknown device 'cuda:-1' (cpu, cuda, cuda:N)");
+	fails(BASE "device: cuda:99999999999999999999\n",
+	      "cnn.yaml:3: device: unknown device 'cuda:99999999999999999999' (cpu, cuda, cuda:N)");
+	fails(BASE "device: [cuda]\n", "cnn.yaml:3: device: expected a device, got a sequence");
 	fails("model: [relu]\ndata:\n  test: x.dlt\n", "cnn.yaml:2: data.train is required");
 	fails("model: [relu]\n", "cnn.yaml:1: data.train is required");
 	fails("data: {train: ''}\nmodel: [relu]\n", "cnn.yaml:1: data.train: must not be empty");
@@ -823,8 +832,8 @@ static void test_overrides(void)
 		"-s train.epoch=3: unknown key 'epoch' in train (did you mean 'epochs'?)");
 	fails_s(BASE, "model.0=convv",
 		"-s model.0=convv: unknown layer 'convv' (did you mean 'conv2d'?)");
-	fails_s(BASE, "train.precision=bf16",
-		"-s train.precision=bf16: train.precision: 'bf16' is not supported yet (fp32)");
+	fails_s(BASE, "train.precision=f16",
+		"-s train.precision=f16: train.precision: unknown precision 'f16' (fp32, bf16, fp16)");
 	fails_s(BASE, "foo", "-s foo: expected key=value");
 	fails_s(BASE, "=3", "-s =3: empty key");
 	fails_s(BASE, "a..b=3", "-s a..b=3: empty part in key 'a..b'");
@@ -1081,7 +1090,25 @@ static const char cnn_written[] =
 	"  every: 250 steps\n"
 	"  keep: 5\n"
 	"  best: val.loss\n"
-	"  mode: min\n";
+	"  mode: min\n"
+	"device: cpu\n";
+
+static void test_device_precision(void)
+{
+	static const struct { const char *text; int device; const char *prec; } cases[] = {
+		{ BASE "device: cpu\n", -1, "fp32" },
+		{ BASE "device: cuda\n", 0, "fp32" },
+		{ BASE "device: cuda:3\ntrain: {precision: bf16}\n", 3, "bf16" },
+		{ BASE "device: 'cuda:12'\ntrain: {precision: fp16}\n", 12, "fp16" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ok_rc(load(cases[i].text, NULL), 0, "device %d, %s", cases[i].device, cases[i].prec);
+		ok(cfg.device == cases[i].device && !strcmp(cfg.train.precision, cases[i].prec),
+		   "read as device %d, %s", cases[i].device, cases[i].prec);
+		dlt_config_free(&cfg);
+	}
+	round_trip(BASE "device: cuda:2\ntrain: {precision: fp16}\n", "device and precision");
+}
 
 static void test_round_trip(void)
 {
@@ -1167,6 +1194,7 @@ int main(void)
 	test_override_depth();
 	test_nodes();
 	test_round_trip();
+	test_device_precision();
 	test_files();
 	dlt_config_free(&cfg);
 	return done_testing();

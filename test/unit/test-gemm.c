@@ -65,7 +65,7 @@ static float *run(int kind, const problem *p)
 {
 	float *C = malloc(p->nc * sizeof(float) + 1);
 	memcpy(C, p->C0, p->nc * sizeof(float));
-	dlt_cpu_sgemm_kind(kind, p->tA, p->tB, p->M, p->N, p->K, p->alpha, p->A, p->lda, p->B,
+	dlt_cpu_sgemm_kind(kind, DLT_PREC_F32, p->tA, p->tB, p->M, p->N, p->K, p->alpha, p->A, p->lda, p->B,
 			   p->ldb, p->beta, C, p->ldc);
 	return C;
 }
@@ -260,14 +260,14 @@ static void test_degenerate(void)
 		const char *name = dlt_cpu_gemm_kind_name(kinds[q]);
 		float A[4] = { NAN, NAN, NAN, NAN }, B[4] = { NAN, NAN, NAN, NAN };
 		float C[4] = { 1, 2, 3, 4 }, Cn[4] = { NAN, NAN, NAN, NAN };
-		dlt_cpu_sgemm_kind(kinds[q], 0, 0, 2, 2, 2, 0.0f, A, 2, B, 2, 2.0f, C, 2);
+		dlt_cpu_sgemm_kind(kinds[q], DLT_PREC_F32, 0, 0, 2, 2, 2, 0.0f, A, 2, B, 2, 2.0f, C, 2);
 		ok(C[0] == 2 && C[1] == 4 && C[2] == 6 && C[3] == 8,
 		   "%s alpha 0 scales C by beta and ignores NaN in A and B", name);
-		dlt_cpu_sgemm_kind(kinds[q], 0, 0, 2, 2, 0, 1.0f, A, 2, B, 2, 0.0f, Cn, 2);
+		dlt_cpu_sgemm_kind(kinds[q], DLT_PREC_F32, 0, 0, 2, 2, 0, 1.0f, A, 2, B, 2, 0.0f, Cn, 2);
 		ok(Cn[0] == 0 && Cn[1] == 0 && Cn[2] == 0 && Cn[3] == 0,
 		   "%s K 0, beta 0 zeroes a C of NaN", name);
-		dlt_cpu_sgemm_kind(kinds[q], 0, 0, 0, 2, 2, 1.0f, A, 2, B, 2, 0.0f, C, 2);
-		dlt_cpu_sgemm_kind(kinds[q], 0, 0, 2, 0, 2, 1.0f, A, 2, B, 2, 0.0f, C, 2);
+		dlt_cpu_sgemm_kind(kinds[q], DLT_PREC_F32, 0, 0, 0, 2, 2, 1.0f, A, 2, B, 2, 0.0f, C, 2);
+		dlt_cpu_sgemm_kind(kinds[q], DLT_PREC_F32, 0, 0, 2, 0, 2, 1.0f, A, 2, B, 2, 0.0f, C, 2);
 		ok(C[0] == 2 && C[3] == 8, "%s M or N 0 leaves C alone", name);
 	}
 }

@@ -80,8 +80,8 @@ static double check_gemm(const dlt_backend *be, const dlt_backend *ref, shape s,
 		for (size_t i = 0; i < nc; i++)
 			C[i] = NAN;
 	C2 = copyv(C, nc);
-	be->gemm(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-	ref->gemm(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C2, ldc);
+	be->gemm(DLT_PREC_F32, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	ref->gemm(DLT_PREC_F32, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C2, ldc);
 	/* padding columns are not part of C: compare row by row */
 	d = 0.0;
 	for (int i = 0; i < M; i++)

@@ -129,9 +129,9 @@ static void conv_run(const dlt_backend *be, const dlt_conv *s, const conv_case *
 	size_t nwork = be->conv_workspace(s);
 	float *work = nanv(nwork);
 	conv_outputs(s, out);
-	be->conv_forward(s, in->x, in->w, cc->flags & NO_BIAS ? NULL : in->b, out->y, cc->act,
+	be->conv_forward(DLT_PREC_F32, s, in->x, in->w, cc->flags & NO_BIAS ? NULL : in->b, out->y, cc->act,
 			 0.1f, work);
-	be->conv_backward(s, in->x, in->w, in->dy, cc->flags & NO_DX ? NULL : out->dx, out->dw,
+	be->conv_backward(DLT_PREC_F32, s, in->x, in->w, in->dy, cc->flags & NO_DX ? NULL : out->dx, out->dw,
 			  cc->flags & NO_DB ? NULL : out->db, work);
 	free(work);
 }
@@ -441,7 +441,7 @@ typedef struct conv_fd {
 static double conv_loss(void *ctx)
 {
 	conv_fd *f = ctx;
-	dlt_backend_ref()->conv_forward(&f->s, f->x, f->w, f->b, f->y, DLT_ACT_NONE, 0, NULL);
+	dlt_backend_ref()->conv_forward(DLT_PREC_F32, &f->s, f->x, f->w, f->b, f->y, DLT_ACT_NONE, 0, NULL);
 	return project(f->y, f->r, (size_t)f->s.n * f->s.k * f->s.oh * f->s.ow);
 }
 
@@ -457,7 +457,7 @@ static void test_conv_grad(const conv_case *cc)
 	f.r = randv(io.ny, -1, 1);
 	f.y = nanv(io.ny);
 	conv_outputs(&f.s, &io);
-	dlt_backend_ref()->conv_backward(&f.s, f.x, f.w, f.r, io.dx, io.dw, io.db, NULL);
+	dlt_backend_ref()->conv_backward(DLT_PREC_F32, &f.s, f.x, f.w, f.r, io.dx, io.dw, io.db, NULL);
 	e = fmax(fd_error(conv_loss, &f, f.x, io.dx, io.nx, 1e-2f),
 		 fmax(fd_error(conv_loss, &f, f.w, io.dw, io.nw, 1e-2f),
 		      fd_error(conv_loss, &f, f.b, io.db, f.s.k, 1e-2f)));
@@ -592,21 +592,21 @@ static void test_conv_values(const dlt_backend *be)
 		x[i] = i + 1;
 	for (int i = 0; i < 9; i++)
 		ones[i] = 1;
-	be->conv_forward(&s, x, ones, NULL, y, DLT_ACT_NONE, 0, work);
+	be->conv_forward(DLT_PREC_F32, &s, x, ones, NULL, y, DLT_ACT_NONE, 0, work);
 	ok(same(y, want, sizeof(want)), "%s conv: 3x3 ones over 1..9, padding 1", be->name);
 	/* dilation 2 on 5x5 reads rows and columns 0, 2, 4: 1+3+5+11+13+15+21+23+25 */
 	s.h = s.w = 5;
 	s.oh = s.ow = 1;
 	s.ph = s.pw = 0;
 	s.dh = s.dw = 2;
-	be->conv_forward(&s, x, ones, NULL, y, DLT_ACT_NONE, 0, work);
+	be->conv_forward(DLT_PREC_F32, &s, x, ones, NULL, y, DLT_ACT_NONE, 0, work);
 	ok(y[0] == 117, "%s conv: dilation 2", be->name);
 	/* stride 2, padding 1 on 5x5: outputs at input rows and columns 0, 2, 4 */
 	s.oh = s.ow = 3;
 	s.ph = s.pw = 1;
 	s.sh = s.sw = 2;
 	s.dh = s.dw = 1;
-	be->conv_forward(&s, x, ones, NULL, y, DLT_ACT_NONE, 0, work);
+	be->conv_forward(DLT_PREC_F32, &s, x, ones, NULL, y, DLT_ACT_NONE, 0, work);
 	ok(y[0] == 1 + 2 + 6 + 7 && y[4] == 7 + 8 + 9 + 12 + 13 + 14 + 17 + 18 + 19,
 	   "%s conv: stride 2", be->name);
 	/* two groups of one channel: each output sees its own channel only */
@@ -614,7 +614,7 @@ static void test_conv_values(const dlt_backend *be)
 			.kw = 1, .sh = 1, .sw = 1, .dh = 1, .dw = 1, .groups = 2 };
 	for (int i = 0; i < 8; i++)
 		x2[i] = i < 4 ? 1 : 2;
-	be->conv_forward(&s, x2, w2, NULL, y2, DLT_ACT_RELU, 0, work);
+	be->conv_forward(DLT_PREC_F32, &s, x2, w2, NULL, y2, DLT_ACT_RELU, 0, work);
 	ok(y2[0] == 1 && y2[7] == 2, "%s conv: groups", be->name);
 	free(work);
 }
