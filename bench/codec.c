@@ -9,8 +9,10 @@
  * without modelling context.
  * Speeds: through the archive API, single thread, best of REPS: compress is
  * dlt_archive_write_tensor of every f32 tensor into an archive on tmpfs
- * (shuffle, zstd, xxh64 of raw and stored bytes, the write), decompress is
- * dlt_archive_read of every one (checksums, zstd, unshuffle).  Codec raw
+ * (for shuffle-zstd: the sample that picks each plane's coding, the shuffle
+ * with the raw bytes' xxh64, the planes' zstd frames, the record's xxh64,
+ * the write), decompress is dlt_archive_read of every one (the record's
+ * xxh64, the frames, the unshuffle with the raw bytes' xxh64).  Codec raw
  * is the same path without compression: what the archive itself costs. */
 #include <getopt.h>
 #include <math.h>

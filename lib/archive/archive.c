@@ -64,30 +64,13 @@ int ar_shape_size(int dtype, int ndim, const uint64_t *dims, uint64_t *count, ui
 	return !__builtin_mul_overflow(n, (uint64_t)dlt_dtype_size(dtype), bytes);
 }
 
-int ar_hash(uint64_t *out, const void *a, size_t na, const void *b, size_t nb)
+uint64_t ar_hash(const void *a, size_t na, const void *b, size_t nb)
 {
 	static const unsigned char zero[8];
-	dlt_hash h;
-	int rc = dlt_hash_init(&h);
-	if (rc < 0)
-		return rc;
-	dlt_hash_update(&h, a, na);
-	dlt_hash_update(&h, b, nb);
-	dlt_hash_update(&h, zero, ar_pad(nb));
-	*out = dlt_hash_final(&h);
-	return 0;
-}
-
-void ar_shuffle(unsigned char *dst, const unsigned char *src, size_t count, size_t esize)
-{
-	for (size_t k = 0; k < esize; k++)
-		for (size_t i = 0; i < count; i++)
-			dst[k * count + i] = src[i * esize + k];
-}
-
-void ar_unshuffle(unsigned char *dst, const unsigned char *src, size_t count, size_t esize)
-{
-	for (size_t k = 0; k < esize; k++)
-		for (size_t i = 0; i < count; i++)
-			dst[i * esize + k] = src[k * count + i];
+	ar_xxh64_state h;
+	ar_xxh64_init(&h);
+	ar_xxh64_update(&h, a, na);
+	ar_xxh64_update(&h, b, nb);
+	ar_xxh64_update(&h, zero, ar_pad(nb));
+	return ar_xxh64_final(&h);
 }

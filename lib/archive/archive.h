@@ -15,6 +15,25 @@
  *   u64 xxh64 of the record (header bytes before this field and the
  *       stored bytes with their zero padding),
  *   stored bytes, zero padding to 8.
+ * The codec byte says what the stored bytes are:
+ *   0 raw      the raw bytes (stored size = raw size)
+ *   1 zstd     one zstd frame of the raw bytes
+ *   3 shuffle-zstd: the raw bytes as esize byte planes (plane k holds byte k
+ *              of every element): esize x u64 plane sizes, then the planes
+ *              one after another, each as it is (its size is the element
+ *              count) or as one zstd frame of it (its size is less).  The
+ *              writer picks per plane: the low bytes of floats are noise and
+ *              stay raw, the sign-and-exponent byte gets Huffman codes (a
+ *              frame of literals only), zeros and long runs get zstd's
+ *              matches too; a frame is kept where it saves 2%.
+ *   2 shuffle-zstd in its first layout: one zstd frame of all the planes.
+ *              The writer keeps it for tensors of fewer than 64 elements,
+ *              where a table of plane sizes costs more than it saves.
+ * A compressed record (1 to 3) is smaller than its raw size, and the raw
+ * size is at most AR_ZSTD_MAX_RATIO (format.h) times the stored size.
+ * Codecs 2 and 3 both show as DLT_SHUFFLE_ZSTD, "shuffle-zstd": the name
+ * says what the codec does, whichever layout a tensor has.  A reader older
+ * than codec 3 refuses an archive with one as "unknown codec 3".
  * So every byte of the file is covered by a checksum or checked to have the
  * one value it may have.  The writer never seeks, so it can stream to a
  * pipe; the reader maps a file, or reads a stream into memory, and checks

@@ -24,6 +24,16 @@ _Static_assert(SIZE_MAX >= UINT64_MAX, "dlt needs a 64-bit size_t");
 #define AR_TAG_TENS "TENS"
 #define AR_TAG_META "META"
 #define AR_TAG_INDEX "INDX"
+/* The codec byte of a record.  Raw and zstd are those of enum dlt_codec;
+ * shuffle-zstd (DLT_SHUFFLE_ZSTD) has two layouts, AR_CODEC_PLANES and its
+ * first, AR_CODEC_SHUFFLE_FRAME, both shown as DLT_SHUFFLE_ZSTD in
+ * dlt_tensor_info.  The layouts are in archive.h. */
+#define AR_CODEC_RAW 0
+#define AR_CODEC_ZSTD 1
+#define AR_CODEC_SHUFFLE_FRAME 2
+#define AR_CODEC_PLANES 3
+#define AR_MAX_ESIZE 8		/* the widest dtype: the most planes */
+#define AR_PLANE_ENTRY 8	/* u64 stored size of a plane, in the plane table */
 /* zstd regenerates at most one 128 KiB block from 4 bytes (an RLE block),
  * so a frame cannot expand more than this: it bounds the raw size that a
  * compressed record may claim, and so what a reader allocates for it. */
@@ -70,12 +80,33 @@ int ar_shape_size(int dtype, int ndim, const uint64_t *dims, uint64_t *count, ui
 
 /* xxh64 of a, then b, then b's zero padding to 8: a record's checksum
  * (a = its header, b = its stored bytes) and the trailer's (a = the file
- * header, b = the index).  DLT_ENOMEM if the hash state cannot be had. */
-int ar_hash(uint64_t *out, const void *a, size_t na, const void *b, size_t nb);
+ * header, b = the index). */
+uint64_t ar_hash(const void *a, size_t na, const void *b, size_t nb);
 
-/* DLT_SHUFFLE_ZSTD's byte shuffle: the k-th byte of every element goes
- * together, so that the slowly changing high bytes of floats compress. */
-void ar_shuffle(unsigned char *dst, const unsigned char *src, size_t count, size_t esize);
-void ar_unshuffle(unsigned char *dst, const unsigned char *src, size_t count, size_t esize);
+/* xxh64 with seed 0 (shuffle.c): of n bytes, or streamed in pieces. */
+typedef struct ar_xxh64_state {
+	uint64_t v[4], total;
+	unsigned char buf[32];
+	size_t nbuf;
+} ar_xxh64_state;
+uint64_t ar_xxh64(const void *p, size_t n);
+void ar_xxh64_init(ar_xxh64_state *h);
+void ar_xxh64_update(ar_xxh64_state *h, const void *p, size_t n);
+uint64_t ar_xxh64_final(const ar_xxh64_state *h);
+
+/* shuffle-zstd's byte shuffle (shuffle.c): plane k, count bytes at
+ * dst + k * count, holds byte k of every element; both return the xxh64
+ * of the raw bytes (src, or what ar_unshuffle writes), which they hash as
+ * they go.  ar_unshuffle reads plane k from planes[k], which need not lie
+ * together.  The _ref ones are the plain loops that the fast paths must
+ * match, without the hash; ar_shuffle_simd says whether the fast paths run
+ * (1: AVX2). */
+uint64_t ar_shuffle(unsigned char *dst, const unsigned char *src, size_t count, size_t esize);
+uint64_t ar_unshuffle(unsigned char *dst, const unsigned char *const *planes, size_t count,
+		      size_t esize);
+void ar_shuffle_ref(unsigned char *dst, const unsigned char *src, size_t count, size_t esize);
+void ar_unshuffle_ref(unsigned char *dst, const unsigned char *const *planes, size_t count,
+		      size_t esize);
+int ar_shuffle_simd(void);
 
 #endif

@@ -19,6 +19,7 @@
 
 struct rec {
 	dlt_tensor_info info;	/* first: a dlt_tensor_info * leads back here */
+	int format;		/* the codec byte: AR_CODEC_* */
 	uint64_t raw_hash, rec_hash;
 	size_t hsize;		/* header bytes, the checksum field included */
 	size_t name_off;	/* in dlt_archive.names */
@@ -35,6 +36,7 @@ struct dlt_archive {
 	const dlt_tensor_info **byname;	/* sorted by name, for find */
 	dlt_buf names;		/* NUL-terminated, one after another */
 	char *meta;
+	ZSTD_DCtx *dctx;	/* one kept for the next read, taken atomically */
 };
 
 /* A name from the file made safe to print: control bytes become '?' and a
@@ -103,8 +105,7 @@ static int check_header(const dlt_archive *a)
 static int check_index(const dlt_archive *a, uint64_t *index_off, uint64_t *count)
 {
 	const unsigned char *t, *ix;
-	uint64_t off, size, hash;
-	int rc;
+	uint64_t off, size;
 
 	if (a->size < AR_HEADER + AR_INDEX_FIXED + AR_TRAILER)
 		return bad(a, NULL, "truncated (trailer missing)");
@@ -118,9 +119,7 @@ static int check_index(const dlt_archive *a, uint64_t *index_off, uint64_t *coun
 		return bad(a, NULL, "bad trailer (index at %llu, %llu bytes)",
 			   (unsigned long long)off, (unsigned long long)size);
 	ix = a->base + off;
-	if ((rc = ar_hash(&hash, a->base, AR_HEADER, ix, size)) < 0)
-		return rc;
-	if (hash != ar_get64(t + 16))
+	if (ar_hash(a->base, AR_HEADER, ix, size) != ar_get64(t + 16))
 		return bad(a, NULL, "checksum mismatch in index");
 	*count = ar_get64(ix + 8);
 	if (memcmp(ix, AR_TAG_INDEX, 4) != 0 || ar_get32(ix + 4) != 0 ||
@@ -184,7 +183,7 @@ static int check_sizes(const dlt_archive *a, const char *where, const struct fie
 
 	if (!dlt_dtype_size(f->dtype))
 		return bad(a, where, "unknown dtype %d", f->dtype);
-	if (!dlt_codec_name(f->codec))
+	if (f->codec > AR_CODEC_PLANES)
 		return bad(a, where, "unknown codec %d", f->codec);
 	if (!ar_shape_size(f->dtype, f->ndim, dims, count, &bytes))
 		return bad(a, where, "shape overflow");
@@ -194,7 +193,7 @@ static int check_sizes(const dlt_archive *a, const char *where, const struct fie
 	if (f->stored > room || room - f->stored != ar_pad(f->stored))
 		return bad(a, where, "stored size %llu not that of the record",
 			   (unsigned long long)f->stored);
-	if (f->codec == DLT_RAW ? f->stored != f->raw :
+	if (f->codec == AR_CODEC_RAW ? f->stored != f->raw :
 	    f->stored >= f->raw || f->raw / AR_ZSTD_MAX_RATIO > f->stored)
 		return bad(a, where, "impossible stored size %llu for raw size %llu",
 			   (unsigned long long)f->stored, (unsigned long long)f->raw);
@@ -229,7 +228,8 @@ static int parse_record(dlt_archive *a, size_t i, uint64_t off, uint64_t end,
 	    (rc = dlt_buf_append(&a->names, "", 1)) < 0)
 		return rc;
 	r->info.dtype = f.dtype;
-	r->info.codec = f.codec;
+	r->format = f.codec;
+	r->info.codec = f.codec == AR_CODEC_PLANES ? DLT_SHUFFLE_ZSTD : f.codec;
 	r->info.ndim = f.ndim;
 	r->info.raw_size = f.raw;
 	r->info.stored_size = f.stored;
@@ -243,42 +243,137 @@ static int parse_record(dlt_archive *a, size_t i, uint64_t off, uint64_t end,
 	return 0;
 }
 
-/* Checks both checksums of a record and decodes it into out (raw_size
- * bytes); out may be NULL for a raw record, to check it only.  Uses no
- * state of a's but its bytes, so that threads may read at once. */
-static int decode(const dlt_archive *a, const struct rec *r, void *out)
+/* A zstd context for one decode: the one a kept, or a new one.  Threads
+ * that read at once each get their own. */
+static ZSTD_DCtx *dctx_take(dlt_archive *a)
 {
-	const unsigned char *h = a->base + r->info.offset, *src = h + r->hsize, *raw = out;
-	size_t n = r->info.raw_size, z;
-	char where[LABEL_SIZE];
-	void *shuf = NULL;
-	uint64_t hash;
+	ZSTD_DCtx *d = __atomic_exchange_n(&a->dctx, NULL, __ATOMIC_ACQ_REL);
+	return d ? d : ZSTD_createDCtx();
+}
+
+static void dctx_give(dlt_archive *a, ZSTD_DCtx *d)
+{
+	ZSTD_freeDCtx(__atomic_exchange_n(&a->dctx, d, __ATOMIC_ACQ_REL));
+}
+
+/* zstd data that must decode to exactly n bytes. */
+static int unzstd(const dlt_archive *a, const char *where, ZSTD_DCtx *d, void *dst, size_t n,
+		  const void *src, size_t sn)
+{
+	size_t z = ZSTD_decompressDCtx(d, dst, n, src, sn);
+	if (ZSTD_isError(z))
+		return bad(a, where, "bad zstd data (%s)", ZSTD_getErrorName(z));
+	if (z != n)
+		return bad(a, where, "zstd data of %zu bytes, not %zu", z, n);
+	return 0;
+}
+
+/* AR_CODEC_SHUFFLE_FRAME, the first layout: one frame of all planes.
+ * *hash: the xxh64 of what it writes to out. */
+static int decode_frame(const dlt_archive *a, const struct rec *r, const char *where,
+			ZSTD_DCtx *d, const unsigned char *src, unsigned char *out, uint64_t *hash)
+{
+	size_t n = r->info.raw_size, count = r->info.count, esize = dlt_dtype_size(r->info.dtype);
+	const unsigned char *planes[AR_MAX_ESIZE];
+	unsigned char *buf = dlt_malloc(n);
 	int rc;
 
+	if (!buf)
+		return DLT_ENOMEM;
+	if ((rc = unzstd(a, where, d, buf, n, src, r->info.stored_size)) == 0) {
+		for (size_t k = 0; k < esize; k++)
+			planes[k] = buf + k * count;
+		*hash = ar_unshuffle(out, planes, count, esize);
+	}
+	free(buf);
+	return rc;
+}
+
+/* AR_CODEC_PLANES: the plane table, checked against the stored size, then
+ * each plane where it lies (raw) or decoded (a frame).  *hash: the xxh64
+ * of what it writes to out. */
+static int decode_planes(const dlt_archive *a, const struct rec *r, const char *where,
+			 ZSTD_DCtx *d, const unsigned char *src, unsigned char *out, uint64_t *hash)
+{
+	size_t count = r->info.count, esize = dlt_dtype_size(r->info.dtype);
+	size_t table = AR_PLANE_ENTRY * esize, left = r->info.stored_size, frames = 0;
+	const unsigned char *planes[AR_MAX_ESIZE], *p = src + table;
+	uint64_t size[AR_MAX_ESIZE];
+	char pwhere[LABEL_SIZE + 32];
+	unsigned char *buf, *at;
+	int rc = 0;
+
+	if (left < table)
+		return bad(a, where, "stored size %zu less than its plane table", left);
+	left -= table;
+	for (size_t k = 0; k < esize; k++) {
+		size[k] = ar_get64(src + AR_PLANE_ENTRY * k);
+		if (size[k] > count || size[k] > left)
+			return bad(a, where, "plane %zu of %llu bytes (%zu elements, %zu bytes left)",
+				   k, (unsigned long long)size[k], count, left);
+		planes[k] = p;
+		p += size[k];
+		left -= size[k];
+		frames += size[k] < count;
+	}
+	if (left)
+		return bad(a, where, "%zu stored bytes after the last plane", left);
+	/* frames decode into buf, or out for a byte's one plane (a frame, as
+	 * the record is smaller than raw); raw planes are read where they lie */
+	if (!(buf = esize == 1 ? out : dlt_malloc(frames * count)))
+		return DLT_ENOMEM;
+	at = buf;
+	for (size_t k = 0; k < esize && rc == 0; k++) {
+		if (size[k] == count)
+			continue;
+		snprintf(pwhere, sizeof(pwhere), "plane %zu of %s", k, where);
+		rc = unzstd(a, pwhere, d, at, count, planes[k], size[k]);
+		planes[k] = at;
+		at += count;
+	}
+	if (rc == 0)
+		*hash = esize == 1 ? ar_xxh64(out, count) : ar_unshuffle(out, planes, count, esize);
+	if (buf != out)
+		free(buf);
+	return rc;
+}
+
+/* Checks both checksums of a record and decodes it into out (raw_size
+ * bytes); out may be NULL for a raw record, to check it only.  Of a's
+ * state it uses only its bytes and the kept zstd context, so that threads
+ * may read at once. */
+static int decode(dlt_archive *a, const struct rec *r, void *out)
+{
+	const unsigned char *h = a->base + r->info.offset, *src = h + r->hsize;
+	size_t n = r->info.raw_size;
+	char where[LABEL_SIZE];
+	uint64_t hash = 0;
+	ZSTD_DCtx *d;
+	int rc = 0;
+
 	rec_label(where, r);
-	if ((rc = ar_hash(&hash, h, r->hsize - 8, src, r->info.stored_size)) < 0)
-		return rc;
-	if (hash != r->rec_hash)
+	if (ar_hash(h, r->hsize - 8, src, r->info.stored_size) != r->rec_hash)
 		return bad(a, where, "checksum mismatch");
-	if (r->info.codec == DLT_RAW) {
+	if (r->format == AR_CODEC_RAW) {
 		if (out && n)
 			memcpy(out, src, n);
-		raw = src;
+		hash = ar_xxh64(src, n);
 	} else {
-		if (r->info.codec == DLT_SHUFFLE_ZSTD && !(shuf = dlt_malloc(n)))
-			return DLT_ENOMEM;
-		z = ZSTD_decompress(shuf ? shuf : out, n, src, r->info.stored_size);
-		if (ZSTD_isError(z) || z != n) {
-			free(shuf);
-			if (ZSTD_isError(z))
-				return bad(a, where, "bad zstd data (%s)", ZSTD_getErrorName(z));
-			return bad(a, where, "zstd data of %zu bytes, not %zu", z, n);
+		if (!(d = dctx_take(a)))
+			return dlt_error(DLT_ENOMEM, "out of memory (zstd context)");
+		if (r->format == AR_CODEC_ZSTD) {
+			if ((rc = unzstd(a, where, d, out, n, src, r->info.stored_size)) == 0)
+				hash = ar_xxh64(out, n);
+		} else if (r->format == AR_CODEC_SHUFFLE_FRAME) {
+			rc = decode_frame(a, r, where, d, src, out, &hash);
+		} else {
+			rc = decode_planes(a, r, where, d, src, out, &hash);
 		}
-		if (shuf)
-			ar_unshuffle(out, shuf, r->info.count, dlt_dtype_size(r->info.dtype));
-		free(shuf);
+		dctx_give(a, d);
+		if (rc < 0)
+			return rc;
 	}
-	if (dlt_xxh64(raw, n, 0) != r->raw_hash)
+	if (hash != r->raw_hash)
 		return bad(a, where, "checksum mismatch (decoded data)");
 	return 0;
 }
@@ -455,6 +550,7 @@ void dlt_archive_close(dlt_archive *a)
 	dlt_buf_free(&a->names);
 	free(a->meta);
 	free(a->path);
+	ZSTD_freeDCtx(a->dctx);
 	free(a);
 }
 

@@ -1,7 +1,11 @@
 /* writer: appends records and never seeks, so an archive can go down a
  * pipe; the index and trailer follow the last record. */
+#include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+/* for ZSTD_compressSequences: a frame of literals only, Huffman-coded */
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
 #include "archive/archive.h"
@@ -24,8 +28,36 @@ struct dlt_archive_writer {
 	struct nameset names;
 	int has_meta;
 	int rc;			/* the first failure after which the output is unusable */
-	ZSTD_CCtx *zc;
+	struct scratch *x;	/* NULL until a tensor is compressed */
 };
+
+/* What compressing takes besides the data: a zstd context and buffers
+ * for the shuffled planes and the frames, grown to the largest tensor and
+ * kept until the writer closes. */
+struct scratch {
+	ZSTD_CCtx *zc;
+	unsigned char *shuf, *zbuf;	/* the shuffled planes; compressed bytes */
+	size_t shuf_cap, zbuf_cap;
+};
+
+static void scratch_free(struct scratch *x)
+{
+	if (!x)
+		return;
+	ZSTD_freeCCtx(x->zc);
+	free(x->shuf);
+	free(x->zbuf);
+	free(x);
+}
+
+static int scratch_init(dlt_archive_writer *w)
+{
+	if (!w->x && !(w->x = dlt_calloc(1, sizeof(*w->x))))
+		return DLT_ENOMEM;
+	if (!w->x->zc && !(w->x->zc = ZSTD_createCCtx()))
+		return dlt_error(DLT_ENOMEM, "out of memory (zstd context)");
+	return 0;
+}
 
 /* The slot that holds name, or the empty one where it belongs. */
 static char **nameset_slot(const struct nameset *s, const char *name)
@@ -78,7 +110,7 @@ static void writer_free(dlt_archive_writer *w)
 {
 	nameset_free(&w->names);
 	dlt_buf_free(&w->index);
-	ZSTD_freeCCtx(w->zc);
+	scratch_free(w->x);
 	free(w->name);
 	free(w);
 }
@@ -131,52 +163,260 @@ int dlt_archive_create(dlt_archive_writer **wp, const char *path)
 	return 0;
 }
 
-/* A record's bytes as stored: the data itself, or its compressed form
- * when that is smaller.  *buf is what the caller frees. */
+/* A record's bytes as stored, in pieces that go out one after another, so
+ * that a raw plane is written from where it lies, never copied. */
 struct stored {
-	const void *p;
-	size_t n;
-	int codec;
-	void *buf;
+	int codec;		/* the record's codec byte */
+	uint64_t n;		/* bytes in all pieces */
+	uint64_t raw_hash;	/* xxh64 of the raw bytes */
+	int hashed;		/* raw_hash is set */
+	int npiece;
+	struct piece {
+		const void *p;
+		size_t n;
+	} piece[1 + AR_MAX_ESIZE];
+	unsigned char table[AR_PLANE_ENTRY * AR_MAX_ESIZE];	/* AR_CODEC_PLANES */
 };
 
-static int encode(dlt_archive_writer *w, struct stored *s, const void *data, size_t n,
-		    size_t esize, int level)
+static void stored_raw(struct stored *s, const void *data, size_t n)
 {
-	size_t cap = ZSTD_compressBound(n), z;
-	void *src = (void *)data, *shuf = NULL;
+	s->hashed = 0;
+	s->codec = AR_CODEC_RAW;
+	s->n = n;
+	s->npiece = 1;
+	s->piece[0] = (struct piece){ data, n };
+}
 
-	if (!w->zc && !(w->zc = ZSTD_createCCtx()))
-		return dlt_error(DLT_ENOMEM, "out of memory (zstd context)");
-	if (s->codec == DLT_SHUFFLE_ZSTD) {
-		if (!(src = shuf = dlt_malloc(n)))
-			return DLT_ENOMEM;
-		ar_shuffle(shuf, data, n / esize, esize);
-	}
-	if (!(s->buf = dlt_malloc(cap))) {
-		free(shuf);
-		return DLT_ENOMEM;
-	}
-	z = ZSTD_compressCCtx(w->zc, s->buf, cap, src, n, level ? level : ZSTD_CLEVEL_DEFAULT);
-	free(shuf);
-	if (ZSTD_isError(z))
-		return dlt_error(DLT_EFAIL, "%s: zstd: %s", w->name, ZSTD_getErrorName(z));
-	/* not smaller: raw reads faster and the reader insists on it */
-	if (z >= n) {
-		free(s->buf);
-		s->buf = NULL;
-		s->codec = DLT_RAW;
+/* Makes *buf hold at least n bytes; what it held is not kept. */
+static int reserve(unsigned char **buf, size_t *cap, size_t n)
+{
+	if (n <= *cap)
 		return 0;
-	}
-	s->p = s->buf;
-	s->n = z;
+	free(*buf);
+	*cap = 0;
+	if (!(*buf = dlt_malloc(n)))
+		return DLT_ENOMEM;
+	*cap = n;
 	return 0;
+}
+
+static int zstd_failed(dlt_archive_writer *w, size_t z)
+{
+	return dlt_error(DLT_EFAIL, "%s: zstd: %s", w->name, ZSTD_getErrorName(z));
+}
+
+/* One frame of src (the data, or for AR_CODEC_SHUFFLE_FRAME its planes)
+ * as codec, where that is smaller. */
+static int encode_zstd(dlt_archive_writer *w, struct stored *s, const void *src, size_t n,
+		       int level, int codec)
+{
+	struct scratch *x = w->x;
+	size_t z;
+	if (reserve(&x->zbuf, &x->zbuf_cap, ZSTD_compressBound(n)) < 0)
+		return DLT_ENOMEM;
+	z = ZSTD_compressCCtx(x->zc, x->zbuf, x->zbuf_cap, src, n, level);
+	if (ZSTD_isError(z))
+		return zstd_failed(w, z);
+	/* not smaller: raw reads faster and the reader insists on it */
+	if (z < n) {
+		s->codec = codec;
+		s->n = z;
+		s->piece[0] = (struct piece){ x->zbuf, z };
+	}
+	return 0;
+}
+
+/* How a plane is stored.  The byte planes of floats differ in kind: the
+ * low mantissa bytes are noise, which zstd spends time failing to shrink;
+ * the sign-and-exponent byte takes few values in no long repeats, where
+ * Huffman codes alone (a zstd frame of literals) come within a few percent
+ * of its entropy at several times zstd's speed, as zstd's match finder
+ * finds short matches all the time and each costs; zeros and long runs
+ * (optimiser state of inputs that never fire, sparse or smooth tensors)
+ * are where matches pay, and there zstd is fast too. */
+enum { PLANE_RAW, PLANE_HUFFMAN, PLANE_ZSTD };
+
+#define SAMPLE_RUN 256		/* elements, contiguous */
+#define SAMPLE_RUNS 16		/* spread over the tensor */
+#define SAMPLE_MAX (SAMPLE_RUN * SAMPLE_RUNS)
+
+static float nlog2n[SAMPLE_MAX + 1];	/* n log2 n */
+static pthread_once_t nlog2n_once = PTHREAD_ONCE_INIT;
+
+static void nlog2n_init(void)
+{
+	for (int i = 1; i <= SAMPLE_MAX; i++)
+		nlog2n[i] = i * log2(i);
+}
+
+/* Each plane's method, from a sample of the elements: where the commonest
+ * byte is half the plane or three bytes in four repeat the one before,
+ * zstd; else Huffman where the sample's entropy (with the Miller-Madow
+ * correction of its bias) and the cost of a code table promise to save 4%;
+ * else raw.  The sample costs a few percent of the rest, where a trial
+ * compression of each plane would cost as much as coding it. */
+static void plan_planes(int *method, const unsigned char *data, size_t count, size_t esize)
+{
+	uint32_t hist[AR_MAX_ESIZE][256], hist2[AR_MAX_ESIZE][256], same[AR_MAX_ESIZE] = { 0 };
+	size_t runs = count <= SAMPLE_MAX ? 1 : SAMPLE_RUNS;
+	size_t len = runs == 1 ? count : SAMPLE_RUN, n = runs * len;
+
+	pthread_once(&nlog2n_once, nlog2n_init);
+	memset(hist, 0, esize * sizeof(hist[0]));
+	memset(hist2, 0, esize * sizeof(hist2[0]));
+	for (size_t r = 0; r < runs; r++) {
+		const unsigned char *p = data + (runs == 1 ? 0 : (count - len) / (runs - 1) * r) * esize;
+		/* a plane at a time, two elements a step into two histograms:
+		 * a run of one byte value would otherwise wait on each count */
+		for (size_t k = 0; k < esize; k++) {
+			uint32_t *h0 = hist[k], *h1 = hist2[k], eq = 0;
+			unsigned prev = p[k];
+			size_t i;
+			for (i = 0; i + 2 <= len; i += 2) {
+				unsigned b0 = p[i * esize + k], b1 = p[(i + 1) * esize + k];
+				h0[b0]++;
+				h1[b1]++;
+				eq += (b0 == prev) + (b1 == b0);
+				prev = b1;
+			}
+			if (i < len) {
+				h0[p[i * esize + k]]++;
+				eq += p[i * esize + k] == prev;
+			}
+			same[k] += eq - 1;	/* not the first byte against itself */
+		}
+	}
+	for (size_t k = 0; k < esize; k++) {
+		uint32_t top = 0, symbols = 0;
+		double sum = 0, bits, bytes;
+		for (int v = 0; v < 256; v++) {
+			uint32_t c = hist[k][v] + hist2[k][v];
+			sum += nlog2n[c];
+			top = c > top ? c : top;
+			symbols += c != 0;
+		}
+		bits = log2(n) - sum / n + (symbols - 1) / (2 * M_LN2 * n);
+		/* the code table's 4 bits a symbol, the frame and block headers */
+		bytes = count * bits / 8 + symbols / 2 + 16 + 3 * (count >> 17);
+		if (2 * top >= n || 4 * same[k] >= 3 * (n - runs))
+			method[k] = PLANE_ZSTD;
+		else if (bytes < 0.96 * count)
+			method[k] = PLANE_HUFFMAN;
+		else
+			method[k] = PLANE_RAW;
+	}
+}
+
+/* One plane as a zstd frame; 0 when it does not save 1/50 of its size. */
+static int compress_plane(dlt_archive_writer *w, size_t *z, unsigned char *dst, size_t cap,
+			  const unsigned char *src, size_t count, int method, int level)
+{
+	static const ZSTD_Sequence no_sequences[1];
+	size_t r = 0;
+	int done = 0;
+	if (method == PLANE_HUFFMAN) {
+		ZSTD_CCtx *zc = w->x->zc;
+		ZSTD_CCtx_reset(zc, ZSTD_reset_session_and_parameters);
+		r = ZSTD_CCtx_setParameter(zc, ZSTD_c_compressionLevel, level);
+		/* negative levels would store the literals raw */
+		if (!ZSTD_isError(r))
+			r = ZSTD_CCtx_setParameter(zc, ZSTD_c_literalCompressionMode, ZSTD_ps_enable);
+		/* no sequences: all of src is literals */
+		if (!ZSTD_isError(r))
+			r = ZSTD_compressSequences(zc, dst, cap, no_sequences, 0, src, count);
+		done = !ZSTD_isError(r);
+	}
+	/* also where another libzstd refuses the experimental call */
+	if (!done)
+		r = ZSTD_compressCCtx(w->x->zc, dst, cap, src, count, level);
+	if (ZSTD_isError(r))
+		return zstd_failed(w, r);
+	*z = r < count - count / 50 ? r : 0;
+	return 0;
+}
+
+/* Below this many elements the plane table costs more than planes save. */
+#define PLANES_MIN 64
+
+/* shuffle-zstd: a table of plane sizes, then each plane raw or as a zstd
+ * frame; or for a small tensor, one frame of all its planes (archive.h). */
+static int encode_planes(dlt_archive_writer *w, struct stored *s, const void *data, size_t n,
+			 size_t esize, int level)
+{
+	struct scratch *x = w->x;
+	size_t count = n / esize, bound = ZSTD_compressBound(count), used = 0;
+	const unsigned char *planes = data;
+	int method[AR_MAX_ESIZE], rc;
+	uint64_t total = AR_PLANE_ENTRY * esize;
+
+	if (count >= PLANES_MIN) {
+		plan_planes(method, data, count, esize);
+		for (size_t k = 0; k < esize; k++)
+			used += method[k] != PLANE_RAW;
+		if (used == 0)
+			return 0;
+	}
+	if (esize > 1) {
+		if ((rc = reserve(&x->shuf, &x->shuf_cap, n)) < 0)
+			return rc;
+		s->raw_hash = ar_shuffle(x->shuf, data, count, esize);
+		s->hashed = 1;
+		planes = x->shuf;
+	}
+	if (count < PLANES_MIN)
+		return encode_zstd(w, s, planes, n, level, AR_CODEC_SHUFFLE_FRAME);
+	if ((rc = reserve(&x->zbuf, &x->zbuf_cap, used * bound)) < 0)
+		return rc;
+	used = 0;
+	for (size_t k = 0; k < esize; k++) {
+		const unsigned char *p = planes + k * count;
+		size_t z = 0;
+		if (method[k] != PLANE_RAW &&
+		    (rc = compress_plane(w, &z, x->zbuf + used, bound, p, count, method[k], level)) < 0)
+			return rc;
+		if (z) {
+			s->piece[1 + k] = (struct piece){ x->zbuf + used, z };
+			used += z;
+		} else {
+			s->piece[1 + k] = (struct piece){ p, count };
+		}
+		ar_put64(s->table + AR_PLANE_ENTRY * k, s->piece[1 + k].n);
+		total += s->piece[1 + k].n;
+	}
+	/* not smaller: raw reads faster and the reader insists on it */
+	if (total >= n)
+		return 0;
+	s->codec = AR_CODEC_PLANES;
+	s->n = total;
+	s->npiece = 1 + esize;
+	s->piece[0] = (struct piece){ s->table, AR_PLANE_ENTRY * esize };
+	return 0;
+}
+
+/* Fills s with data as codec stores it, or raw where that is no smaller,
+ * and the raw bytes' hash. */
+static int encode(dlt_archive_writer *w, struct stored *s, const void *data, size_t n,
+		  size_t esize, int codec, int level)
+{
+	int rc = 0;
+
+	stored_raw(s, data, n);
+	if (codec != DLT_RAW && n > 0 && (rc = scratch_init(w)) == 0) {
+		level = level ? level : ZSTD_CLEVEL_DEFAULT;
+		if (codec == DLT_SHUFFLE_ZSTD)
+			rc = encode_planes(w, s, data, n, esize, level);
+		else
+			rc = encode_zstd(w, s, data, n, level, AR_CODEC_ZSTD);
+	}
+	if (rc == 0 && !s->hashed)
+		s->raw_hash = ar_xxh64(data, n);
+	return rc;
 }
 
 /* Builds the record header in h and returns its size. */
 static size_t record_header(unsigned char *h, const char *tag, const char *name, int dtype,
 			    int ndim, const uint64_t *dims, uint64_t raw_size,
-			    const struct stored *s, uint64_t raw_hash)
+			    const struct stored *s)
 {
 	size_t namelen = strlen(name);
 	size_t size = ar_rec_header_size(ndim, namelen);
@@ -191,7 +431,7 @@ static size_t record_header(unsigned char *h, const char *tag, const char *name,
 	ar_put32(h + 12, namelen);
 	ar_put64(h + 16, s->n);
 	ar_put64(h + 24, raw_size);
-	ar_put64(h + 32, raw_hash);
+	ar_put64(h + 32, s->raw_hash);
 	for (int i = 0; i < ndim; i++, p += 8)
 		ar_put64(p, dims[i]);
 	memcpy(p, name, namelen);
@@ -205,26 +445,31 @@ static int write_record(dlt_archive_writer *w, const char *tag, const char *name
 	static const unsigned char zero[8];
 	unsigned char h[AR_REC_FIXED + 8 * DLT_MAX_DIMS + DLT_MAX_NAME + 8];
 	unsigned char off[8];
-	struct stored s = { data, n, codec, NULL };
-	uint64_t hash;
+	struct stored s;
+	ar_xxh64_state hash;
 	size_t hsize;
 	int rc;
 
-	if (codec != DLT_RAW && (rc = encode(w, &s, data, n, dlt_dtype_size(dtype), level)) < 0)
+	if ((rc = encode(w, &s, data, n, dlt_dtype_size(dtype), codec, level)) < 0)
 		goto fail;
-	hsize = record_header(h, tag, name, dtype, ndim, dims, n, &s, dlt_xxh64(data, n, 0));
-	if ((rc = ar_hash(&hash, h, hsize - 8, s.p, s.n)) < 0)
-		goto fail;
-	ar_put64(h + hsize - 8, hash);
+	hsize = record_header(h, tag, name, dtype, ndim, dims, n, &s);
+	ar_xxh64_init(&hash);
+	ar_xxh64_update(&hash, h, hsize - 8);
+	for (int i = 0; i < s.npiece; i++)
+		ar_xxh64_update(&hash, s.piece[i].p, s.piece[i].n);
+	ar_xxh64_update(&hash, zero, ar_pad(s.n));
+	ar_put64(h + hsize - 8, ar_xxh64_final(&hash));
 	ar_put64(off, w->off);
 	if ((rc = dlt_buf_append(&w->index, off, 8)) < 0)
 		goto fail;
 	w->nrec++;
-	if ((rc = emit(w, h, hsize)) < 0 || (rc = emit(w, s.p, s.n)) < 0)
+	if ((rc = emit(w, h, hsize)) < 0)
 		goto fail;
+	for (int i = 0; i < s.npiece; i++)
+		if ((rc = emit(w, s.piece[i].p, s.piece[i].n)) < 0)
+			goto fail;
 	rc = emit(w, zero, ar_pad(s.n));
 fail:
-	free(s.buf);
 	/* past the argument checks, any failure leaves the output unusable */
 	if (rc < 0 && w->rc == 0)
 		w->rc = rc;
@@ -314,8 +559,7 @@ static int write_end(dlt_archive_writer *w)
 	memcpy(ix, AR_TAG_INDEX, 4);
 	ar_put64(ix + 8, w->nrec);
 	file_header(h);
-	if ((rc = ar_hash(&hash, h, sizeof(h), ix, w->index.len)) < 0)
-		return rc;
+	hash = ar_hash(h, sizeof(h), ix, w->index.len);
 	ar_put64(t, w->off);
 	ar_put64(t + 8, w->index.len);
 	ar_put64(t + 16, hash);

@@ -32,6 +32,11 @@ def fail(msg):
     sys.exit(1)
 
 
+def unzstd(data):
+    return subprocess.run(['zstd', '-dcq'], input=data, stdout=subprocess.PIPE,
+                          check=True).stdout
+
+
 def read_dlt(path):
     """{name: (dtype name, shape, raw bytes)} in file order, from the layout
     of lib/archive/archive.h."""
@@ -53,12 +58,19 @@ def read_dlt(path):
         dims = list(struct.unpack_from('<%dQ' % ndim, d, off + 40))
         name = d[off + 40 + 8 * ndim:off + 40 + 8 * ndim + nlen].decode()
         data = d[off + hsize:off + hsize + stored]
-        if codec:
-            data = subprocess.run(['zstd', '-dcq'], input=data, stdout=subprocess.PIPE,
-                                  check=True).stdout
-        if codec == 2:
-            size = DLT_DTYPES[dtype][1]
-            n = raw // size
+        size = DLT_DTYPES[dtype][1]
+        n = raw // size
+        if codec in (1, 2):
+            data = unzstd(data)
+        if codec == 3:
+            # plane sizes, then each plane as it is or one zstd frame
+            sizes = struct.unpack_from('<%dQ' % size, data)
+            p, planes = 8 * size, []
+            for s in sizes:
+                planes.append(data[p:p + s] if s == n else unzstd(data[p:p + s]))
+                p += s
+            data = b''.join(planes)
+        if codec in (2, 3):
             data = bytes(data[k * n + j] for j in range(n) for k in range(size))
         if len(data) != raw:
             fail('%s: tensor %s: %d bytes, not %d' % (path, name, len(data), raw))

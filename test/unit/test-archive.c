@@ -698,6 +698,50 @@ static void test_flips(void)
 	free(f);
 }
 
+/* An archive of one f32 tensor stored with shuffle-zstd's planes: two raw
+ * (noise), two frames. */
+static char *planes_archive(const char *path, size_t *n, int *codec)
+{
+	static const uint64_t d[] = { 96 };
+	float x[96];
+	dlt_archive_writer *w;
+	char *f;
+	for (int i = 0; i < 96; i++)
+		x[i] = 1.5f + (float)(rnd() % 65536) / (1 << 24);
+	dlt_archive_create(&w, path);
+	dlt_archive_write_tensor(w, "p", DLT_F32, 1, d, x, DLT_SHUFFLE_ZSTD, 1);
+	dlt_archive_writer_close(w);
+	f = slurp(path, n);
+	*codec = f ? (unsigned char)f[16 + 9] : -1;
+	return f;
+}
+
+/* The same for shuffle-zstd's plane table and frames. */
+static void test_planes_damage(void)
+{
+	size_t n, failed = 0, cuts = 0;
+	int codec, shown = 0;
+	char *f = planes_archive(tpath("pflip.dlt"), &n, &codec);
+
+	ok(f && codec == 3, "a %zu-byte archive of a tensor in planes (codec %d)", n, codec);
+	ok_rc(open_verify(f, n, "dmg.dlt"), 0, "that verifies");
+	for (size_t i = 0; i < n; i++) {
+		f[i] ^= 0x01;
+		failed += !damaged_fails(f, n, "flipped", i, &shown);
+		f[i] ^= 0x01;
+		f[i] ^= 0xff;
+		failed += !damaged_fails(f, n, "flipped", i, &shown);
+		f[i] ^= 0xff;
+	}
+	ok(failed == 0, "each of its bytes xor 0x01 or 0xff fails open or verify (%zu did not)",
+	   failed);
+	failed = 0;
+	for (size_t len = 0; len < n; len++, cuts++)
+		failed += !damaged_fails(f, len, "truncated", len, &shown);
+	ok(failed == 0, "%zu truncations all fail (%zu did not)", cuts, failed);
+	free(f);
+}
+
 /* Damage inside one tensor's data names it, and spares the others. */
 static void test_damage_names(void)
 {
@@ -918,6 +962,158 @@ static void test_hostile_records(void)
 	hostile(two, 1, 1, "metadata with a name", "bad metadata header");
 }
 
+/* shuffle-zstd's first layout (codec 2), as the writer wrote it before the
+ * planes: one zstd frame of the shuffled bytes.  Made here by hand, it
+ * must still read. */
+static void test_old_shuffle(void)
+{
+	static const uint64_t d[] = { 3000 }, d8[] = { 1000 };
+	enum { N = 3000 };
+	float x[N], back[N];
+	int64_t y[1000], yback[1000];
+	unsigned char shuf[8 * N], frame[8 * N + 512];
+	struct hrec r[2];
+	dlt_archive *a;
+	dlt_buf b = { 0 };
+	size_t fn, yn;
+
+	for (size_t i = 0; i < N; i++) {
+		x[i] = sinf(i * 0.003f) * (1 + (rnd() % 100) / 1e4f);
+		for (int k = 0; k < 4; k++)
+			shuf[k * N + i] = ((unsigned char *)x)[4 * i + k];
+	}
+	fn = ZSTD_compress(frame, sizeof(frame), shuf, 4 * N, 3);
+	r[0] = (struct hrec){ .dtype = DLT_F32, .codec = 2, .ndim = 1, .dims = d, .name = "old",
+			      .stored = fn, .raw = 4 * N, .raw_hash = dlt_xxh64(x, 4 * N, 0),
+			      .data = frame, .n = fn };
+	for (size_t i = 0; i < 1000; i++)
+		y[i] = (int64_t)i * 977 - 4000;
+	for (size_t i = 0; i < 1000; i++)
+		for (int k = 0; k < 8; k++)
+			shuf[k * 1000 + i] = ((unsigned char *)y)[8 * i + k];
+	yn = ZSTD_compress(frame + fn, sizeof(frame) - fn, shuf, 8000, 3);
+	r[1] = (struct hrec){ .dtype = DLT_I64, .codec = 2, .ndim = 1, .dims = d8, .name = "old64",
+			      .stored = yn, .raw = 8000, .raw_hash = dlt_xxh64(y, 8000, 0),
+			      .data = frame + fn, .n = yn };
+	build(&b, r, 2, 2);
+	ok(fn < 4 * N && yn < 8000, "old-layout records of %zu and %zu bytes", fn, yn);
+	ok_rc(dlt_archive_open_mem(&a, b.data, b.len, "old.dlt"), 0, "an archive of them opens");
+	if (a) {
+		const dlt_tensor_info *t = dlt_archive_find(a, "old"), *u = dlt_archive_find(a, "old64");
+		ok(t && u && t->codec == DLT_SHUFFLE_ZSTD && u->codec == DLT_SHUFFLE_ZSTD,
+		   "their codec shows as shuffle-zstd");
+		ok(t && dlt_archive_read(a, t, back, sizeof(back)) == 0 &&
+		   memcmp(back, x, sizeof(x)) == 0, "f32 reads back, byte for byte");
+		ok(u && dlt_archive_read(a, u, yback, sizeof(yback)) == 0 &&
+		   memcmp(yback, y, sizeof(y)) == 0, "i64 reads back, byte for byte");
+		ok_rc(dlt_archive_verify(a), 0, "and verifies");
+		dlt_archive_close(a);
+	}
+	dlt_buf_free(&b);
+}
+
+/* A codec 3 record of an f32 tensor 't' of 100 elements: the plane table
+ * sizes[4], then body (n bytes).  raw_hash 0: that of want. */
+static void planes_put(dlt_buf *b, const uint64_t sizes[4], const void *body, size_t n,
+		       uint64_t raw_hash, const void *want)
+{
+	static const uint64_t d100[] = { 100 };
+	dlt_buf payload = { 0 };
+	dlt_buf_append(&payload, sizes, 32);
+	dlt_buf_append(&payload, body, n);
+	build(b, R(.dtype = DLT_F32, .codec = 3, .ndim = 1, .dims = d100, .stored = payload.len,
+		   .raw = 400, .raw_hash = raw_hash ? raw_hash : dlt_xxh64(want, 400, 0),
+		   .data = payload.data, .n = payload.len), 1, 1);
+	dlt_buf_free(&payload);
+}
+
+static void hostile_planes(const char *what, const uint64_t sizes[4], const void *body, size_t n,
+			   uint64_t raw_hash, const char *needle)
+{
+	static const float want[100];
+	dlt_buf b = { 0 };
+	int rc;
+	planes_put(&b, sizes, body, n, raw_hash, want);
+	rc = open_verify(b.data, b.len, "evil.dlt");
+	ok_rc(rc, DLT_EINPUT, "%s", what);
+	if (rc == DLT_EINPUT)
+		ok_msg(needle, "%s: says '%s'", what, needle);
+	dlt_buf_free(&b);
+}
+
+/* Plane tables that lie, under right checksums, and frames that are cut or
+ * decode to the wrong size: a message naming the plane, nothing worse. */
+static void test_hostile_planes(void)
+{
+	static const unsigned char zeros[400];
+	unsigned char body[400 + 64], frame[64], more[400];
+	float x[100], got[100];
+	size_t fz, f50, f150, fx;
+	dlt_archive *a;
+	dlt_buf b = { 0 };
+
+	/* planes 0 to 2 raw (zeros), plane 3 a frame of 100 bytes */
+	for (int i = 0; i < 100; i++)
+		more[i] = 0x3c + i % 3;
+	fz = ZSTD_compress(frame, sizeof(frame), more, 100, 3);
+	memcpy(body, zeros, 300);
+	memcpy(body + 300, frame, fz);
+	for (int i = 0; i < 100; i++) {
+		uint32_t u = (uint32_t)more[i] << 24;
+		memcpy(&x[i], &u, 4);
+	}
+	planes_put(&b, (uint64_t[]){ 100, 100, 100, fz }, body, 300 + fz, 0, x);
+	ok_rc(dlt_archive_open_mem(&a, b.data, b.len, "planes.dlt"), 0,
+	      "a hand-made record in planes opens");
+	if (a) {
+		ok(dlt_archive_read(a, dlt_archive_find(a, "t"), got, sizeof(got)) == 0 &&
+		   memcmp(got, x, sizeof(x)) == 0, "and reads back: the layout is as documented");
+		dlt_archive_close(a);
+	}
+	dlt_buf_free(&b);
+
+	hostile_planes("planes of no bytes", (uint64_t[]){ 0, 0, 0, 0 }, zeros, 0, 1,
+		       "zstd data of 0 bytes, not 100 in plane 0 of tensor 't'");
+	{
+		/* 16 stored bytes: half a table */
+		dlt_buf h = { 0 };
+		static const uint64_t d100[] = { 100 };
+		build(&h, R(.dtype = DLT_F32, .codec = 3, .ndim = 1, .dims = d100, .stored = 16,
+			    .raw = 400, .raw_hash = 1, .data = zeros, .n = 16), 1, 1);
+		ok_rc(open_verify(h.data, h.len, "evil.dlt"), DLT_EINPUT, "half a plane table");
+		ok_msg("evil.dlt: stored size 16 less than its plane table in tensor 't'",
+		       "says so, naming the tensor");
+		dlt_buf_free(&h);
+	}
+	hostile_planes("a plane larger than its elements", (uint64_t[]){ 100, 100, 1000, fz },
+		       body, 300 + fz, 0, "plane 2 of 1000 bytes (100 elements");
+	hostile_planes("a plane size near 2^64", (uint64_t[]){ 100, UINT64_MAX - 50, 100, fz },
+		       body, 300 + fz, 0, "plane 1 of 18446744073709551565 bytes");
+	hostile_planes("planes that run past the stored bytes", (uint64_t[]){ 100, 100, 100, 50 },
+		       body, 300 + 20, 0, "plane 3 of 50 bytes (100 elements, 20 bytes left)");
+	hostile_planes("bytes after the last plane", (uint64_t[]){ 100, 100, 100, fz },
+		       body, 300 + fz + 5, 0, "5 stored bytes after the last plane in tensor 't'");
+	hostile_planes("every plane raw: no smaller than raw", (uint64_t[]){ 100, 100, 100, 100 },
+		       zeros, 400, 0, "impossible stored size");
+	memset(more, 0xa5, sizeof(more));
+	hostile_planes("a plane frame that is garbage", (uint64_t[]){ 100, 100, 100, 12 },
+		       more, 312, 0, "bad zstd data (");
+	ok_msg("in plane 3 of tensor 't'", "names the plane and the tensor");
+	hostile_planes("a plane frame cut short", (uint64_t[]){ 100, 100, 100, fz - 2 },
+		       body, 300 + fz - 2, 0, "bad zstd data");
+	f50 = ZSTD_compress(body + 300, 64, zeros, 50, 3);
+	hostile_planes("a plane frame that decodes short", (uint64_t[]){ 100, 100, 100, f50 },
+		       body, 300 + f50, 0, "zstd data of 50 bytes, not 100 in plane 3 of tensor 't'");
+	f150 = ZSTD_compress(body + 300, 64, zeros, 150, 3);
+	hostile_planes("a plane frame that decodes long", (uint64_t[]){ 100, 100, 100, f150 },
+		       body, 300 + f150, 0, "bad zstd data");
+	fx = ZSTD_compress(body, 64, zeros, 100, 3);
+	memcpy(body + fx, zeros, 300);
+	hostile_planes("a raw checksum that is wrong under a right plane table",
+		       (uint64_t[]){ fx, 100, 100, 100 }, body, fx + 300, 1,
+		       "checksum mismatch (decoded data) in tensor 't'");
+}
+
 /* Changes n bytes at off of a well-formed archive, then puts the trailer's
  * checksum right again. */
 static void hostile_index(const char *what, size_t off, const void *p, size_t n,
@@ -1011,6 +1207,7 @@ static void with_memory_limit(void (*fn)(void))
 static void test_hostile(void)
 {
 	test_hostile_records();
+	test_hostile_planes();
 	test_hostile_index();
 }
 
@@ -1031,7 +1228,9 @@ int main(void)
 	test_read_errors();
 	test_truncation();
 	test_flips();
+	test_planes_damage();
 	test_damage_names();
+	test_old_shuffle();
 	with_memory_limit(test_hostile);
 	for (size_t i = 0; i < ncases; i++)
 		free(cases[i].data);
