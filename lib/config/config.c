@@ -691,11 +691,38 @@ fail:
 	return rc;
 }
 
+/* train.loss_scale: {init, growth_interval}, fp16's dynamic loss scaling.
+ * The scale is a power of two so that scaling and unscaling are exact. */
+static int parse_loss_scale(const dlt_node *train, dlt_config *c)
+{
+	static const char *const keys[] = { "init", "growth_interval", NULL };
+	const dlt_node *n = get(train, "loss_scale"), *init;
+	const char *p = "train.loss_scale";
+	int rc, e;
+
+	c->train.loss_scale.init = 65536;
+	c->train.loss_scale.growth_interval = 2000;
+	if (!n)
+		return 0;
+	if (strcmp(c->train.precision, "fp16"))
+		return bad(n, p, "applies to precision fp16 only, not %s", c->train.precision);
+	DLT_TRY(as_map(n, p, keys));
+	DLT_TRY(get_f64(n, p, "init", POSITIVE, &c->train.loss_scale.init));
+	DLT_TRY(get_int(n, p, "growth_interval", 1, INT_MAX,
+			&c->train.loss_scale.growth_interval));
+	init = get(n, "init");
+	if (frexp(c->train.loss_scale.init, &e) != 0.5 || e < -125 || e > 128)
+		rc = bad(init, "train.loss_scale.init", "must be a power of two from 2^-126 to "
+			 "2^127, got %s", init->value);
+fail:
+	return rc;
+}
+
 static int parse_train(const dlt_node *root, dlt_config *c)
 {
 	static const char *const keys[] = {
-		"epochs", "batch", "seed", "threads", "log_every", "precision", "optimizer",
-		"schedule", NULL,
+		"epochs", "batch", "seed", "threads", "log_every", "precision", "loss_scale",
+		"optimizer", "schedule", NULL,
 	};
 	const dlt_node *t = get(root, "train");
 	int rc;
@@ -710,6 +737,7 @@ static int parse_train(const dlt_node *root, dlt_config *c)
 	DLT_TRY(get_int(t, "train", "threads", 0, INT_MAX, &c->train.threads));
 	DLT_TRY(get_int(t, "train", "log_every", 1, INT_MAX, &c->train.log_every));
 	DLT_TRY(parse_precision(t, c));
+	DLT_TRY(parse_loss_scale(t, c));
 	DLT_TRY(parse_optim(t, &c->train.optim));
 	DLT_TRY(parse_sched(t, &c->train.sched));
 fail:

@@ -124,6 +124,13 @@ typedef struct dlt_config {
 		int threads;		/* 0: DLT_THREADS / OMP_NUM_THREADS / cores */
 		int log_every;		/* steps between train records, default 100 */
 		char precision[8];	/* "fp32" (default), "bf16", "fp16" */
+		/* fp16's dynamic loss scaling: the first scale (a power of
+		 * two, default 65536) and the clean steps after which it
+		 * doubles (default 2000), as PyTorch's GradScaler */
+		struct {
+			double init;
+			int growth_interval;
+		} loss_scale;
 		dlt_optim_cfg optim;
 		dlt_sched_cfg sched;
 	} train;

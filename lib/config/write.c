@@ -241,6 +241,7 @@ static void ckpt(struct out *o, const dlt_config *c)
 int dlt_config_write_yaml(const dlt_config *c, dlt_buf *buf)
 {
 	struct out o = { .buf = buf };
+	char s[32];
 
 	data(&o, c);
 	put(&o, "model:\n");
@@ -250,6 +251,9 @@ int dlt_config_write_yaml(const dlt_config *c, dlt_buf *buf)
 	    c->train.threads, c->train.log_every);
 	str(&o, c->train.precision);
 	put(&o, "\n");
+	if (!strcmp(c->train.precision, "fp16"))
+		put(&o, "  loss_scale: {init: %s, growth_interval: %d}\n",
+		    f64(s, sizeof(s), c->train.loss_scale.init), c->train.loss_scale.growth_interval);
 	optim(&o, &c->train.optim);
 	sched(&o, &c->train.sched);
 	ckpt(&o, c);

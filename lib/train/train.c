@@ -220,6 +220,11 @@ static int setup(run_state *s)
 	DLT_TRY(dlt_model_init(&s->m, c, be, s->train.sample,
 			       s->train.n_classes, c->train.batch));
 	DLT_TRY(dlt_optim_init(&s->opt, &c->train.optim, &s->m, s->m.prec));
+	if (s->opt.dynamic) {
+		s->opt.scale = c->train.loss_scale.init;
+		s->opt.growth_interval = c->train.loss_scale.growth_interval;
+		s->m.loss_scale = (float)s->opt.scale;
+	}
 	DLT_TRY(dlt_loader_start(&s->train_ld, &s->train, c->train.batch));
 	s->train_ld_up = 1;
 	if (s->have_test) {
@@ -370,6 +375,10 @@ static int emit_train(run_state *s, int epoch, double lr, double t_window)
 	dlt_json_num(&j, "loss", st->win_loss / st->win_samples);
 	dlt_json_num(&j, "acc", (double)st->win_correct / st->win_samples);
 	dlt_json_num(&j, "lr", lr);
+	if (s->opt.dynamic) {
+		dlt_json_num(&j, "loss_scale", s->opt.scale);
+		dlt_json_int(&j, "skipped", s->opt.skipped);
+	}
 	timed = j.buf.len;
 	dlt_json_num(&j, "samples_per_s", st->win_samples / (now - t_window));
 	timed_part(s, &j);

@@ -65,7 +65,7 @@ static double max3(double a, double b, double c)
 
 /* arg bits: 1 transposes A, 2 transposes B, 4 uses alpha and beta on a
  * random C (else beta = 0 on a C of NaN, which BLAS must ignore), 8 pads
- * the leading dimensions. */
+ * the leading dimensions, 16 rounds the inputs to bf16, 32 to fp16. */
 static double check_gemm(const dlt_backend *be, const dlt_backend *ref, shape s, int arg)
 {
 	int tA = arg & 1, tB = !!(arg & 2), pad = arg & 8 ? 3 : 0;
@@ -75,13 +75,14 @@ static double check_gemm(const dlt_backend *be, const dlt_backend *ref, shape s,
 	size_t nc = (size_t)M * ldc;
 	float alpha = arg & 4 ? 0.5f : 1.0f, beta = arg & 4 ? -1.5f : 0.0f;
 	float *A = randv(na, -1, 1), *B = randv(nb, -1, 1), *C = randv(nc, -1, 1), *C2;
+	int prec = arg & 16 ? DLT_PREC_BF16 : arg & 32 ? DLT_PREC_F16 : DLT_PREC_F32;
 	double d;
 	if (!(arg & 4))
 		for (size_t i = 0; i < nc; i++)
 			C[i] = NAN;
 	C2 = copyv(C, nc);
-	be->gemm(DLT_PREC_F32, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-	ref->gemm(DLT_PREC_F32, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C2, ldc);
+	be->gemm(prec, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	ref->gemm(prec, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C2, ldc);
 	/* padding columns are not part of C: compare row by row */
 	d = 0.0;
 	for (int i = 0; i < M; i++)
@@ -258,6 +259,49 @@ static double check_sgd(const dlt_backend *be, const dlt_backend *ref, shape s, 
 	return d;
 }
 
+static double check_scale(const dlt_backend *be, const dlt_backend *ref, shape s, int arg)
+{
+	size_t n = (size_t)s.rows * s.cols;
+	float *x = randv(n, -3, 3), *x2 = copyv(x, n);
+	double d;
+	be->scale(x, n, 0x1p-16f);
+	ref->scale(x2, n, 0x1p-16f);
+	d = diff(x, x2, n);
+	free(x);
+	free(x2);
+	return d;
+}
+
+/* arg: the precision; the values span fp16's range and beyond */
+static double check_round(const dlt_backend *be, const dlt_backend *ref, shape s, int arg)
+{
+	size_t n = (size_t)s.rows * s.cols;
+	float *x = randv(n, -1, 1), *x2;
+	double d;
+	for (size_t i = 0; i < n; i++)
+		x[i] = ldexpf(x[i], (int)(i % 60) - 40);
+	x2 = copyv(x, n);
+	be->round(x, n, arg);
+	ref->round(x2, n, arg);
+	d = memcmp(x, x2, n * sizeof(float)) ? INFINITY : 0.0;
+	free(x);
+	free(x2);
+	return d;
+}
+
+/* Counts of inf and NaN planted at every arg-th element. */
+static double check_nonfinite(const dlt_backend *be, const dlt_backend *ref, shape s, int arg)
+{
+	size_t n = (size_t)s.rows * s.cols, want = 0, got, got2;
+	float *x = randv(n, -1, 1);
+	for (size_t i = 0; i < n; i += (size_t)arg, want++)
+		x[i] = i % 2 ? NAN : -INFINITY;
+	got = be->nonfinite(x, n);
+	got2 = ref->nonfinite(x, n);
+	free(x);
+	return got == want && got2 == want ? 0.0 : INFINITY;
+}
+
 typedef struct kcase {
 	const char *name;
 	double (*check)(const dlt_backend *be, const dlt_backend *ref, shape s, int arg);
@@ -273,6 +317,10 @@ static const kcase cases[] = {
 	{ "gemm nn alpha beta", check_gemm, 4, 2e-6 },
 	{ "gemm tt alpha beta padded", check_gemm, 15, 2e-6 },
 	{ "gemm nt padded", check_gemm, 10, 2e-6 },
+	{ "gemm nn bf16", check_gemm, 16, 2e-6 },
+	{ "gemm tt alpha beta padded bf16", check_gemm, 15 + 16, 2e-6 },
+	{ "gemm nt fp16", check_gemm, 2 + 32, 2e-6 },
+	{ "gemm tn alpha beta fp16", check_gemm, 5 + 32, 2e-6 },
 	{ "bias_act none", check_bias_act, DLT_ACT_NONE, 1e-7 },
 	{ "bias_act relu", check_bias_act, DLT_ACT_RELU, 1e-7 },
 	{ "bias_act leaky_relu", check_bias_act, DLT_ACT_LEAKY_RELU, 1e-7 },
@@ -309,6 +357,12 @@ static const kcase cases[] = {
 	{ "sgd momentum first step", check_sgd, 1 + 4, 1e-7 },
 	{ "sgd nesterov", check_sgd, 2, 1e-7 },
 	{ "sgd nesterov first step", check_sgd, 2 + 4, 1e-7 },
+	{ "scale", check_scale, 0, 0 },
+	{ "round bf16", check_round, DLT_PREC_BF16, 0 },
+	{ "round fp16", check_round, DLT_PREC_F16, 0 },
+	{ "round fp32", check_round, DLT_PREC_F32, 0 },
+	{ "nonfinite, every element", check_nonfinite, 1, 0 },
+	{ "nonfinite, every 7th", check_nonfinite, 7, 0 },
 };
 
 static void run_table(const dlt_backend *be, const dlt_backend *ref)
@@ -377,6 +431,17 @@ static void test_known_values(const dlt_backend *be)
 	lab = 7;
 	be->softmax_xent(logits, &lab, 1, 3, dl, &loss, &hits);
 	ok(isnan(loss), "%s softmax_xent: a label out of range gives a NaN loss", be->name);
+	{
+		/* 1 + 2^-10 is a float, not a bf16 (rounds to 1) nor,
+		 * with 2^-12 more, an fp16 (rounds to 1 + 2^-10) */
+		float a[2] = { 1.0f + 0x1p-10f + 0x1p-12f, 3.0f }, b[2] = { 1.0f, 0.0f }, c[3];
+		be->gemm(DLT_PREC_F32, 0, 0, 1, 1, 2, 1.0f, a, 2, b, 1, 0.0f, &c[0], 1);
+		be->gemm(DLT_PREC_BF16, 0, 0, 1, 1, 2, 1.0f, a, 2, b, 1, 0.0f, &c[1], 1);
+		be->gemm(DLT_PREC_F16, 0, 0, 1, 1, 2, 1.0f, a, 2, b, 1, 0.0f, &c[2], 1);
+		ok(c[0] == a[0] && c[1] == 1.0f && c[2] == 1.0f + 0x1p-10f,
+		   "%s gemm rounds its inputs to bf16 and fp16 (%a %a %a)", be->name, c[0], c[1],
+		   c[2]);
+	}
 	free(x);
 	free(y);
 	free(mk);

@@ -53,6 +53,8 @@ static int same(const void *a, const void *b, size_t bytes)
 #define NO_BIAS 1
 #define NO_DX 2
 #define NO_DB 4
+#define BF16 8		/* the products' inputs rounded to bf16 */
+#define F16 16		/* to fp16 */
 
 typedef struct conv_case {
 	int n, c, h, w, k, kh, kw, sh, sw, ph, pw, dh, dw, groups, act, flags;
@@ -76,6 +78,11 @@ static const conv_case convs[] = {
 	{ 2, 3, 6, 7, 4, 3, 3, 1, 1, 0, 1, 1, 1, 1, DLT_ACT_NONE, 0 },
 	{ 2, 2, 4, 5, 3, 3, 3, 1, 1, 3, 1, 1, 1, 1, DLT_ACT_RELU, 0 },
 	{ 1, 2, 1, 9, 2, 1, 3, 1, 1, 0, 1, 1, 1, 1, DLT_ACT_NONE, 0 },
+	/* rounded to bf16 or fp16: against the reference, not differenced */
+	{ 2, 3, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_NONE, BF16 },
+	{ 3, 4, 9, 7, 4, 3, 5, 1, 2, 2, 1, 1, 1, 2, DLT_ACT_LEAKY_RELU, BF16 },
+	{ 2, 16, 9, 9, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, DLT_ACT_RELU, F16 },
+	{ 3, 5, 6, 6, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1, DLT_ACT_RELU, F16 | NO_DB },
 	{ 2, 16, 9, 9, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, DLT_ACT_RELU, 0 },
 	{ 2, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_RELU, NO_DX },
 	{ 2, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_RELU, 0 },
@@ -128,11 +135,12 @@ static void conv_run(const dlt_backend *be, const dlt_conv *s, const conv_case *
 {
 	size_t nwork = be->conv_workspace(s);
 	float *work = nanv(nwork);
+	int prec = cc->flags & BF16 ? DLT_PREC_BF16 : cc->flags & F16 ? DLT_PREC_F16 : DLT_PREC_F32;
 	conv_outputs(s, out);
-	be->conv_forward(DLT_PREC_F32, s, in->x, in->w, cc->flags & NO_BIAS ? NULL : in->b, out->y, cc->act,
-			 0.1f, work);
-	be->conv_backward(DLT_PREC_F32, s, in->x, in->w, in->dy, cc->flags & NO_DX ? NULL : out->dx, out->dw,
-			  cc->flags & NO_DB ? NULL : out->db, work);
+	be->conv_forward(prec, s, in->x, in->w, cc->flags & NO_BIAS ? NULL : in->b, out->y,
+			 cc->act, 0.1f, work);
+	be->conv_backward(prec, s, in->x, in->w, in->dy, cc->flags & NO_DX ? NULL : out->dx,
+			  out->dw, cc->flags & NO_DB ? NULL : out->db, work);
 	free(work);
 }
 
@@ -162,9 +170,9 @@ static void test_conv_case(const dlt_backend *be, const conv_case *cc)
 	conv_io in, one, two, ref;
 	double dfwd, dback;
 	char name[160];
-	snprintf(name, sizeof(name), "conv n%d c%d %dx%d k%d %dx%d s%d,%d p%d,%d d%d,%d g%d",
+	snprintf(name, sizeof(name), "conv n%d c%d %dx%d k%d %dx%d s%d,%d p%d,%d d%d,%d g%d%s",
 		 s.n, s.c, s.h, s.w, s.k, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw, s.dh, s.dw,
-		 s.groups);
+		 s.groups, cc->flags & BF16 ? " bf16" : cc->flags & F16 ? " fp16" : "");
 	conv_sizes(&s, &in);
 	one = two = ref = in;
 	in.x = randv(in.nx, -1, 1);
@@ -715,7 +723,8 @@ int main(void)
 	test_add(dlt_backend_cpu());
 	/* all but the last three, the models' shapes, too big to difference */
 	for (size_t i = 0; i + 3 < sizeof(convs) / sizeof(convs[0]); i++)
-		test_conv_grad(&convs[i]);
+		if (!(convs[i].flags & (BF16 | F16)))
+			test_conv_grad(&convs[i]);
 	for (size_t i = 1; i < sizeof(pools) / sizeof(pools[0]); i++)
 		test_pool_grad(&pools[i]);
 	test_bn_grad(3, 2, 5);
