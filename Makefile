@@ -97,12 +97,14 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/demo
 
-# dlt against PyTorch (python3-torch) on the CPU, side by side; see bench/README.
+# dlt against PyTorch (python3-torch) on the CPU, side by side, then on the
+# GPU where there is one (bench/gpu); see bench/README.
 # make bench BENCH=quick: a few hundred steps a run and short accuracy runs;
 # BENCH_ARGS: more options of bench/run, e.g. BENCH_ARGS='--reps 3'.
 BENCH ?= full
 bench: all build/bench/gemm build/bench/codec
 	@/usr/bin/python3 bench/run --mode $(BENCH) $(BENCH_ARGS)
+	@bench/gpu
 
 install: all
 	mkdir -p $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
@@ -121,8 +123,53 @@ help:
 	@echo 'make install    copy programs and man pages under PREFIX (default /usr/local)'
 	@echo 'make clean      remove build/ and bin/'
 	@echo 'make deps       install the Debian packages dlt needs (scripts/install-deps)'
+	@echo 'make check-gpu  the GPU suite: CUDA kernels against the CPU reference, GPU training'
+	@echo '                against CPU training (says skipped where there is no CUDA device)'
 
 .PHONY: all deps check demo bench install clean help
 .PRECIOUS: build/%.o build/test/unit/%.o build/cmd/%.o
 
 -include $(LIB_OBJ:.o=.d) $(wildcard build/cmd/*.d build/test/unit/*.d)
+
+# ---- The GPU suite: make check-gpu -------------------------------------
+# build/gpu/test-cuda checks every entry of the CUDA backend against the
+# reference backend; test/gpu/t-train.sh trains on the GPU and on the CPU
+# and compares.  Then memcheck of compute-sanitizer (where installed) runs
+# test-cuda again; it reports no API errors, since cuBLAS and cuDNN probe
+# with calls that fail on purpose, and so does our test of a failed alloc.
+# Where there is no CUDA device (or no CUDA build) it says so and passes.
+#
+# The CUDA backend is built without fused multiply-add contraction, so
+# that a * b + c rounds twice as in the CPU's plain x86-64 code: its
+# element-wise kernels give the CPU's bits.
+build/kernels/cuda/%.o: NVCCFLAGS += -fmad=false
+
+GPU_TEST = build/gpu/test-cuda
+SANITIZER = $(shell command -v compute-sanitizer 2>/dev/null)
+
+build/gpu/%.o: test/gpu/%.c
+	@mkdir -p $(@D)
+	$(call say,CC)
+	$(Q)$(CC) $(ALL_CFLAGS) -Itest/unit -c -o $@ $<
+
+$(GPU_TEST): build/gpu/test-cuda.o build/test/unit/tap.o build/libdlt.a
+	@mkdir -p $(@D)
+	$(call say,LD)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< build/test/unit/tap.o build/libdlt.a $(LDLIBS)
+
+check-gpu: all $(GPU_TEST)
+	@if ! why=$$($(GPU_TEST) --probe); then \
+		echo "skipped: no CUDA device ($${why#no CUDA device: })"; exit 0; \
+	fi; \
+	prove --timer $(GPU_TEST) test/gpu/t-train.sh || exit 1; \
+	if [ -n "$(SANITIZER)" ]; then \
+		echo "compute-sanitizer memcheck: $(GPU_TEST) (log in build/gpu/memcheck.log)"; \
+		DLT_TEST_NO_TIMINGS=1 $(SANITIZER) --error-exitcode 1 --report-api-errors no \
+			$(GPU_TEST) >build/gpu/memcheck.log 2>&1 || \
+			{ grep -v '^ok ' build/gpu/memcheck.log | tail -40; exit 1; }; \
+		tail -1 build/gpu/memcheck.log; \
+	fi
+
+.PHONY: check-gpu
+.PRECIOUS: build/gpu/%.o
+-include $(wildcard build/gpu/*.d)

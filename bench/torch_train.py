@@ -106,14 +106,14 @@ def build(name):
     sys.exit(f"torch_train: unknown model '{name}'")
 
 
-def evaluate(model, x, y, batch, mean, std, lossf):
+def evaluate(model, x, y, batch, mean, std, lossf, dev):
     model.eval()
     loss_sum, correct = 0.0, 0
     t0 = time.perf_counter()
     with torch.no_grad():
         for i in range(0, len(x), batch):
-            xb = (x[i:i + batch].float() * (1 / 255) - mean) / std
-            yb = y[i:i + batch]
+            xb = ((x[i:i + batch].float() * (1 / 255) - mean) / std).to(dev)
+            yb = y[i:i + batch].to(dev)
             out = model(xb)
             loss_sum += float(lossf(out, yb)) * len(yb)
             correct += int((out.argmax(1) == yb).sum())
@@ -147,6 +147,9 @@ def main():
                     help="steps of a timing window (default: --warmup, else 100)")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist",
                     help="directory of the IDX files (plain or .gz)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                    help="autocast to bf16 or fp16 (with GradScaler), as dlt's precision")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
 
@@ -157,8 +160,12 @@ def main():
     x_train, y_train = load(a.data, "train", a.train_limit)
     x_test, y_test = load(a.data, "t10k")
     mean, std = stats(x_train)
-    model = build(a.model)
+    dev = torch.device(a.device)
+    cuda = dev.type == "cuda"
+    model = build(a.model).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+    half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
+    scaler = torch.amp.GradScaler(enabled=a.precision == "fp16") if cuda else None
     n = len(x_train)
     spe = (n + a.batch - 1) // a.batch
     total = spe * a.epochs
@@ -180,18 +187,28 @@ def main():
         w_n = 0
         for i in range(0, n, a.batch):
             idx = perm[i:i + a.batch]
-            xb = (x_train[idx].float() * (1 / 255) - mean) / std
-            yb = y_train[idx]
-            loss = lossf(model(xb), yb)
+            # the batch is gathered and normalised on the host and copied
+            # over, as dlt's loader does
+            xb = ((x_train[idx].float() * (1 / 255) - mean) / std).to(dev, non_blocking=True)
+            yb = y_train[idx].to(dev, non_blocking=True)
+            with torch.autocast(dev.type, dtype=half, enabled=half is not None):
+                loss = lossf(model(xb), yb)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            if scaler is not None and scaler.is_enabled():
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
             sched.step()
             step += 1
             w_n += len(idx)
             # a window ends where dlt-train writes a train record: every
             # --log-every steps and at the end of an epoch
             if step % a.log_every == 0 or i + a.batch >= n:
+                if cuda:
+                    torch.cuda.synchronize()
                 now = time.perf_counter()
                 windows.append([w_n, now - w_t0, step])
                 w_t0, w_n = now, 0
@@ -199,7 +216,7 @@ def main():
         t_train += t_end - t_ep
         if epoch == a.epochs or a.verbose:
             test_loss, test_acc, infer_sps = evaluate(
-                model, x_test, y_test, a.eval_batch, mean, std, lossf)
+                model, x_test, y_test, a.eval_batch, mean, std, lossf, dev)
             res.update(test_loss=test_loss, test_acc=test_acc, infer_sps=infer_sps)
             if a.verbose:
                 print(f"torch_train: epoch {epoch}/{a.epochs}: test acc {test_acc:.4f}, "
@@ -207,6 +224,7 @@ def main():
 
     out = {
         "peer": "torch", "torch": torch.__version__, "model": a.model,
+        "device": a.device, "precision": a.precision,
         "threads": a.threads, "epochs": a.epochs, "batch": a.batch,
         "eval_batch": a.eval_batch, "train_samples": n, "steps": step,
         "warmup_steps": a.warmup,

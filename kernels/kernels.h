@@ -8,6 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {		/* kernels/cuda/ is compiled as CUDA C++ */
+#endif
+
 /* The precision of the matrix products (train.precision): their inputs are
  * rounded to it and summed in f32; the model rounds their outputs to it
  * too (round), so activations hold only values of that type.  Rounding
@@ -120,6 +124,11 @@ typedef struct dlt_backend {
 	void (*round)(float *x, size_t n, int prec);
 	/* How many of x are inf or NaN (fp16 loss scaling skips such steps). */
 	size_t (*nonfinite)(const float *x, size_t n);
+	/* The first failure of an entry since the backend started, or NULL;
+	 * NULL itself on backends whose entries cannot fail (the CPU's).  An
+	 * entry that failed leaves its outputs undefined, so the caller
+	 * checks this where it reads results back (the loss, each step). */
+	const char *(*error)(void);
 } dlt_backend;
 
 const dlt_backend *dlt_backend_cpu(void);
@@ -127,6 +136,10 @@ const dlt_backend *dlt_backend_cpu(void);
  * process; data parallelism runs a process per GPU).  NULL when there is
  * none, with the driver's reason in why. */
 const dlt_backend *dlt_backend_cuda(int device, char *why, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 /* The plain C reference of every kernel: what the fast ones are tested against. */
 const dlt_backend *dlt_backend_ref(void);
 

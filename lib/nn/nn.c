@@ -740,6 +740,11 @@ float *dlt_model_forward(dlt_model *m, int batch, int train, long long step)
 	return dlt_tensor_a(m, m->n_t - 1);
 }
 
+const char *dlt_model_error(const dlt_model *m)
+{
+	return m->be->error ? m->be->error() : NULL;
+}
+
 double dlt_model_loss(dlt_model *m, const int32_t *labels, int batch, int *correct)
 {
 	double sum;

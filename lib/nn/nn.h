@@ -92,6 +92,9 @@ void dlt_model_output(dlt_model *m, float *out, int batch);
 double dlt_model_loss(dlt_model *m, const int32_t *labels, int batch, int *correct);
 /* Backpropagates from the loss gradient, filling every param's g. */
 void dlt_model_backward(dlt_model *m, int batch);
+/* The backend's first failure (a GPU's), NULL while none: the loss and
+ * everything after it are then meaningless. */
+const char *dlt_model_error(const dlt_model *m);
 /* The host copy of weights, optimiser state and buffers from the
  * backend's, and back (no-ops on host backends). */
 void dlt_model_pull(dlt_model *m);

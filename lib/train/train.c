@@ -518,6 +518,9 @@ static int train_loop(run_state *s)
 			dlt_model_set_input(&s->m, x, b);
 			dlt_model_forward(&s->m, b, 1, s->opt.step);
 			loss = dlt_model_loss(&s->m, y, b, &correct);
+			if (dlt_model_error(&s->m))
+				return dlt_error(DLT_EFAIL, "step %lld: %s: %s", s->opt.step + 1,
+						 s->m.be->name, dlt_model_error(&s->m));
 			if (!isfinite(loss))
 				return dlt_error(DLT_EFAIL, "step %lld: the loss is %g (diverged; "
 						 "try a lower learning rate)", s->opt.step + 1, loss);

@@ -1,0 +1,345 @@
+/* Convolution by cuDNN (NCHW, fp32 data, fp32 compute with
+ * CUDNN_FMA_MATH: no TF32, so the results stay within float rounding of
+ * the CPU's), then our kernel for bias and activation (dlt_act), and our
+ * fixed-order sum for the bias gradient.
+ *
+ * bf16 and fp16: x, w and dy are rounded (dlt_round_prec, the CPU's
+ * rounding) into copies at the start of the workspace and cuDNN runs in
+ * fp32 on the copies: the products are of the rounded values, exact in
+ * f32, summed in f32, as on the CPU.  (cuDNN in bf16/half data would give
+ * its outputs in that type, rounded before the bias and activation, which
+ * the CPU does not do.)  The copies are in the workspace for every
+ * precision, since conv_workspace is not told which.
+ *
+ * A plan (descriptors and algorithms) is cached per shape, n included.
+ * Algorithms come from cuDNN's heuristics, the first one that is
+ * deterministic (the same bits run after run: resumed runs must match),
+ * not a tensor-op one, and needs no more workspace than allowed: at most
+ * PLAN_CAP when conv_workspace plans a shape, and, for a smaller batch
+ * later, what conv_workspace reported for the batch it was planned at
+ * (the model sizes `work` from it once). */
+#include <string.h>
+
+#include "kernels/cuda/internal.h"
+
+#define PLAN_CAP ((size_t)128 << 20)	/* bytes of cuDNN workspace a conv may take */
+#define PLANS 256
+#define BUDGETS 256
+
+typedef struct conv_plan {
+	dlt_conv s;		/* n == 0: unused */
+	cudnnTensorDescriptor_t x, y;
+	cudnnFilterDescriptor_t w;
+	cudnnConvolutionDescriptor_t conv;
+	cudnnConvolutionFwdAlgo_t fwd;
+	cudnnConvolutionBwdDataAlgo_t data;
+	cudnnConvolutionBwdFilterAlgo_t filter;
+	size_t bytes;		/* the workspace the three algorithms need at most */
+} conv_plan;
+
+/* What conv_workspace reported for a shape planned at batch s.n */
+typedef struct conv_budget {
+	dlt_conv s;
+	size_t floats;
+} conv_budget;
+
+static conv_plan plans[PLANS];
+static int next_victim;
+static conv_budget budgets[BUDGETS];
+static int n_budgets, next_budget;
+
+static int same_shape(const dlt_conv *a, const dlt_conv *b)
+{
+	dlt_conv x = *a, y = *b;
+	x.n = y.n = 0;
+	return !memcmp(&x, &y, sizeof(x));
+}
+
+/* Floats rounded up so that what follows starts 256-byte aligned */
+static size_t aligned(size_t floats)
+{
+	return (floats + 63) & ~(size_t)63;
+}
+
+static size_t x_floats(const dlt_conv *s)
+{
+	return (size_t)s->n * s->c * s->h * s->w;
+}
+
+static size_t w_floats(const dlt_conv *s)
+{
+	return (size_t)s->k * (s->c / s->groups) * s->kh * s->kw;
+}
+
+static size_t y_floats(const dlt_conv *s)
+{
+	return (size_t)s->n * s->k * s->oh * s->ow;
+}
+
+/* The rounded copies of x, w and dy, before cuDNN's workspace */
+static size_t copies(const dlt_conv *s)
+{
+	return aligned(x_floats(s)) + aligned(w_floats(s)) + aligned(y_floats(s));
+}
+
+static int set_descs(conv_plan *p, const dlt_conv *s)
+{
+	int n, k, oh, ow;
+	if (!p->x && (!cu_check_dnn(cudnnCreateTensorDescriptor(&p->x), "conv") ||
+		      !cu_check_dnn(cudnnCreateTensorDescriptor(&p->y), "conv") ||
+		      !cu_check_dnn(cudnnCreateFilterDescriptor(&p->w), "conv") ||
+		      !cu_check_dnn(cudnnCreateConvolutionDescriptor(&p->conv), "conv")))
+		return 0;
+	if (!cu_check_dnn(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+						     s->n, s->c, s->h, s->w), "conv: x") ||
+	    !cu_check_dnn(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+						     s->n, s->k, s->oh, s->ow), "conv: y") ||
+	    !cu_check_dnn(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+						     s->k, s->c / s->groups, s->kh, s->kw),
+			  "conv: w") ||
+	    !cu_check_dnn(cudnnSetConvolution2dDescriptor(p->conv, s->ph, s->pw, s->sh, s->sw,
+							  s->dh, s->dw, CUDNN_CROSS_CORRELATION,
+							  CUDNN_DATA_FLOAT), "conv") ||
+	    !cu_check_dnn(cudnnSetConvolutionGroupCount(p->conv, s->groups), "conv: groups") ||
+	    !cu_check_dnn(cudnnSetConvolutionMathType(p->conv, CUDNN_FMA_MATH), "conv") ||
+	    !cu_check_dnn(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &n, &k, &oh,
+								&ow), "conv"))
+		return 0;
+	if (n != s->n || k != s->k || oh != s->oh || ow != s->ow)
+		return cu_check_dnn(CUDNN_STATUS_BAD_PARAM, "conv: output shape");
+	return 1;
+}
+
+static int usable(cudnnStatus_t status, cudnnDeterminism_t det, cudnnMathType_t math)
+{
+	return status == CUDNN_STATUS_SUCCESS && det == CUDNN_DETERMINISTIC &&
+	       math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
+static int pick_fwd(conv_plan *p, size_t limit, size_t *bytes)
+{
+	cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+	int got = 0;
+	if (!cu_check_dnn(cudnnGetConvolutionForwardAlgorithm_v7(
+				  cu.dnn, p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+				  &got, perf), "conv: forward algorithm"))
+		return 0;
+	for (int i = 0; i < got; i++) {
+		if (!usable(perf[i].status, perf[i].determinism, perf[i].mathType) ||
+		    cudnnGetConvolutionForwardWorkspaceSize(cu.dnn, p->x, p->w, p->conv, p->y,
+							    perf[i].algo, bytes) !=
+			    CUDNN_STATUS_SUCCESS || *bytes > limit)
+			continue;
+		p->fwd = perf[i].algo;
+		return 1;
+	}
+	return cu_check_dnn(CUDNN_STATUS_NOT_SUPPORTED, "conv: no forward algorithm fits");
+}
+
+static int pick_data(conv_plan *p, size_t limit, size_t *bytes)
+{
+	cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+	int got = 0;
+	if (!cu_check_dnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+				  cu.dnn, p->w, p->y, p->conv, p->x,
+				  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf),
+			  "conv: backward data algorithm"))
+		return 0;
+	for (int i = 0; i < got; i++) {
+		if (!usable(perf[i].status, perf[i].determinism, perf[i].mathType) ||
+		    cudnnGetConvolutionBackwardDataWorkspaceSize(cu.dnn, p->w, p->y, p->conv, p->x,
+								 perf[i].algo, bytes) !=
+			    CUDNN_STATUS_SUCCESS || *bytes > limit)
+			continue;
+		p->data = perf[i].algo;
+		return 1;
+	}
+	return cu_check_dnn(CUDNN_STATUS_NOT_SUPPORTED, "conv: no backward data algorithm fits");
+}
+
+static int pick_filter(conv_plan *p, size_t limit, size_t *bytes)
+{
+	cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+	int got = 0;
+	if (!cu_check_dnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+				  cu.dnn, p->x, p->y, p->conv, p->w,
+				  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf),
+			  "conv: backward filter algorithm"))
+		return 0;
+	for (int i = 0; i < got; i++) {
+		if (!usable(perf[i].status, perf[i].determinism, perf[i].mathType) ||
+		    cudnnGetConvolutionBackwardFilterWorkspaceSize(cu.dnn, p->x, p->y, p->conv,
+								   p->w, perf[i].algo, bytes) !=
+			    CUDNN_STATUS_SUCCESS || *bytes > limit)
+			continue;
+		p->filter = perf[i].algo;
+		return 1;
+	}
+	return cu_check_dnn(CUDNN_STATUS_NOT_SUPPORTED, "conv: no backward filter algorithm fits");
+}
+
+/* The plan for s whose workspace is at most limit bytes: the cached one
+ * if it fits, else a new one in its place or a victim's. */
+static conv_plan *plan_for(const dlt_conv *s, size_t limit)
+{
+	conv_plan *p = NULL;
+	size_t f = 0, d = 0, w = 0;
+	for (int i = 0; i < PLANS && !p; i++)
+		if (plans[i].s.n && !memcmp(&plans[i].s, s, sizeof(*s)))
+			p = &plans[i];
+	if (p && p->bytes <= limit)
+		return p;
+	if (!p) {
+		p = &plans[next_victim];
+		next_victim = (next_victim + 1) % PLANS;
+	}
+	p->s.n = 0;
+	if (!set_descs(p, s) || !pick_fwd(p, limit, &f) || !pick_data(p, limit, &d) ||
+	    !pick_filter(p, limit, &w))
+		return NULL;
+	p->s = *s;
+	p->bytes = f > d ? (f > w ? f : w) : (d > w ? d : w);
+	return p;
+}
+
+static void remember_budget(const dlt_conv *s, size_t floats)
+{
+	conv_budget *b = NULL;
+	for (int i = 0; i < n_budgets && !b; i++)
+		if (!memcmp(&budgets[i].s, s, sizeof(*s)))
+			b = &budgets[i];
+	if (!b && n_budgets < BUDGETS)
+		b = &budgets[n_budgets++];
+	if (!b) {
+		b = &budgets[next_budget];
+		next_budget = (next_budget + 1) % BUDGETS;
+	}
+	b->s = *s;
+	b->floats = floats;
+}
+
+/* The least workspace reported for this shape at a batch >= s->n: any
+ * caller that planned for a batch this large has at least that.  0 if
+ * none was planned. */
+static size_t budget_for(const dlt_conv *s)
+{
+	size_t least = 0;
+	for (int i = 0; i < n_budgets; i++)
+		if (same_shape(&budgets[i].s, s) && budgets[i].s.n >= s->n &&
+		    (!least || budgets[i].floats < least))
+			least = budgets[i].floats;
+	return least;
+}
+
+size_t cu_conv_workspace(const dlt_conv *s)
+{
+	conv_plan *p = plan_for(s, PLAN_CAP);
+	size_t floats = copies(s) + (p ? (p->bytes + 3) / 4 : 0);
+	remember_budget(s, floats);
+	return floats;
+}
+
+/* The plan a forward or backward call may use with the caller's work */
+static conv_plan *plan_within(const dlt_conv *s)
+{
+	size_t budget = budget_for(s), limit;
+	if (!budget)
+		budget = cu_conv_workspace(s);
+	limit = (budget - copies(s)) * sizeof(float);
+	return plan_for(s, limit < PLAN_CAP ? limit : PLAN_CAP);
+}
+
+static __global__ void round_copy(const float *x, float *y, size_t n, int prec)
+{
+	GRID_STRIDE(i, n)
+		y[i] = dlt_round_prec(x[i], prec);
+}
+
+/* x rounded to prec into to; returns what the convolution reads */
+static const float *rounded(const float *x, size_t n, int prec, float *to)
+{
+	if (prec == DLT_PREC_F32)
+		return x;
+	round_copy<<<cu_blocks(n), CU_THREADS, 0, cu.stream>>>(x, to, n, prec);
+	cu_launched("conv: rounding");
+	return to;
+}
+
+/* y[n][k][p] = act(y + bias[k]), as the reference: bias or 0 added */
+static __global__ void channel_bias_act(float *y, const float *bias, size_t n, int k, size_t hw,
+					int act, float slope)
+{
+	GRID_STRIDE(i, n)
+		y[i] = dlt_act(y[i] + (bias ? bias[i / hw % k] : 0.0f), act, slope);
+}
+
+/* db[k] = sum over samples and the plane of dy[n][k], a block per
+ * channel: double sums, a fixed tree, so the same bits every run */
+static __global__ void channel_sum(const float *dy, float *db, int n, int k, size_t hw)
+{
+	__shared__ double sh[CU_THREADS];
+	size_t m = (size_t)n * hw;
+	double acc = 0.0;
+	int t = threadIdx.x;
+	for (size_t e = t; e < m; e += CU_THREADS)
+		acc += dy[((e / hw) * k + blockIdx.x) * hw + e % hw];
+	sh[t] = acc;
+	__syncthreads();
+	for (int s = CU_THREADS / 2; s > 0; s >>= 1) {
+		if (t < s)
+			sh[t] += sh[t + s];
+		__syncthreads();
+	}
+	if (t == 0)
+		db[blockIdx.x] = (float)sh[0];
+}
+
+static const float one = 1.0f, zero = 0.0f;
+
+void cu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w,
+		     const float *b, float *y, int act, float slope, float *work)
+{
+	conv_plan *p = plan_within(s);
+	float *xr = work, *wr = xr + aligned(x_floats(s)), *ws = work + copies(s);
+	size_t ny = y_floats(s);
+	if (!p)
+		return;
+	x = rounded(x, x_floats(s), prec, xr);
+	w = rounded(w, w_floats(s), prec, wr);
+	if (!cu_check_dnn(cudnnConvolutionForward(cu.dnn, &one, p->x, x, p->w, w, p->conv, p->fwd,
+						  ws, p->bytes, &zero, p->y, y), "conv_forward"))
+		return;
+	if (b || act != DLT_ACT_NONE) {
+		channel_bias_act<<<cu_blocks(ny), CU_THREADS, 0, cu.stream>>>(
+			y, b, ny, s->k, (size_t)s->oh * s->ow, act, slope);
+		cu_launched("conv_forward: bias and activation");
+	}
+}
+
+void cu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *w,
+		      const float *dy, float *dx, float *dw, float *db, float *work)
+{
+	conv_plan *p = plan_within(s);
+	float *xr = work, *wr = xr + aligned(x_floats(s)), *dyr = wr + aligned(w_floats(s));
+	float *ws = work + copies(s);
+	const float *dyp;
+	if (!p)
+		return;
+	/* the bias gradient sums dy itself, unrounded, as the CPU */
+	if (db) {
+		channel_sum<<<s->k, CU_THREADS, 0, cu.stream>>>(dy, db, s->n, s->k,
+								(size_t)s->oh * s->ow);
+		cu_launched("conv_backward: bias");
+	}
+	dyp = rounded(dy, y_floats(s), prec, dyr);
+	cu_check_dnn(cudnnConvolutionBackwardFilter(cu.dnn, &one, p->x,
+						    rounded(x, x_floats(s), prec, xr), p->y, dyp,
+						    p->conv, p->filter, ws, p->bytes, &zero, p->w, dw),
+		     "conv_backward: filter");
+	if (dx)
+		cu_check_dnn(cudnnConvolutionBackwardData(cu.dnn, &one, p->w,
+							  rounded(w, w_floats(s), prec, wr), p->y,
+							  dyp, p->conv, p->data, ws, p->bytes, &zero,
+							  p->x, dx),
+			     "conv_backward: data");
+}

@@ -1,0 +1,297 @@
+/* The element-wise kernels and the small reductions of the dense layers,
+ * the loss and the optimisers.  Each element's value comes from the
+ * same function of kernels/common/math.h as on the CPU; built with
+ * -fmad=false (see the Makefile) so that a * b + c rounds twice, as the
+ * CPU's plain x86-64 code does, and the arithmetic ones (relu, adam, sgd,
+ * round, dropout...) give the CPU's bits.  Reductions have a fixed order,
+ * so a result never depends on how the blocks were scheduled. */
+#include "kernels/cuda/internal.h"
+
+#define LAUNCH(kernel, n, ...) \
+	do { \
+		if (n) { \
+			kernel<<<cu_blocks(n), CU_THREADS, 0, cu.stream>>>(__VA_ARGS__); \
+			cu_launched(#kernel); \
+		} \
+	} while (0)
+
+static __global__ void act_kernel(const float *x, float *y, size_t n, int act, float slope)
+{
+	GRID_STRIDE(i, n)
+		y[i] = dlt_act(x[i], act, slope);
+}
+
+void cu_act_forward(const float *x, float *y, size_t n, int act, float slope)
+{
+	if (act == DLT_ACT_NONE && x != y && n)
+		cu_check(cudaMemcpyAsync(y, x, n * sizeof(*y), cudaMemcpyDeviceToDevice, cu.stream),
+			 "act_forward");
+	else if (act != DLT_ACT_NONE)
+		LAUNCH(act_kernel, n, x, y, n, act, slope);
+}
+
+static __global__ void bias_act_kernel(float *y, const float *bias, size_t n, int cols, int act,
+				       float slope)
+{
+	GRID_STRIDE(i, n)
+		y[i] = dlt_act(y[i] + bias[i % cols], act, slope);
+}
+
+void cu_bias_act(float *y, const float *bias, int rows, int cols, int act, float slope)
+{
+	size_t n = (size_t)rows * cols;
+	if (!bias)
+		cu_act_forward(y, y, n, act, slope);
+	else
+		LAUNCH(bias_act_kernel, n, y, bias, n, cols, act, slope);
+}
+
+static __global__ void act_backward_kernel(const float *x, const float *y, const float *dy,
+					   float *dx, size_t n, int act, float slope)
+{
+	GRID_STRIDE(i, n)
+		dx[i] = dlt_act_backward(x[i], y[i], dy[i], act, slope);
+}
+
+void cu_act_backward(const float *x, const float *y, const float *dy, float *dx, size_t n,
+		     int act, float slope)
+{
+	LAUNCH(act_backward_kernel, n, x, y, dy, dx, n, act, slope);
+}
+
+/* A thread per column, summing its rows in order in double: the
+ * reference's order, so the reference's bits; neighbouring threads read
+ * neighbouring floats of a row. */
+static __global__ void bias_grad_kernel(const float *dy, float *db, int rows, int cols)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	double s = 0.0;
+	if (c >= cols)
+		return;
+	for (int r = 0; r < rows; r++)
+		s += dy[(size_t)r * cols + c];
+	db[c] = (float)s;
+}
+
+void cu_bias_grad(const float *dy, float *db, int rows, int cols)
+{
+	if (cols < 1)
+		return;
+	bias_grad_kernel<<<(cols + CU_THREADS - 1) / CU_THREADS, CU_THREADS, 0, cu.stream>>>(
+		dy, db, rows, cols);
+	cu_launched("bias_grad");
+}
+
+/* softmax_xent: a thread a row (and the rows a grid's width further on,
+ * in order), each block's losses summed in a fixed tree, the blocks' sums
+ * in order by one thread.  The grid depends only on rows, so the total's
+ * bits do too. */
+static __global__ void xent_rows(const float *logits, const int32_t *labels, int rows,
+				 int cols, float scale, float *dlogits, double *partial,
+				 unsigned long long *hits)
+{
+	__shared__ double loss[CU_THREADS];
+	__shared__ unsigned long long hit[CU_THREADS];
+	int t = threadIdx.x;
+	loss[t] = 0.0;
+	hit[t] = 0;
+	for (int r = blockIdx.x * CU_THREADS + t; r < rows; r += gridDim.x * CU_THREADS) {
+		size_t off = (size_t)r * cols;
+		int am;
+		loss[t] += dlt_softmax_xent_row(logits + off, cols, labels[r], scale,
+						dlogits + off, &am);
+		hit[t] += am == labels[r];
+	}
+	__syncthreads();
+	for (int s = CU_THREADS / 2; s > 0; s >>= 1) {
+		if (t < s) {
+			loss[t] += loss[t + s];
+			hit[t] += hit[t + s];
+		}
+		__syncthreads();
+	}
+	if (t == 0) {
+		partial[blockIdx.x] = loss[0];
+		hits[blockIdx.x] = hit[0];
+	}
+}
+
+static __global__ void xent_total(double *partial, unsigned long long *hits, int blocks)
+{
+	double s = 0.0;
+	unsigned long long h = 0;
+	for (int b = 0; b < blocks; b++) {
+		s += partial[b];
+		h += hits[b];
+	}
+	partial[0] = s;
+	hits[0] = h;
+}
+
+/* The one wait of a training step: the loss and the count come back. */
+void cu_softmax_xent(const float *logits, const int32_t *labels, int rows, int cols,
+		     float *dlogits, double *loss_sum, int *correct)
+{
+	int blocks = (rows + CU_THREADS - 1) / CU_THREADS;
+	double *back = (double *)cu.host;
+	unsigned long long *back_hits = (unsigned long long *)(back + 1);
+	*loss_sum = 0.0;
+	*correct = 0;
+	if (rows < 1 || cols < 1)
+		return;
+	if (blocks > CU_MAX_PARTIALS)
+		blocks = CU_MAX_PARTIALS;
+	xent_rows<<<blocks, CU_THREADS, 0, cu.stream>>>(logits, labels, rows, cols, 1.0f / rows,
+							dlogits, cu.partial, cu.count);
+	cu_launched("softmax_xent");
+	xent_total<<<1, 1, 0, cu.stream>>>(cu.partial, cu.count, blocks);
+	cu_launched("softmax_xent");
+	cu_check(cudaMemcpyAsync(back, cu.partial, sizeof(double), cudaMemcpyDeviceToHost,
+				 cu.stream), "softmax_xent");
+	cu_check(cudaMemcpyAsync(back_hits, cu.count, sizeof(*back_hits), cudaMemcpyDeviceToHost,
+				 cu.stream), "softmax_xent");
+	/* after any failure (kept in cu.error) the results are not to be
+	 * trusted: a NaN loss says so in the metrics */
+	if (cu_check(cudaStreamSynchronize(cu.stream), "softmax_xent") && !cu.error[0]) {
+		*loss_sum = *back;
+		*correct = (int)*back_hits;
+	} else {
+		*loss_sum = NAN;
+	}
+}
+
+/* A thread per Philox block: four consecutive elements, as on the CPU */
+static __global__ void dropout_kernel(const float *x, float *y, float *mask, size_t n,
+				      float rate, float scale, uint64_t seed, uint64_t stream)
+{
+	GRID_STRIDE(b, (n + 3) / 4) {
+		uint32_t bits[4];
+		size_t i0 = b * 4;
+		dlt_philox_block(seed, stream, b, bits);
+		for (int j = 0; j < 4 && i0 + j < n; j++) {
+			mask[i0 + j] = dlt_dropout_mask(bits[j], rate, scale);
+			y[i0 + j] = x[i0 + j] * mask[i0 + j];
+		}
+	}
+}
+
+void cu_dropout(const float *x, float *y, float *mask, size_t n, float rate, uint64_t seed,
+		uint64_t stream)
+{
+	LAUNCH(dropout_kernel, (n + 3) / 4, x, y, mask, n, rate, dlt_dropout_scale(rate), seed,
+	       stream);
+}
+
+static __global__ void mul_kernel(const float *a, const float *b, float *y, size_t n)
+{
+	GRID_STRIDE(i, n)
+		y[i] = a[i] * b[i];
+}
+
+void cu_mul(const float *a, const float *b, float *y, size_t n)
+{
+	LAUNCH(mul_kernel, n, a, b, y, n);
+}
+
+static __global__ void add_kernel(const float *a, const float *b, float *y, size_t n)
+{
+	GRID_STRIDE(i, n)
+		y[i] = a[i] + b[i];
+}
+
+void cu_add(const float *a, const float *b, float *y, size_t n)
+{
+	LAUNCH(add_kernel, n, a, b, y, n);
+}
+
+static __global__ void scale_kernel(float *x, size_t n, float s)
+{
+	GRID_STRIDE(i, n)
+		x[i] *= s;
+}
+
+void cu_scale(float *x, size_t n, float s)
+{
+	LAUNCH(scale_kernel, n, x, n, s);
+}
+
+static __global__ void round_kernel(float *x, size_t n, int prec)
+{
+	GRID_STRIDE(i, n)
+		x[i] = dlt_round_prec(x[i], prec);
+}
+
+void cu_round(float *x, size_t n, int prec)
+{
+	if (prec != DLT_PREC_F32)
+		LAUNCH(round_kernel, n, x, n, prec);
+}
+
+/* Counts are integers: adding them in any order gives the same total. */
+static __global__ void nonfinite_kernel(const float *x, size_t n, unsigned long long *count)
+{
+	__shared__ unsigned long long c[CU_THREADS];
+	unsigned long long mine = 0;
+	GRID_STRIDE(i, n)
+		mine += !isfinite(x[i]);
+	c[threadIdx.x] = mine;
+	__syncthreads();
+	for (int s = CU_THREADS / 2; s > 0; s >>= 1) {
+		if (threadIdx.x < s)
+			c[threadIdx.x] += c[threadIdx.x + s];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0 && c[0])
+		atomicAdd(count, c[0]);
+}
+
+size_t cu_nonfinite(const float *x, size_t n)
+{
+	unsigned long long *back = (unsigned long long *)cu.host;
+	if (!n)
+		return 0;
+	*back = 0;
+	cu_check(cudaMemsetAsync(cu.count, 0, sizeof(*cu.count), cu.stream), "nonfinite");
+	LAUNCH(nonfinite_kernel, n, x, n, cu.count);
+	cu_check(cudaMemcpyAsync(back, cu.count, sizeof(*back), cudaMemcpyDeviceToHost, cu.stream),
+		 "nonfinite");
+	cu_check(cudaStreamSynchronize(cu.stream), "nonfinite");
+	return (size_t)*back;
+}
+
+static __global__ void adam_kernel(float *w, const float *g, float *m, float *v, size_t n,
+				   dlt_adam_step s)
+{
+	GRID_STRIDE(i, n)
+		dlt_adam_update(&w[i], g[i], &m[i], &v[i], s);
+}
+
+void cu_adam(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+	     float beta2, float eps, float wd, int decoupled, long long step)
+{
+	dlt_adam_step s = dlt_adam_prepare(lr, beta1, beta2, eps, wd, decoupled, step);
+	LAUNCH(adam_kernel, n, w, g, m, v, n, s);
+}
+
+static __global__ void sgd_kernel(float *w, const float *g, size_t n, float lr, float wd)
+{
+	GRID_STRIDE(i, n)
+		dlt_sgd_update(&w[i], g[i], lr, wd);
+}
+
+static __global__ void sgd_momentum_kernel(float *w, const float *g, float *buf, size_t n,
+					   float lr, float momentum, int nesterov, float wd,
+					   int first)
+{
+	GRID_STRIDE(i, n)
+		dlt_sgd_momentum_update(&w[i], g[i], &buf[i], lr, momentum, nesterov, wd, first);
+}
+
+void cu_sgd(float *w, const float *g, float *buf, size_t n, float lr, float momentum,
+	    int nesterov, float wd, int first)
+{
+	if (momentum == 0.0f || !buf)
+		LAUNCH(sgd_kernel, n, w, g, n, lr, wd);
+	else
+		LAUNCH(sgd_momentum_kernel, n, w, g, buf, n, lr, momentum, nesterov, wd, first);
+}

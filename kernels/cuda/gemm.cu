@@ -1,0 +1,87 @@
+/* gemm by cuBLAS.  Row-major C = op(A) op(B) is column-major
+ * C^T = op(B)^T op(A)^T, and a row-major matrix is its transpose in
+ * column-major with the same leading dimension: so cuBLAS is called with
+ * B before A, M and N swapped, the transposes as given.
+ *
+ * f32: CUBLAS_COMPUTE_32F under the default math mode, true fp32 (no
+ * TF32).  bf16 and fp16: A and B are rounded by dlt_round_bf16 /
+ * dlt_round_f16 (the CPU's rounding, ties to even) into 16-bit copies in
+ * the preallocated scratch, then multiplied on the tensor cores, summed in
+ * f32 (CUBLAS_COMPUTE_32F).  cuBLAS's own down-conversion
+ * (COMPUTE_32F_FAST_16BF / _16F) is not used: it does not document how it
+ * rounds, nor that it rounds at all for every shape.  Operands too large
+ * for the scratch are done a range of K at a time, the later ranges
+ * added onto C. */
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/internal.h"
+
+/* rows x cols of row-major src (leading dimension ld) from (r0, c0),
+ * rounded to prec and packed row-major as bf16 or fp16 bits */
+static __global__ void pack16(const float *src, int ld, int r0, int c0, int rows, int cols,
+			      int prec, uint16_t *dst)
+{
+	size_t n = (size_t)rows * cols;
+	GRID_STRIDE(i, n) {
+		size_t r = i / cols, c = i % cols;
+		float v = src[(r0 + r) * ld + c0 + c];
+		/* the rounded value is exact in the 16-bit type: converting
+		 * it only drops zero bits */
+		dst[i] = prec == DLT_PREC_BF16 ? (uint16_t)(dlt_f32_bits(dlt_round_bf16(v)) >> 16)
+					       : __half_as_ushort(__float2half_rn(dlt_round_f16(v)));
+	}
+}
+
+static void pack(const float *src, int ld, int r0, int c0, int rows, int cols, int prec,
+		 uint16_t *dst)
+{
+	size_t n = (size_t)rows * cols;
+	pack16<<<cu_blocks(n), CU_THREADS, 0, cu.stream>>>(src, ld, r0, c0, rows, cols, prec, dst);
+	cu_launched("gemm: rounding the operands");
+}
+
+void cu_gemm(int prec, int tA, int tB, int M, int N, int K, float alpha, const float *A,
+	     int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+	cublasOperation_t opA = tA ? CUBLAS_OP_T : CUBLAS_OP_N;
+	cublasOperation_t opB = tB ? CUBLAS_OP_T : CUBLAS_OP_N;
+	cudaDataType type = prec == DLT_PREC_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+	const float one = 1.0f;
+	size_t kc;
+	if (M < 1 || N < 1)
+		return;
+	if (prec == DLT_PREC_F32 || K < 1) {
+		cu_check_blas(cublasGemmEx(cu.blas, opB, opA, N, M, K, &alpha, B, CUDA_R_32F, ldb,
+					   A, CUDA_R_32F, lda, &beta, C, CUDA_R_32F, ldc,
+					   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "gemm");
+		return;
+	}
+	/* A's range [M, kc] and B's [kc, N], B's start kept 16-byte aligned;
+	 * ranges a multiple of 64 long keep the leading dimensions multiples
+	 * of 8, as the tensor cores' fast kernels want */
+	kc = (CU_HALF_SCRATCH - 8) / ((size_t)M + N);
+	if (kc >= 64)
+		kc &= ~(size_t)63;
+	if (kc < 1) {
+		cu_check(cudaErrorInvalidValue, "gemm: a matrix too large for the 16-bit scratch");
+		return;
+	}
+	for (int k0 = 0; k0 < K; k0 += (int)kc) {
+		int nk = K - k0 < (int)kc ? K - k0 : (int)kc;
+		uint16_t *a = (uint16_t *)cu.half;
+		uint16_t *b = a + (((size_t)M * nk + 7) & ~(size_t)7);
+		if (tA)
+			pack(A, lda, k0, 0, nk, M, prec, a);
+		else
+			pack(A, lda, 0, k0, M, nk, prec, a);
+		if (tB)
+			pack(B, ldb, 0, k0, N, nk, prec, b);
+		else
+			pack(B, ldb, k0, 0, nk, N, prec, b);
+		if (!cu_check_blas(cublasGemmEx(cu.blas, opB, opA, N, M, nk, &alpha, b, type,
+						tB ? nk : N, a, type, tA ? M : nk,
+						k0 ? &one : &beta, C, CUDA_R_32F, ldc,
+						CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "gemm"))
+			return;
+	}
+}

@@ -1,0 +1,99 @@
+/* What the CUDA backend's files share: the one device's state (stream,
+ * cuBLAS and cuDNN handles, preallocated scratch), the sticky error and
+ * launch helpers.  Every entry runs on the one stream, in order; only
+ * alloc, upload, download and the two entries that return numbers
+ * (softmax_xent, nonfinite) wait for it. */
+#ifndef DLT_CUDA_INTERNAL_H
+#define DLT_CUDA_INTERNAL_H
+
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <cudnn.h>
+
+#include "kernels/kernels.h"
+#include "kernels/common/math.h"
+
+/* Threads per block of the element-wise kernels and the reductions */
+#define CU_THREADS 256
+/* Partial results a multi-block reduction may leave in cu.partial */
+#define CU_MAX_PARTIALS 1024
+/* 16-bit values of the gemm's bf16/fp16 operand scratch: the rounded copies of
+ * A and B, a range of K at a time (gemm.cu) */
+#define CU_HALF_SCRATCH (16u << 20)
+
+typedef struct cu_state {
+	int device;
+	cudaStream_t stream;
+	cublasHandle_t blas;
+	cudnnHandle_t dnn;
+	void *blas_work;		/* cuBLAS's workspace, ours so it never allocates */
+	double *partial;		/* CU_MAX_PARTIALS doubles */
+	unsigned long long *count;	/* CU_MAX_PARTIALS counters */
+	void *host;			/* pinned: the results copied back */
+	void *half;			/* CU_HALF_SCRATCH 16-bit values */
+	char error[256];		/* the first failure, "" while none */
+} cu_state;
+
+extern cu_state cu;
+
+/* Records the first failure (the table's entries return nothing, and the
+ * library never prints); returns whether ok. */
+int cu_check(cudaError_t e, const char *what);
+int cu_check_blas(cublasStatus_t s, const char *what);
+int cu_check_dnn(cudnnStatus_t s, const char *what);
+/* A launch's own error (bad configuration), recorded */
+int cu_launched(const char *what);
+
+/* Element i of n for each thread, a grid's width apart */
+#define GRID_STRIDE(i, n) \
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+	     i += (size_t)gridDim.x * blockDim.x)
+
+/* Blocks for n elements a thread each, grid-stride beyond */
+static inline unsigned cu_blocks(size_t n)
+{
+	size_t b = (n + CU_THREADS - 1) / CU_THREADS;
+	return b > 65535 ? 65535u : (unsigned)(b ? b : 1);
+}
+
+/* The table's entries that live outside backend.cu */
+void cu_gemm(int prec, int tA, int tB, int M, int N, int K, float alpha, const float *A,
+	     int lda, const float *B, int ldb, float beta, float *C, int ldc);
+size_t cu_conv_workspace(const dlt_conv *s);
+void cu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w,
+		     const float *b, float *y, int act, float slope, float *work);
+void cu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *w,
+		      const float *dy, float *dx, float *dw, float *db, float *work);
+void cu_maxpool_forward(const dlt_pool *s, const float *x, float *y, int32_t *arg);
+void cu_maxpool_backward(const dlt_pool *s, const float *dy, const int32_t *arg, float *dx);
+void cu_avgpool_forward(const dlt_pool *s, const float *x, float *y);
+void cu_avgpool_backward(const dlt_pool *s, const float *dy, float *dx);
+void cu_batchnorm_train(int n, int c, int hw, const float *x, const float *gamma,
+			const float *beta, float *y, float *mean, float *invstd, float *run_mean,
+			float *run_var, float momentum, float eps);
+void cu_batchnorm_eval(int n, int c, int hw, const float *x, const float *gamma,
+		       const float *beta, const float *run_mean, const float *run_var, float eps,
+		       float *y);
+void cu_batchnorm_backward(int n, int c, int hw, const float *x, const float *dy,
+			   const float *gamma, const float *mean, const float *invstd, float *dx,
+			   float *dgamma, float *dbeta);
+void cu_bias_act(float *y, const float *bias, int rows, int cols, int act, float slope);
+void cu_act_forward(const float *x, float *y, size_t n, int act, float slope);
+void cu_act_backward(const float *x, const float *y, const float *dy, float *dx, size_t n,
+		     int act, float slope);
+void cu_bias_grad(const float *dy, float *db, int rows, int cols);
+void cu_softmax_xent(const float *logits, const int32_t *labels, int rows, int cols,
+		     float *dlogits, double *loss_sum, int *correct);
+void cu_dropout(const float *x, float *y, float *mask, size_t n, float rate, uint64_t seed,
+		uint64_t stream);
+void cu_mul(const float *a, const float *b, float *y, size_t n);
+void cu_add(const float *a, const float *b, float *y, size_t n);
+void cu_scale(float *x, size_t n, float s);
+void cu_round(float *x, size_t n, int prec);
+size_t cu_nonfinite(const float *x, size_t n);
+void cu_adam(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+	     float beta2, float eps, float wd, int decoupled, long long step);
+void cu_sgd(float *w, const float *g, float *buf, size_t n, float lr, float momentum,
+	    int nesterov, float wd, int first);
+
+#endif

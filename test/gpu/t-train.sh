@@ -1,0 +1,190 @@
+#!/bin/sh
+# dlt-train on the GPU against the CPU: a small MLP (f32, bf16, fp16 with
+# loss scaling) and a small CNN (conv with groups, batch norm, max and
+# average pooling, dropout; f32 and bf16), the same config and seed on
+# each device.  Both start from the same weights and see the same batches
+# and dropout masks; only the order of float sums differs, so:
+#   - the runs log the same steps, and every train record's loss agrees
+#     within 0.01 + 2% (f32) or 0.02 + 5% (bf16, fp16: a sum's last bit
+#     can move a value to the neighbouring 16-bit one);
+#   - the final test accuracies agree within 0.015 (f32) or 0.03 (bf16,
+#     fp16).
+# Without a CUDA device it says "skipped: no CUDA device" and passes.
+. "$(dirname "$0")/../lib.sh"
+# lib.sh takes the directory above the script's for the root: one more
+PATH=$(cd "$TEST_DIR/../.." && pwd)/bin:$PATH
+
+blobs_csv >blobs.csv
+
+# 1500 12x12 images of three classes (a horizontal bar, a vertical bar, a
+# diagonal; a third of their pixels missing) over strong noise, from a fixed
+# LCG, as IDX: hard enough that accuracy stays below 100%
+perl -e '
+	my $s = 4242;
+	sub r { $s = ($s * 1103515245 + 12345) % 2147483648; return $s / 2147483648; }
+	my ($n, $h) = (1500, 12);
+	open(my $img, ">:raw", "img.idx") or die;
+	open(my $lab, ">:raw", "lab.idx") or die;
+	print $img pack("N4", 0x803, $n, $h, $h);
+	print $lab pack("N2", 0x801, $n);
+	for (1 .. $n) {
+		my $k = int(r() * 3);
+		my $p = 2 + int(r() * ($h - 4));
+		print $lab pack("C", $k);
+		for my $y (0 .. $h - 1) {
+			for my $x (0 .. $h - 1) {
+				my $on = $k == 0 ? $y == $p : $k == 1 ? $x == $p : $x - $y == $p - 6;
+				$on = 0 if r() < 0.3;
+				print $img pack("C", $on ? 140 + int(r() * 115) : int(r() * 160));
+			}
+		}
+	}'
+
+cat >mlp.yaml <<'YAML'
+data: {train: train.dlt, test: test.dlt, val_split: 0.1}
+model:
+  - dense: 32
+  - relu
+  - dropout: 0.1
+  - dense: 16
+  - gelu
+  - dense: 3
+train:
+  epochs: 4
+  batch: 25
+  seed: 7
+  log_every: 5
+  optimizer: {adam: {lr: 1e-2}}
+  schedule: {cosine: {warmup: 5}}
+YAML
+
+cat >cnn.yaml <<'YAML'
+data: {train: itrain.dlt, test: itest.dlt, val_split: 0.1}
+model:
+  - conv2d: {filters: 8, kernel: 3, pad: 1}
+  - batchnorm
+  - relu
+  - maxpool: 2
+  - conv2d: {filters: 16, kernel: 3, pad: 1, groups: 2}
+  - relu
+  - avgpool: 2
+  - flatten
+  - dropout: 0.2
+  - dense: 3
+train:
+  epochs: 3
+  batch: 50
+  seed: 3
+  log_every: 5
+  optimizer: {sgd: {lr: 0.05, momentum: 0.9, nesterov: true}}
+YAML
+
+dlt-prep csv -q blobs.csv --label kind --shuffle --split 0.8 -o train.dlt -o test.dlt &&
+dlt-prep idx -q img.idx lab.idx --shuffle --split 0.8 -o itrain.dlt -o itest.dlt || exit 1
+
+# The first GPU run tells whether there is a GPU.
+if ! dlt-train -c mlp.yaml -o mlp-f32-cuda -s device=cuda -q >/dev/null 2>cuda.err; then
+	if grep -q "no CUDA device" cuda.err; then
+		echo "1..0 # skipped: no CUDA device ($(sed 's/.*no CUDA device: //' cuda.err))"
+		exit 0
+	fi
+fi
+
+# agree CPU_RUN CUDA_RUN LOSS_ABS LOSS_REL ACC: the train losses and the
+# test accuracy of two runs, within the tolerances
+agree() {
+	perl -e '
+		my ($a, $b, $abs, $rel, $acc) = @ARGV;
+		sub curve {
+			my ($run) = @_;
+			my (@loss, $test, $rate);
+			open(my $f, "<", "$run/metrics.jsonl") or die "$run: $!\n";
+			while (<$f>) {
+				push @loss, [$1, $2] if /"event":"train".*"step":(\d+),"loss":([^,]+)/;
+				$rate = $1 if /"event":"train".*"samples_per_s":([^,}]+)/;
+				$test = $1 if /"event":"eval","split":"test".*"acc":([^,]+)/;
+			}
+			die "$run: no train records\n" unless @loss;
+			die "$run: no test accuracy\n" unless defined $test;
+			return (\@loss, $test, $rate // 0);
+		}
+		my ($la, $ta, $ra) = curve($a);
+		my ($lb, $tb, $rb) = curve($b);
+		my $bad = 0;
+		die "$a logs " . @$la . " train records, $b " . @$lb . "\n" if @$la != @$lb;
+		my $worst = 0;
+		for my $i (0 .. $#$la) {
+			my ($sa, $va) = @{$la->[$i]};
+			my ($sb, $vb) = @{$lb->[$i]};
+			die "record $i: step $sa and $sb\n" if $sa != $sb;
+			my $d = abs($va - $vb);
+			$worst = $d if $d > $worst;
+			if ($d > $abs + $rel * abs($va)) {
+				print "step $sa: loss $va on the CPU, $vb on the GPU\n";
+				$bad = 1;
+			}
+		}
+		printf "%d records, worst loss difference %.3g; test accuracy %.4f (CPU), " .
+		    "%.4f (GPU); %.0f and %.0f samples/s\n", scalar @$la, $worst, $ta, $tb, $ra, $rb;
+		if (abs($ta - $tb) > $acc) {
+			print "test accuracy differs by more than $acc\n";
+			$bad = 1;
+		}
+		exit $bad;
+	' "$@"
+}
+
+# compare NAME CONFIG LOSS_ABS LOSS_REL ACC [-s KEY=VALUE...]: trains
+# NAME-cpu and NAME-cuda (unless there) and checks that they agree; the
+# comparison's summary stays in NAME.txt
+compare() {
+	name=$1 config=$2 abs=$3 rel=$4 acc=$5
+	shift 5
+	dlt-train -c "$config" -o "$name-cpu" -q "$@" >/dev/null &&
+	{ test -d "$name-cuda" || dlt-train -c "$config" -o "$name-cuda" -s device=cuda -q "$@" \
+		>/dev/null; } &&
+	grep -q '"status":"done"' "$name-cuda/status" &&
+	agree "$name-cpu" "$name-cuda" "$abs" "$rel" "$acc" >"$name.txt"
+	rc=$?
+	cat "$name.txt"
+	return $rc
+}
+
+# summary NAME: the comparison's numbers as a TAP comment
+summary() {
+	test -f "$1.txt" && sed 's/^/# /' "$1.txt"
+	return 0
+}
+
+test_expect_success 'MLP f32: the GPU run tracks the CPU run' '
+	cat cuda.err &&
+	compare mlp-f32 mlp.yaml 0.01 0.02 0.015
+'
+summary mlp-f32
+
+test_expect_success 'MLP bf16: the GPU run tracks the CPU run' '
+	compare mlp-bf16 mlp.yaml 0.02 0.05 0.03 -s train.precision=bf16
+'
+summary mlp-bf16
+
+test_expect_success 'MLP fp16 with loss scaling: the GPU run tracks the CPU run' '
+	compare mlp-fp16 mlp.yaml 0.02 0.05 0.03 -s train.precision=fp16
+'
+summary mlp-fp16
+
+test_expect_success 'CNN f32: the GPU run tracks the CPU run' '
+	compare cnn-f32 cnn.yaml 0.01 0.02 0.015
+'
+summary cnn-f32
+
+test_expect_success 'CNN bf16: the GPU run tracks the CPU run' '
+	compare cnn-bf16 cnn.yaml 0.02 0.05 0.03 -s train.precision=bf16
+'
+summary cnn-bf16
+
+test_expect_success 'CNN f32 on the GPU: the same run twice gives the same weights' '
+	dlt-train -c cnn.yaml -o cnn-again -s device=cuda -q >/dev/null &&
+	cmp cnn-f32-cuda/model.dlt cnn-again/model.dlt
+'
+
+test_done
