@@ -26,36 +26,12 @@
 #include <string.h>
 
 #include "tap.h"
+#include "vec.h"
 #include "kernels/kernels.h"
 #include "util/util.h"
 
 static const dlt_backend *gpu, *ref;
-static dlt_rng rng;
-
 static const char *const prec_name[] = { "f32", "bf16", "f16" };
-
-static float *randv(size_t n, float lo, float hi)
-{
-	float *p = malloc(n * sizeof(float) + 4);
-	for (size_t i = 0; i < n; i++)
-		p[i] = lo + (hi - lo) * dlt_rng_uniform(&rng);
-	return p;
-}
-
-static float *copyv(const float *p, size_t n)
-{
-	float *q = malloc(n * sizeof(float) + 4);
-	memcpy(q, p, n * sizeof(float));
-	return q;
-}
-
-static float *nanv(size_t n)
-{
-	float *p = malloc(n * sizeof(float) + 4);
-	for (size_t i = 0; i < n; i++)
-		p[i] = NAN;
-	return p;
-}
 
 /* A device copy of n floats (or ints) of host memory */
 static void *up(const void *h, size_t bytes)
@@ -90,26 +66,6 @@ static float *down(float *d, size_t n)
 
 /* Worst |got - want| / (1 + |want|); a NaN where the other has none is
  * infinitely wrong, NaN in both agrees. */
-static double diff(const float *got, const float *want, size_t n)
-{
-	double worst = 0.0;
-	for (size_t i = 0; i < n; i++) {
-		double d;
-		if (isnan(got[i]) || isnan(want[i])) {
-			if (isnan(got[i]) != isnan(want[i]))
-				return INFINITY;
-			continue;
-		}
-		if (got[i] == want[i])
-			continue;
-		d = fabs((double)got[i] - want[i]) / (1.0 + fabs((double)want[i]));
-		if (isnan(d) || isinf(d))
-			return INFINITY;
-		worst = fmax(worst, d);
-	}
-	return worst;
-}
-
 /* Bits equal: 0, else infinitely wrong */
 static double bits(const void *a, const void *b, size_t bytes)
 {

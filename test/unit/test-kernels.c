@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include "tap.h"
+#include "vec.h"
 #include "kernels/kernels.h"
 #include "kernels/common/philox.h"
 #include "util/util.h"
@@ -22,42 +23,8 @@ static const shape shapes[] = {
 	{ 128, 784, 256 }, { 257, 10, 128 }, { 10, 1000, 7 }, { 300, 300, 31 },
 };
 
-static dlt_rng rng;
-
-static float *randv(size_t n, float lo, float hi)
-{
-	float *p = malloc(n * sizeof(float) + 1);
-	for (size_t i = 0; i < n; i++)
-		p[i] = lo + (hi - lo) * dlt_rng_uniform(&rng);
-	return p;
-}
-
-static float *copyv(const float *p, size_t n)
-{
-	float *q = malloc(n * sizeof(float) + 1);
-	memcpy(q, p, n * sizeof(float));
-	return q;
-}
-
 /* Worst |got - want| / (1 + |want|); NaN where the other has none counts
  * as infinitely wrong. */
-static double diff(const float *got, const float *want, size_t n)
-{
-	double worst = 0.0;
-	for (size_t i = 0; i < n; i++) {
-		double d;
-		if (isnan(got[i]) || isnan(want[i])) {
-			if (isnan(got[i]) != isnan(want[i]))
-				return INFINITY;
-			continue;
-		}
-		d = fabs((double)got[i] - want[i]) / (1.0 + fabs((double)want[i]));
-		if (d > worst)
-			worst = d;
-	}
-	return worst;
-}
-
 static double max3(double a, double b, double c)
 {
 	return fmax(a, fmax(b, c));

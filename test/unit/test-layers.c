@@ -7,42 +7,12 @@
 #include <string.h>
 
 #include "tap.h"
+#include "vec.h"
 #include "kernels/kernels.h"
 #include "kernels/cpu/threads.h"
 #include "util/util.h"
 
-static dlt_rng rng;
-
-static float *randv(size_t n, float lo, float hi)
-{
-	float *p = malloc(n * sizeof(float) + 1);
-	for (size_t i = 0; i < n; i++)
-		p[i] = lo + (hi - lo) * dlt_rng_uniform(&rng);
-	return p;
-}
-
-/* NaN-filled: an output the kernel forgets to write shows */
-static float *nanv(size_t n)
-{
-	float *p = malloc(n * sizeof(float) + 1);
-	for (size_t i = 0; i < n; i++)
-		p[i] = NAN;
-	return p;
-}
-
 /* Worst |got - want| / (1 + |want|); a NaN in either is infinitely wrong. */
-static double diff(const float *got, const float *want, size_t n)
-{
-	double worst = 0.0;
-	for (size_t i = 0; i < n; i++) {
-		double d = fabs((double)got[i] - want[i]) / (1.0 + fabs((double)want[i]));
-		if (isnan(d))
-			return INFINITY;
-		worst = fmax(worst, d);
-	}
-	return worst;
-}
-
 static int same(const void *a, const void *b, size_t bytes)
 {
 	return !memcmp(a, b, bytes);
