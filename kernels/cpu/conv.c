@@ -1,29 +1,35 @@
 /* Convolution as GEMM over patches (im2col), the batch cut into chunks
- * of CONV_CHUNK samples, one chunk per task.
+ * of CONV_CHUNK samples, one chunk per task, one GEMM per chunk and group.
  *
- * A sample's patches, col [c kh kw, oh ow], go to its chunk's slot of the
- * workspace (reused sample after sample while it is in cache).  Forward:
- * y_n = W col per group, then bias and activation on y_n's rows.
- * Backward: each chunk sums dy_n col^T over its samples into its own
- * partial dW; the partials are added in chunk order afterwards.  dcol =
- * W^T dy_n overwrites the slot and col2im adds it into dx_n.
+ * A chunk's patches go side by side, col [c kh kw, CONV_CHUNK oh ow], to
+ * the slot of the thread that runs it (a slot per thread, not per chunk,
+ * keeps the workspace in cache and small).  Forward: ybuf = W col, one
+ * GEMM whose N is the chunk's pixels (a GEMM per sample would pack W each
+ * time and waste the edge tiles of N = oh ow), then y_n = act(ybuf's
+ * columns of sample n + b).  Backward: the chunk's dy is gathered the same
+ * way, dybuf [k, CONV_CHUNK oh ow], with each channel's sum for db on the
+ * way; the chunk's partial dW = dybuf col^T (the samples summed in the
+ * GEMM's K) and dcol = W^T dybuf, which overwrites col and col2im adds
+ * into dx_n.  The partials of dW and db are added in chunk order
+ * afterwards.
  *
  * Every GEMM runs inside the parallel region, on one thread, and the
  * chunks do not depend on the number of threads: the results are the same
- * bits on any number of threads.  1x1 kernels with stride 1 and no
- * padding need no patches: x_n is col. */
+ * bits on any number of threads.
+ *
+ * Where the CPU has AVX2 (cpuid, at each call): the shifted patch rows
+ * (stride 1, ow = w) are copied under a mask in one pass, and a first
+ * layer (one input channel, 3x3) skips the GEMMs, whose K = 9 would be
+ * all edge: its forward weights the patches straight into y, its dW (it
+ * has no dx) reads dy once instead of gathering it. */
+#include <immintrin.h>
+#include <omp.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
 #include "kernels/common/math.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layers.h"
-
-static int conv_is_pointwise(const dlt_conv *s)
-{
-	return s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && s->ph == 0 &&
-	       s->pw == 0;
-}
 
 /* Output columns [lo, hi) whose input column ox sw - pw + off lies in [0, w) */
 static void conv_span(int ow, int w, int sw, int pw, int off, int *lo, int *hi)
@@ -99,25 +105,112 @@ static void col2im_shifted(const dlt_conv *s, float *g, float *plane, int ky, in
 		plane[i] += from[i - t.first];
 }
 
+/* With AVX2 the shifted rows go in one pass: a tap's mask (conv_masks)
+ * has all bits set at the output pixels that read inside the plane, so
+ * out = the plane from first on, and-ed with it.  Only the pixels whose
+ * reads lie inside the plane's memory are loaded; the rest are zeros. */
+static int conv_is_shifted(const dlt_conv *s)
+{
+	return s->sh == 1 && s->sw == 1 && s->ow == s->w;
+}
+
+/* The taps' masks, [kh kw, oh ow], for the shifted rows; NULL where they
+ * are not used (no AVX2, or not shifted) */
+static const int32_t *conv_masks(const dlt_conv *s, int32_t *m)
+{
+	if (!conv_is_shifted(s) || !__builtin_cpu_supports("avx2"))
+		return NULL;
+	for (int ky = 0; ky < s->kh; ky++) {
+		for (int kx = 0; kx < s->kw; kx++) {
+			conv_shift t = conv_shifted(s, ky, kx);
+			int32_t *row = m + (size_t)(ky * s->kw + kx) * s->oh * s->ow;
+			for (int oy = 0; oy < s->oh; oy++)
+				for (int ox = 0; ox < s->ow; ox++)
+					row[oy * s->ow + ox] = oy >= t.y0 && oy < t.y1 &&
+							       ox >= t.lo && ox < t.hi ? -1 : 0;
+		}
+	}
+	return m;
+}
+
+/* Output pixel i of the tap reads the plane at base + i (where its mask
+ * lets it); pixels [*i0, *i1) read inside the plane's memory */
+static long conv_loadable(const dlt_conv *s, const conv_shift *t, long *i0, long *i1)
+{
+	long size = (long)s->h * s->w, p = (long)s->oh * s->ow;
+	long base = t->first - (long)t->y0 * s->ow;
+	*i0 = base < 0 ? -base : 0;
+	*i1 = size - base < p ? size - base : p;
+	if (*i0 > p)
+		*i0 = p;
+	if (*i1 < *i0)
+		*i1 = *i0;
+	return base;
+}
+
+__attribute__((target("avx2")))
+static void im2col_masked_avx2(const dlt_conv *s, const float *plane, float *out, int ky, int kx,
+			       const int32_t *mask)
+{
+	conv_shift t = conv_shifted(s, ky, kx);
+	long p = (long)s->oh * s->ow, i0, i1, i;
+	long base = conv_loadable(s, &t, &i0, &i1);
+	for (i = 0; i < i0; i++)
+		out[i] = 0.0f;
+	for (i = i0; i + 8 <= i1; i += 8)
+		_mm256_storeu_ps(out + i, _mm256_and_ps(_mm256_loadu_ps(plane + (base + i)),
+				 _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(mask + i)))));
+	for (; i < i1; i++)
+		out[i] = mask[i] ? plane[base + i] : 0.0f;
+	for (; i < p; i++)
+		out[i] = 0.0f;
+}
+
+/* The adjoint: plane += g and-ed with the mask, from first on; adding the
+ * masked-out pixels' +0 as col2im_shifted does */
+__attribute__((target("avx2")))
+static void col2im_masked_avx2(const dlt_conv *s, const float *g, float *plane, int ky, int kx,
+			       const int32_t *mask)
+{
+	conv_shift t = conv_shifted(s, ky, kx);
+	long i0, i1, i;
+	long base = conv_loadable(s, &t, &i0, &i1);
+	for (i = i0; i + 8 <= i1; i += 8) {
+		float *in = plane + (base + i);
+		__m256 v = _mm256_and_ps(_mm256_loadu_ps(g + i), _mm256_castsi256_ps(
+			_mm256_loadu_si256((const __m256i *)(mask + i))));
+		_mm256_storeu_ps(in, _mm256_add_ps(_mm256_loadu_ps(in), v));
+	}
+	for (; i < i1; i++)
+		plane[base + i] += mask[i] ? g[i] : 0.0f;
+}
+
 /* Patches of one sample x [c, h, w]: row (ci, ky, kx) of col [c kh kw,
  * oh ow] holds, for each output pixel, the input it meets under that
- * kernel tap (0 in the padding). */
-static void im2col(const dlt_conv *s, const float *x, float *col)
+ * kernel tap (0 in the padding).  Rows are ld floats apart: a chunk's
+ * samples lie side by side. */
+static void im2col(const dlt_conv *s, const float *x, float *col, size_t ld,
+		   const int32_t *masks)
 {
-	int shifted = s->sh == 1 && s->sw == 1 && s->ow == s->w;
+	int shifted = conv_is_shifted(s), taps = s->kh * s->kw;
 	size_t r = 0;
 	for (int ci = 0; ci < s->c; ci++) {
 		const float *plane = x + (size_t)ci * s->h * s->w;
 		for (int ky = 0; ky < s->kh; ky++) {
 			for (int kx = 0; kx < s->kw; kx++, r++) {
 				int off = kx * s->dw - s->pw, lo, hi;
+				if (masks) {
+					im2col_masked_avx2(s, plane, col + r * ld, ky, kx,
+							   masks + (size_t)(r % taps) * s->oh * s->ow);
+					continue;
+				}
 				if (shifted) {
-					im2col_shifted(s, plane, col + r * s->oh * s->ow, ky, kx);
+					im2col_shifted(s, plane, col + r * ld, ky, kx);
 					continue;
 				}
 				conv_span(s->ow, s->w, s->sw, s->pw, kx * s->dw, &lo, &hi);
 				for (int oy = 0; oy < s->oh; oy++) {
-					float *out = col + (r * s->oh + oy) * s->ow;
+					float *out = col + r * ld + (size_t)oy * s->ow;
 					int iy = oy * s->sh - s->ph + ky * s->dh;
 					const float *in;
 					if (iy < 0 || iy >= s->h) {
@@ -141,9 +234,9 @@ static void im2col(const dlt_conv *s, const float *x, float *col)
 
 /* The adjoint of im2col: dx [c, h, w] = the sum of the patches' gradients
  * over the taps that read each input, in a fixed order.  col is scratch. */
-static void col2im(const dlt_conv *s, float *col, float *dx)
+static void col2im(const dlt_conv *s, float *col, size_t ld, float *dx, const int32_t *masks)
 {
-	int shifted = s->sh == 1 && s->sw == 1 && s->ow == s->w;
+	int shifted = conv_is_shifted(s), taps = s->kh * s->kw;
 	size_t r = 0;
 	memset(dx, 0, (size_t)s->c * s->h * s->w * sizeof(*dx));
 	for (int ci = 0; ci < s->c; ci++) {
@@ -151,13 +244,18 @@ static void col2im(const dlt_conv *s, float *col, float *dx)
 		for (int ky = 0; ky < s->kh; ky++) {
 			for (int kx = 0; kx < s->kw; kx++, r++) {
 				int off = kx * s->dw - s->pw, lo, hi;
+				if (masks) {
+					col2im_masked_avx2(s, col + r * ld, plane, ky, kx,
+							   masks + (size_t)(r % taps) * s->oh * s->ow);
+					continue;
+				}
 				if (shifted) {
-					col2im_shifted(s, col + r * s->oh * s->ow, plane, ky, kx);
+					col2im_shifted(s, col + r * ld, plane, ky, kx);
 					continue;
 				}
 				conv_span(s->ow, s->w, s->sw, s->pw, kx * s->dw, &lo, &hi);
 				for (int oy = 0; oy < s->oh; oy++) {
-					const float *g = col + (r * s->oh + oy) * s->ow;
+					const float *g = col + r * ld + (size_t)oy * s->ow;
 					int iy = oy * s->sh - s->ph + ky * s->dh;
 					float *in;
 					if (iy < 0 || iy >= s->h)
@@ -177,145 +275,349 @@ static void col2im(const dlt_conv *s, float *col, float *dx)
 	}
 }
 
-/* y = act(y + b) over one output channel's plane */
-static void conv_bias_act(float *y, float b, int n, int act, float slope)
-{
-	int i;
-	switch (act) {
-	case DLT_ACT_RELU:
-		#pragma omp simd
-		for (i = 0; i < n; i++)
-			y[i] = dlt_relu(y[i] + b);
-		break;
-	case DLT_ACT_LEAKY_RELU:
-		#pragma omp simd
-		for (i = 0; i < n; i++)
-			y[i] = dlt_leaky_relu(y[i] + b, slope);
-		break;
-	default:
-		for (i = 0; i < n; i++)
-			y[i] = dlt_act(y[i] + b, act, slope);
-	}
-}
-
 /* Samples per task: sums of dW in a fixed order; small enough that a
  * training batch gives every thread work. */
 #define CONV_CHUNK 4
 /* Floats of dW summed at a time */
 #define DW_BLOCK 256
 
-static int conv_chunks(const dlt_conv *s)
-{
-	return (s->n + CONV_CHUNK - 1) / CONV_CHUNK;
-}
+/* Where the workspace's parts lie, in floats: slots (col, ybuf or dybuf,
+ * the taps' masks), then each chunk's partial dW, then each chunk's partial db in
+ * doubles. */
+typedef struct conv_plan {
+	int kg, kk, p, chunks, slots;
+	size_t col, masks, slot, wn, parts, dbs, total;
+} conv_plan;
 
-static size_t conv_col_floats(const dlt_conv *s)
+static conv_plan conv_plan_of(const dlt_conv *s)
 {
-	return conv_is_pointwise(s) ? 0 : (size_t)s->c * s->kh * s->kw * s->oh * s->ow;
+	conv_plan q;
+	int procs = omp_get_num_procs();
+	q.kg = s->k / s->groups;
+	q.kk = s->c / s->groups * s->kh * s->kw;
+	q.p = s->oh * s->ow;
+	q.chunks = (s->n + CONV_CHUNK - 1) / CONV_CHUNK;
+	/* the most threads a conv runs on; the machine's processors, so
+	 * that the workspace asked for at build time still fits later */
+	q.slots = q.chunks < procs ? q.chunks : procs > 0 ? procs : 1;
+	q.col = ((size_t)s->c * s->kh * s->kw * CONV_CHUNK * q.p + 15) & ~(size_t)15;
+	q.masks = q.col + (((size_t)s->k * CONV_CHUNK * q.p + 15) & ~(size_t)15);
+	q.slot = q.masks + (((size_t)s->kh * s->kw * q.p + 15) & ~(size_t)15);
+	q.wn = (size_t)s->k * q.kk;
+	q.parts = q.slots * q.slot;
+	q.dbs = (q.parts + q.chunks * q.wn + 1) & ~(size_t)1;
+	q.total = q.dbs + 2 * (size_t)q.chunks * s->k;
+	return q;
 }
 
 size_t dlt_cpu_conv_workspace(const dlt_conv *s)
 {
-	size_t wn = (size_t)s->k * (s->c / s->groups) * s->kh * s->kw;
-	return (size_t)conv_chunks(s) * (conv_col_floats(s) + wn);
+	return conv_plan_of(s).total;
+}
+
+/* Threads for the chunks: at most the slots */
+static int conv_threads(const conv_plan *q)
+{
+	int t = omp_get_max_threads();
+	return t < q->slots ? t : q->slots;
+}
+
+/* y = act(ybuf + b) for one output channel's plane of one sample; the
+ * same bits in both clones */
+__attribute__((target_clones("avx2", "default")))
+static void conv_bias_act(float *y, const float *in, float b, int n, int act, float slope)
+{
+	int i;
+	switch (act) {
+	case DLT_ACT_RELU:
+		#pragma omp simd
+		for (i = 0; i < n; i++)
+			y[i] = dlt_relu(in[i] + b);
+		break;
+	case DLT_ACT_LEAKY_RELU:
+		#pragma omp simd
+		for (i = 0; i < n; i++)
+			y[i] = dlt_leaky_relu(in[i] + b, slope);
+		break;
+	default:
+		for (i = 0; i < n; i++)
+			y[i] = dlt_act(in[i] + b, act, slope);
+	}
+}
+
+/* A first layer's forward, 9 taps on one channel and planes of a
+ * multiple of 8 pixels: y = col's 9 rows weighted, straight into y (as a
+ * GEMM, K = 9 is all edge and its output one more pass).  The sums are
+ * the GEMM's, from 0 by fused multiply-adds in tap order, so the bits are
+ * too. */
+static int conv_fwd_direct(int prec, const dlt_conv *s, const conv_plan *q)
+{
+	return prec == DLT_PREC_F32 && q->kk == 9 && s->groups == 1 && q->p % 8 == 0 &&
+	       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+#define TAP9(acc, wk, c)                                                           \
+	do {                                                                       \
+		_Pragma("GCC unroll 9")                                            \
+		for (int r = 0; r < 9; r++)                                        \
+			acc = _mm256_fmadd_ps(_mm256_broadcast_ss((wk) + r),        \
+					      _mm256_loadu_ps((c) + r * ld), acc); \
+	} while (0)
+
+/* y's planes k of one sample from its patches col [9, ld] */
+__attribute__((target("avx2,fma")))
+static void conv_fwd_taps9_avx2(const dlt_conv *s, const conv_plan *q, const float *w,
+				const float *col, size_t ld, float *y)
+{
+	int k = 0;
+	for (; k + 2 <= s->k; k += 2) {
+		const float *w0 = w + k * 9, *w1 = w0 + 9;
+		float *y0 = y + (size_t)k * q->p, *y1 = y0 + q->p;
+		int i = 0;
+		for (; i + 32 <= q->p; i += 32) {
+			__m256 a[8];
+			for (int v = 0; v < 8; v++)
+				a[v] = _mm256_setzero_ps();
+			#pragma GCC unroll 9
+			for (int r = 0; r < 9; r++) {
+				__m256 b0 = _mm256_broadcast_ss(w0 + r), b1 = _mm256_broadcast_ss(w1 + r);
+				#pragma GCC unroll 4
+				for (int v = 0; v < 4; v++) {
+					__m256 c = _mm256_loadu_ps(col + r * ld + i + 8 * v);
+					a[v] = _mm256_fmadd_ps(b0, c, a[v]);
+					a[4 + v] = _mm256_fmadd_ps(b1, c, a[4 + v]);
+				}
+			}
+			for (int v = 0; v < 4; v++) {
+				_mm256_storeu_ps(y0 + i + 8 * v, a[v]);
+				_mm256_storeu_ps(y1 + i + 8 * v, a[4 + v]);
+			}
+		}
+		for (; i < q->p; i += 8) {
+			__m256 a0 = _mm256_setzero_ps(), a1 = a0;
+			TAP9(a0, w0, col + i);
+			TAP9(a1, w1, col + i);
+			_mm256_storeu_ps(y0 + i, a0);
+			_mm256_storeu_ps(y1 + i, a1);
+		}
+	}
+	for (; k < s->k; k++) {
+		for (int i = 0; i < q->p; i += 8) {
+			__m256 a0 = _mm256_setzero_ps();
+			TAP9(a0, w + k * 9, col + i);
+			_mm256_storeu_ps(y + (size_t)k * q->p + i, a0);
+		}
+	}
+}
+
+static void conv_forward_chunk(int prec, const dlt_conv *s, const conv_plan *q, const float *x,
+			       const float *w, const float *b, float *y, int act, float slope,
+			       float *slot, const int32_t *masks, int ch)
+{
+	int n0 = ch * CONV_CHUNK, ns = s->n - n0 < CONV_CHUNK ? s->n - n0 : CONV_CHUNK;
+	size_t ld = (size_t)ns * q->p;
+	float *col = slot, *ybuf = slot + q->col;
+	for (int j = 0; j < ns; j++)
+		im2col(s, x + (size_t)(n0 + j) * s->c * s->h * s->w, col + (size_t)j * q->p, ld,
+		       masks);
+	if (conv_fwd_direct(prec, s, q)) {
+		for (int j = 0; j < ns; j++) {
+			float *yn = y + (size_t)(n0 + j) * s->k * q->p;
+			conv_fwd_taps9_avx2(s, q, w, col + (size_t)j * q->p, ld, yn);
+			for (int k = 0; k < s->k; k++)
+				conv_bias_act(yn + (size_t)k * q->p, yn + (size_t)k * q->p,
+					      b ? b[k] : 0.0f, q->p, act, slope);
+		}
+		return;
+	}
+	for (int g = 0; g < s->groups; g++)
+		dlt_cpu_sgemm(prec, 0, 0, q->kg, (int)ld, q->kk, 1.0f, w + (size_t)g * q->kg * q->kk,
+			      q->kk, col + (size_t)g * q->kk * ld, (int)ld, 0.0f,
+			      ybuf + (size_t)g * q->kg * ld, (int)ld);
+	for (int j = 0; j < ns; j++)
+		for (int k = 0; k < s->k; k++)
+			conv_bias_act(y + ((size_t)(n0 + j) * s->k + k) * q->p,
+				      ybuf + k * ld + (size_t)j * q->p, b ? b[k] : 0.0f, q->p, act,
+				      slope);
 }
 
 void dlt_cpu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w, const float *b,
 			  float *y, int act, float slope, float *work)
 {
-	int kg = s->k / s->groups, kk = s->c / s->groups * s->kh * s->kw;
-	int p = s->oh * s->ow, chunks = conv_chunks(s);
+	conv_plan q = conv_plan_of(s);
 
-	#pragma omp parallel for schedule(static)
-	for (int ch = 0; ch < chunks; ch++) {
-		float *slot = work + ch * conv_col_floats(s);
-		for (int n = ch * CONV_CHUNK; n < s->n && n < (ch + 1) * CONV_CHUNK; n++) {
-			const float *xn = x + (size_t)n * s->c * s->h * s->w, *col = xn;
-			float *yn = y + (size_t)n * s->k * p;
-			if (!conv_is_pointwise(s)) {
-				im2col(s, xn, slot);
-				col = slot;
-			}
-			for (int g = 0; g < s->groups; g++)
-				dlt_cpu_sgemm(prec, 0, 0, kg, p, kk, 1.0f, w + (size_t)g * kg * kk, kk,
-					      col + (size_t)g * kk * p, p, 0.0f,
-					      yn + (size_t)g * kg * p, p);
-			for (int k = 0; k < s->k; k++)
-				conv_bias_act(yn + (size_t)k * p, b ? b[k] : 0.0f, p, act, slope);
-		}
+	#pragma omp parallel num_threads(conv_threads(&q))
+	{
+		int t = omp_get_thread_num();
+		float *slot = work + t * q.slot;
+		const int32_t *masks = conv_masks(s, (int32_t *)(slot + q.masks));
+		for (int ch = t; ch < q.chunks; ch += omp_get_num_threads())
+			conv_forward_chunk(prec, s, &q, x, w, b, y, act, slope, slot, masks, ch);
 	}
 }
 
-/* db[k]: over the batch in order, over each plane in vectorised lanes */
-static void conv_bias_grad(const dlt_conv *s, const float *dy, float *db)
+/* to[0, n) = from[0, n), and their sum in double: 8 lanes, added up in
+ * a fixed order at the end */
+static double copy_sum(const float *from, float *to, int n)
 {
-	int p = s->oh * s->ow;
-	#pragma omp parallel for schedule(static)
+	double lane[8] = { 0 }, sum = 0.0;
+	for (int i = 0; i < n; i++) {
+		to[i] = from[i];
+		lane[i % 8] += from[i];
+	}
+	for (int l = 0; l < 8; l++)
+		sum += lane[l];
+	return sum;
+}
+
+/* The same sums, the same bits */
+__attribute__((target("avx2")))
+static double copy_sum_avx2(const float *from, float *to, int n)
+{
+	__m256d lo = _mm256_setzero_pd(), hi = lo;
+	double lane[8], sum = 0.0;
+	int i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 v = _mm256_loadu_ps(from + i);
+		_mm256_storeu_ps(to + i, v);
+		lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+		hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+	}
+	_mm256_storeu_pd(lane, lo);
+	_mm256_storeu_pd(lane + 4, hi);
+	for (; i < n; i++) {
+		to[i] = from[i];
+		lane[i % 8] += from[i];
+	}
+	for (int l = 0; l < 8; l++)
+		sum += lane[l];
+	return sum;
+}
+
+/* dybuf's row k = the chunk's planes k side by side; db[k] = their sum */
+static void conv_gather_dy(const dlt_conv *s, const conv_plan *q, const float *dy, int n0,
+			   int ns, float *dybuf, double *db)
+{
+	size_t ld = (size_t)ns * q->p;
+	int avx2 = __builtin_cpu_supports("avx2");
 	for (int k = 0; k < s->k; k++) {
 		double acc = 0.0;
-		for (int n = 0; n < s->n; n++) {
-			const float *row = dy + ((size_t)n * s->k + k) * p;
-			double plane = 0.0;
-			#pragma omp simd reduction(+:plane)
-			for (int i = 0; i < p; i++)
-				plane += row[i];
-			acc += plane;
+		for (int j = 0; j < ns; j++) {
+			const float *from = dy + ((size_t)(n0 + j) * s->k + k) * q->p;
+			float *to = dybuf + k * ld + (size_t)j * q->p;
+			acc += avx2 ? copy_sum_avx2(from, to, q->p) : copy_sum(from, to, q->p);
 		}
-		db[k] = (float)acc;
+		db[k] = acc;
 	}
 }
 
-/* One chunk's samples: its partial dW and dx. */
-static void conv_backward_chunk(int prec, const dlt_conv *s, const float *x, const float *w,
-				const float *dy, float *dx, float *slot, float *part, int ch)
+/* A first layer's dW, 9 taps (a 3x3 kernel on one channel), no dx and
+ * planes of a multiple of 8 pixels: as a GEMM, K = 9 is all edge and the
+ * gathered dy one more pass over the largest tensor.  Here each channel's
+ * planes are read once, straight from dy, into 9 sums of dy col and db's
+ * in 8 float lanes, added up in a fixed order at the end.  col is the
+ * chunk's patches, [9, ld]. */
+static int conv_dw_direct(int prec, const dlt_conv *s, const conv_plan *q, const float *dx)
 {
-	int kg = s->k / s->groups, kk = s->c / s->groups * s->kh * s->kw;
-	int p = s->oh * s->ow, first = ch * CONV_CHUNK;
-	for (int n = first; n < s->n && n < first + CONV_CHUNK; n++) {
-		const float *xn = x + (size_t)n * s->c * s->h * s->w, *col = xn;
-		const float *dyn = dy + (size_t)n * s->k * p;
-		float *dxn = dx ? dx + (size_t)n * s->c * s->h * s->w : NULL;
-		float *dcol = slot;
-		if (!conv_is_pointwise(s)) {
-			im2col(s, xn, slot);
-			col = slot;
+	return prec == DLT_PREC_F32 && !dx && q->kk == 9 && s->groups == 1 && q->p % 8 == 0 &&
+	       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+__attribute__((target("avx2,fma")))
+static void conv_dw_taps9_avx2(const dlt_conv *s, const conv_plan *q, const float *dy, int n0,
+			       int ns, const float *col, size_t ld, float *part, double *db)
+{
+	for (int k = 0; k < s->k; k++) {
+		__m256 acc[9];
+		double dbk = 0.0;
+		float lane[8];
+		for (int r = 0; r < 9; r++)
+			acc[r] = _mm256_setzero_ps();
+		for (int j = 0; j < ns; j++) {
+			const float *d = dy + ((size_t)(n0 + j) * s->k + k) * q->p;
+			const float *c = col + (size_t)j * q->p;
+			__m256 plane = _mm256_setzero_ps();
+			for (int i = 0; i < q->p; i += 8) {
+				__m256 v = _mm256_loadu_ps(d + i);
+				plane = _mm256_add_ps(plane, v);
+				#pragma GCC unroll 9
+				for (int r = 0; r < 9; r++)
+					acc[r] = _mm256_fmadd_ps(v, _mm256_loadu_ps(c + r * ld + i),
+								 acc[r]);
+			}
+			_mm256_storeu_ps(lane, plane);
+			for (int l = 0; l < 8; l++)
+				dbk += lane[l];
 		}
-		for (int g = 0; g < s->groups; g++)
-			dlt_cpu_sgemm(prec, 0, 1, kg, kk, p, 1.0f, dyn + (size_t)g * kg * p, p,
-				      col + (size_t)g * kk * p, p, n == first ? 0.0f : 1.0f,
-				      part + (size_t)g * kg * kk, kk);
-		if (!dx)
-			continue;
-		if (conv_is_pointwise(s))
-			dcol = dxn;
-		for (int g = 0; g < s->groups; g++)
-			dlt_cpu_sgemm(prec, 1, 0, kk, p, kg, 1.0f, w + (size_t)g * kg * kk, kk,
-				      dyn + (size_t)g * kg * p, p, 0.0f, dcol + (size_t)g * kk * p,
-				      p);
-		if (!conv_is_pointwise(s))
-			col2im(s, dcol, dxn);
+		db[k] = dbk;
+		for (int r = 0; r < 9; r++) {
+			float sum = 0.0f;
+			_mm256_storeu_ps(lane, acc[r]);
+			for (int l = 0; l < 8; l++)
+				sum += lane[l];
+			part[k * 9 + r] = sum;
+		}
 	}
+}
+
+/* One chunk's samples: its partial dW and db, and dx. */
+static void conv_backward_chunk(int prec, const dlt_conv *s, const conv_plan *q, const float *x,
+				const float *w, const float *dy, float *dx, float *slot,
+				const int32_t *masks, float *part, double *dbpart, int ch)
+{
+	int n0 = ch * CONV_CHUNK, ns = s->n - n0 < CONV_CHUNK ? s->n - n0 : CONV_CHUNK;
+	size_t ld = (size_t)ns * q->p;
+	float *col = slot, *dybuf = slot + q->col;
+	if (conv_dw_direct(prec, s, q, dx)) {
+		for (int j = 0; j < ns; j++)
+			im2col(s, x + (size_t)(n0 + j) * s->c * s->h * s->w, col + (size_t)j * q->p,
+			       ld, masks);
+		conv_dw_taps9_avx2(s, q, dy, n0, ns, col, ld, part, dbpart);
+		return;
+	}
+	conv_gather_dy(s, q, dy, n0, ns, dybuf, dbpart);
+	for (int j = 0; j < ns; j++)
+		im2col(s, x + (size_t)(n0 + j) * s->c * s->h * s->w, col + (size_t)j * q->p, ld,
+		       masks);
+	for (int g = 0; g < s->groups; g++)
+		dlt_cpu_sgemm(prec, 0, 1, q->kg, q->kk, (int)ld, 1.0f, dybuf + (size_t)g * q->kg * ld,
+			      (int)ld, col + (size_t)g * q->kk * ld, (int)ld, 0.0f,
+			      part + (size_t)g * q->kg * q->kk, q->kk);
+	if (!dx)
+		return;
+	for (int g = 0; g < s->groups; g++)
+		dlt_cpu_sgemm(prec, 1, 0, q->kk, (int)ld, q->kg, 1.0f, w + (size_t)g * q->kg * q->kk,
+			      q->kk, dybuf + (size_t)g * q->kg * ld, (int)ld, 0.0f,
+			      col + (size_t)g * q->kk * ld, (int)ld);
+	for (int j = 0; j < ns; j++)
+		col2im(s, col + (size_t)j * q->p, ld, dx + (size_t)(n0 + j) * s->c * s->h * s->w,
+		       masks);
 }
 
 void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *w,
 			   const float *dy, float *dx, float *dw, float *db, float *work)
 {
-	int chunks = conv_chunks(s);
-	size_t wn = (size_t)s->k * (s->c / s->groups) * s->kh * s->kw;
-	float *parts = work + chunks * conv_col_floats(s);
+	conv_plan q = conv_plan_of(s);
+	float *parts = work + q.parts;
+	double *dbs = (double *)(work + q.dbs);
 
-	#pragma omp parallel for schedule(static)
-	for (int ch = 0; ch < chunks; ch++)
-		conv_backward_chunk(prec, s, x, w, dy, dx, work + ch * conv_col_floats(s),
-				    parts + ch * wn, ch);
+	#pragma omp parallel num_threads(conv_threads(&q))
+	{
+		int t = omp_get_thread_num();
+		float *slot = work + t * q.slot;
+		const int32_t *masks = conv_masks(s, (int32_t *)(slot + q.masks));
+		for (int ch = t; ch < q.chunks; ch += omp_get_num_threads())
+			conv_backward_chunk(prec, s, &q, x, w, dy, dx, slot, masks,
+					    parts + ch * q.wn, dbs + (size_t)ch * s->k, ch);
+	}
 
 	/* dw = the chunks' partials added in chunk order, a block at a time */
 	#pragma omp parallel for schedule(static)
-	for (size_t j0 = 0; j0 < wn; j0 += DW_BLOCK) {
+	for (size_t j0 = 0; j0 < q.wn; j0 += DW_BLOCK) {
 		double acc[DW_BLOCK] = { 0 };
-		size_t m = wn - j0 < DW_BLOCK ? wn - j0 : DW_BLOCK;
-		for (int ch = 0; ch < chunks; ch++) {
-			const float *part = parts + ch * wn + j0;
+		size_t m = q.wn - j0 < DW_BLOCK ? q.wn - j0 : DW_BLOCK;
+		for (int ch = 0; ch < q.chunks; ch++) {
+			const float *part = parts + ch * q.wn + j0;
 			#pragma omp simd
 			for (size_t j = 0; j < m; j++)
 				acc[j] += part[j];
@@ -323,6 +625,10 @@ void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const fl
 		for (size_t j = 0; j < m; j++)
 			dw[j0 + j] = (float)acc[j];
 	}
-	if (db)
-		conv_bias_grad(s, dy, db);
+	for (int k = 0; db && k < s->k; k++) {
+		double acc = 0.0;
+		for (int ch = 0; ch < q.chunks; ch++)
+			acc += dbs[(size_t)ch * s->k + k];
+		db[k] = (float)acc;
+	}
 }

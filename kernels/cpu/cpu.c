@@ -22,7 +22,10 @@ static size_t min_sz(size_t a, size_t b)
 }
 
 /* One loop per activation, the switch outside: the loops that need no
- * libm call (relu, leaky_relu) vectorise. */
+ * libm call (relu, leaky_relu) vectorise.  The element-wise loops come in
+ * an AVX2 clone too, chosen at load time from cpuid; neither uses FMA, so
+ * both give the same bits. */
+__attribute__((target_clones("avx2", "default")))
 static void act_span(const float *x, float *y, size_t n, int act, float slope)
 {
 	size_t i;
@@ -62,6 +65,7 @@ static void cpu_act_forward(const float *x, float *y, size_t n, int act, float s
 		act_span(x + i, y + i, min_sz(CHUNK, n - i), act, slope);
 }
 
+__attribute__((target_clones("avx2", "default")))
 static void bias_act_row(float *y, const float *bias, int cols, int act, float slope)
 {
 	int c;
@@ -96,6 +100,7 @@ static void cpu_bias_act(float *y, const float *bias, int rows, int cols, int ac
 		bias_act_row(y + (size_t)r * cols, bias, cols, act, slope);
 }
 
+__attribute__((target_clones("avx2", "default")))
 static void act_grad_span(const float *x, const float *y, const float *dy, float *dx,
 			  size_t n, int act, float slope)
 {
@@ -223,6 +228,16 @@ static void cpu_mul(const float *a, const float *b, float *y, size_t n)
 		y[i] = a[i] * b[i];
 }
 
+/* AVX2 where the CPU has it, without FMA: the same operations, the same
+ * bits as the SSE2 clone */
+__attribute__((target_clones("avx2", "default")))
+static void adam_span(float *w, const float *g, float *m, float *v, size_t n, dlt_adam_step s)
+{
+	#pragma omp simd
+	for (size_t i = 0; i < n; i++)
+		dlt_adam_update(&w[i], g[i], &m[i], &v[i], s);
+}
+
 /* Vectorises only under -fno-math-errno: otherwise sqrtf keeps a branch
  * to set errno (never taken, v >= 0), and the update runs 4x slower. */
 static void cpu_adam(float *w, const float *g, float *m, float *v, size_t n, float lr,
@@ -230,9 +245,9 @@ static void cpu_adam(float *w, const float *g, float *m, float *v, size_t n, flo
 		     long long step)
 {
 	dlt_adam_step s = dlt_adam_prepare(lr, beta1, beta2, eps, wd, decoupled, step);
-	#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
-	for (size_t i = 0; i < n; i++)
-		dlt_adam_update(&w[i], g[i], &m[i], &v[i], s);
+	#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+	for (size_t i = 0; i < n; i += CHUNK)
+		adam_span(w + i, g + i, m + i, v + i, min_sz(CHUNK, n - i), s);
 }
 
 static void sgd_plain(float *w, const float *g, size_t n, float lr, float wd)

@@ -1,0 +1,240 @@
+/* bench/layers: the CPU backend's kernels one at a time, on the calls a
+ * training step of bench/cnn.yaml and bench/mlp.yaml makes at batch 128,
+ * in the order lib/nn makes them: milliseconds (best of the repetitions)
+ * and GFLOP/s where the call does multiply-adds, then each step's sum.
+ *
+ *   layers [--threads N] [--reps N] [--model cnn|mlp|all]
+ *
+ * On 1 thread the times are the thread's CPU time, on more the wall
+ * clock's.  A tool to see where a step's time goes; make bench does not
+ * run it. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/kernels.h"
+#include "kernels/cpu/threads.h"
+
+#define BATCH 128
+
+/* On 1 thread the thread's CPU time: on a busy machine the wall clock
+ * counts the other processes' turns too */
+static clockid_t clock_id = CLOCK_MONOTONIC;
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(clock_id, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static float *buf(size_t n)
+{
+	float *p = aligned_alloc(64, (n * sizeof(float) + 63) & ~(size_t)63);
+	if (!p) {
+		fprintf(stderr, "layers: out of memory\n");
+		exit(1);
+	}
+	for (size_t i = 0; i < n; i++)
+		p[i] = (float)((i * 2654435761u) >> 8 & 0xffff) / 65536.0f - 0.5f;
+	return p;
+}
+
+static const dlt_backend *be;
+static int reps = 20;
+static double total;
+
+/* The call between the braces, timed: best of reps, after one warm-up */
+#define TIME(name, flops, call)                                                       \
+	do {                                                                          \
+		double best_ = 1e9;                                                   \
+		for (int r_ = 0; r_ <= reps; r_++) {                                  \
+			double t_ = now();                                            \
+			call;                                                         \
+			t_ = now() - t_;                                              \
+			if (r_ && t_ < best_)                                         \
+				best_ = t_;                                           \
+		}                                                                     \
+		total += best_;                                                       \
+		if ((flops) > 0)                                                      \
+			printf("  %-22s %8.3f ms %7.1f GF/s\n", name, best_ * 1e3,    \
+			       (flops) / best_ * 1e-9);                               \
+		else                                                                  \
+			printf("  %-22s %8.3f ms\n", name, best_ * 1e3);              \
+	} while (0)
+
+static dlt_conv conv_shape(int c, int h, int k)
+{
+	dlt_conv s = { BATCH, c, h, h, k, h, h, 3, 3, 1, 1, 1, 1, 1, 1, 1 };
+	return s;
+}
+
+static dlt_pool pool_shape(int c, int h)
+{
+	dlt_pool s = { BATCH, c, h, h, h / 2, h / 2, 2, 2, 2, 2, 0, 0 };
+	return s;
+}
+
+static double conv_flops(const dlt_conv *s)
+{
+	return 2.0 * s->n * s->k * s->c * s->kh * s->kw * s->oh * s->ow;
+}
+
+static void dense_fwd(const char *name, int in, int out, int act, const float *x, const float *w,
+		      const float *b, float *y)
+{
+	char label[64];
+	snprintf(label, sizeof(label), "%s fwd", name);
+	TIME(label, 2.0 * BATCH * in * out,
+	     (be->gemm(0, 0, 1, BATCH, out, in, 1.0f, x, in, w, in, 0.0f, y, out),
+	      be->bias_act(y, b, BATCH, out, act, 0.0f)));
+}
+
+static void dense_bwd(const char *name, int in, int out, const float *x, const float *w,
+		      const float *dy, float *dw, float *db, float *dx)
+{
+	char label[64];
+	snprintf(label, sizeof(label), "%s dW", name);
+	TIME(label, 2.0 * BATCH * in * out,
+	     be->gemm(0, 1, 0, out, in, BATCH, 1.0f, dy, out, x, in, 0.0f, dw, in));
+	snprintf(label, sizeof(label), "%s db", name);
+	TIME(label, 0, be->bias_grad(dy, db, BATCH, out));
+	if (!dx)
+		return;
+	snprintf(label, sizeof(label), "%s dX", name);
+	TIME(label, 2.0 * BATCH * in * out,
+	     be->gemm(0, 0, 0, BATCH, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in));
+}
+
+static void relu_bwd(const char *name, size_t n, const float *y, const float *dy, float *dx)
+{
+	TIME(name, 0, be->act_backward(y, y, dy, dx, n, DLT_ACT_RELU, 0.0f));
+}
+
+static void adam(size_t n, float *w, float *g, float *m, float *v)
+{
+	TIME("adam", 0, be->adam(w, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0, 10));
+}
+
+static void xent(int cols, const float *logits, float *dlogits)
+{
+	int32_t labels[BATCH];
+	double loss;
+	int correct;
+	for (int i = 0; i < BATCH; i++)
+		labels[i] = i % cols;
+	TIME("softmax xent", 0,
+	     be->softmax_xent(logits, labels, BATCH, cols, dlogits, &loss, &correct));
+}
+
+static void cnn(void)
+{
+	dlt_conv c1 = conv_shape(1, 28, 32), c2 = conv_shape(32, 14, 64);
+	dlt_pool p1 = pool_shape(32, 28), p2 = pool_shape(64, 14);
+	size_t ws = be->conv_workspace(&c1) > be->conv_workspace(&c2) ? be->conv_workspace(&c1)
+								       : be->conv_workspace(&c2);
+	size_t a1 = (size_t)BATCH * 32 * 28 * 28, a2 = (size_t)BATCH * 32 * 14 * 14;
+	size_t a3 = (size_t)BATCH * 64 * 14 * 14, a4 = (size_t)BATCH * 3136;
+	size_t np = 32 * 9 + 32 + 64 * 288 + 64 + 3136 * 128 + 128 + 1280 + 10;
+	float *x = buf(BATCH * 784), *work = buf(ws), *w1 = buf(288), *b1 = buf(32);
+	float *w2 = buf(64 * 288), *b2 = buf(64), *w3 = buf(3136 * 128), *b3 = buf(128);
+	float *w4 = buf(1280), *b4 = buf(10);
+	float *y1 = buf(a1), *y2 = buf(a2), *y3 = buf(a3), *y4 = buf(a4);
+	float *y5 = buf(BATCH * 128), *y6 = buf(BATCH * 10);
+	float *g1 = buf(a1), *g2 = buf(a2), *g3 = buf(a3), *g4 = buf(a4), *g5 = buf(BATCH * 128);
+	float *g6 = buf(BATCH * 10), *dw = buf(np), *m = buf(np), *v = buf(np), *w = buf(np);
+	int32_t *arg1 = malloc(a2 * sizeof(int32_t)), *arg2 = malloc(a4 * sizeof(int32_t));
+	double fwd, bwd;
+
+	for (size_t i = 0; i < np; i++)
+		v[i] = v[i] * v[i];
+	printf("cnn, batch %d, %d threads\n", BATCH, omp_get_max_threads());
+	total = 0.0;
+	TIME("conv1 fwd+relu", conv_flops(&c1),
+	     be->conv_forward(0, &c1, x, w1, b1, y1, DLT_ACT_RELU, 0.0f, work));
+	TIME("maxpool1 fwd", 0, be->maxpool_forward(&p1, y1, y2, arg1));
+	TIME("conv2 fwd+relu", conv_flops(&c2),
+	     be->conv_forward(0, &c2, y2, w2, b2, y3, DLT_ACT_RELU, 0.0f, work));
+	TIME("maxpool2 fwd", 0, be->maxpool_forward(&p2, y3, y4, arg2));
+	dense_fwd("dense1", 3136, 128, DLT_ACT_RELU, y4, w3, b3, y5);
+	dense_fwd("dense2", 128, 10, DLT_ACT_NONE, y5, w4, b4, y6);
+	xent(10, y6, g6);
+	fwd = total;
+	dense_bwd("dense2", 128, 10, y5, w4, g6, dw, dw + 1280, g5);
+	relu_bwd("relu3 bwd", BATCH * 128, y5, g5, g5);
+	dense_bwd("dense1", 3136, 128, y4, w3, g5, dw, dw + 3136 * 128, g4);
+	TIME("maxpool2 bwd", 0, be->maxpool_backward(&p2, g4, arg2, g3));
+	relu_bwd("relu2 bwd", a3, y3, g3, g3);
+	TIME("conv2 bwd", 2 * conv_flops(&c2),
+	     be->conv_backward(0, &c2, y2, w2, g3, g2, dw, dw + 18432, work));
+	TIME("maxpool1 bwd", 0, be->maxpool_backward(&p1, g2, arg1, g1));
+	relu_bwd("relu1 bwd", a1, y1, g1, g1);
+	TIME("conv1 bwd (no dx)", conv_flops(&c1),
+	     be->conv_backward(0, &c1, x, w1, g1, NULL, dw, dw + 288, work));
+	adam(np, w, dw, m, v);
+	bwd = total - fwd;
+	printf("  forward %.3f ms, backward+adam %.3f ms, step %.3f ms: %.0f samples/s, "
+	       "%.1f GF/s\n\n", fwd * 1e3, bwd * 1e3, total * 1e3, BATCH / total,
+	       24.995e6 * BATCH / total * 1e-9);
+}
+
+static void mlp(void)
+{
+	size_t np = 784 * 256 + 256 + 256 * 128 + 128 + 1280 + 10;
+	float *x = buf(BATCH * 784), *w1 = buf(784 * 256), *b1 = buf(256), *w2 = buf(256 * 128);
+	float *b2 = buf(128), *w3 = buf(1280), *b3 = buf(10);
+	float *y1 = buf(BATCH * 256), *y2 = buf(BATCH * 128), *y3 = buf(BATCH * 10);
+	float *g1 = buf(BATCH * 256), *g2 = buf(BATCH * 128), *g3 = buf(BATCH * 10);
+	float *dw = buf(np), *m = buf(np), *v = buf(np), *w = buf(np);
+	double fwd, bwd;
+
+	for (size_t i = 0; i < np; i++)
+		v[i] = v[i] * v[i];
+	printf("mlp, batch %d, %d threads\n", BATCH, omp_get_max_threads());
+	total = 0.0;
+	dense_fwd("fc1", 784, 256, DLT_ACT_RELU, x, w1, b1, y1);
+	dense_fwd("fc2", 256, 128, DLT_ACT_RELU, y1, w2, b2, y2);
+	dense_fwd("fc3", 128, 10, DLT_ACT_NONE, y2, w3, b3, y3);
+	xent(10, y3, g3);
+	fwd = total;
+	dense_bwd("fc3", 128, 10, y2, w3, g3, dw, dw + 1280, g2);
+	relu_bwd("relu2 bwd", BATCH * 128, y2, g2, g2);
+	dense_bwd("fc2", 256, 128, y1, w2, g2, dw, dw + 256 * 128, g1);
+	relu_bwd("relu1 bwd", BATCH * 256, y1, g1, g1);
+	dense_bwd("fc1", 784, 256, x, w1, g1, dw, dw + 784 * 256, NULL);
+	adam(np, w, dw, m, v);
+	bwd = total - fwd;
+	printf("  forward %.3f ms, backward+adam %.3f ms, step %.3f ms: %.0f samples/s, "
+	       "%.1f GF/s\n\n", fwd * 1e3, bwd * 1e3, total * 1e3, BATCH / total,
+	       1.007e6 * BATCH / total * 1e-9);
+}
+
+int main(int argc, char **argv)
+{
+	const char *model = "all";
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+			dlt_cpu_set_threads(atoi(argv[++i]));
+		else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+			reps = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--model") && i + 1 < argc)
+			model = argv[++i];
+		else {
+			fprintf(stderr, "usage: layers [--threads N] [--reps N] "
+					"[--model cnn|mlp|all]\n");
+			return 2;
+		}
+	}
+	if (reps < 1)
+		reps = 1;
+	if (omp_get_max_threads() == 1)
+		clock_id = CLOCK_THREAD_CPUTIME_ID;
+	be = dlt_backend_cpu();
+	if (strcmp(model, "mlp"))
+		cnn();
+	if (strcmp(model, "cnn"))
+		mlp();
+	return 0;
+}
