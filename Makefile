@@ -11,7 +11,7 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lopenblas -lzstd -lyaml -lxxhash -lz)
 ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) -fno-math-errno -fopenmp -pthread -Ilib -I. $(PKG_CFLAGS) \
 	-DDLT_VERSION='"$(VERSION)"' -MMD -MP
-LDLIBS = $(PKG_LIBS) $(CUDA_LIBS) -fopenmp -pthread -lm
+LDLIBS = $(PKG_LIBS) -ldl -fopenmp -pthread -lm
 
 # make V=1 shows the commands
 V = 0
@@ -19,9 +19,11 @@ Q_0 = @
 Q = $(Q_$(V))
 say = $(if $(Q),@echo '  $(1) $@')
 
-# The CUDA backend (kernels/cuda/*.cu) is built wherever nvcc is found, and
-# the programs then link cudart, cuBLAS and cuDNN; they still run CPU
-# configs on a machine with no GPU or driver.  make CUDA=0 builds without.
+# The CUDA backend (kernels/cuda/*.cu) is built wherever nvcc is found, as
+# build/libdlt-cuda.so linked with cudart (static), cuBLAS and cuDNN; the
+# programs open it only when a config asks for a GPU (kernels/cuda_open.c),
+# so they start fast and run CPU configs where there is no GPU, driver or
+# CUDA library.  make CUDA=0 builds without it.
 NVCC ?= $(shell command -v nvcc 2>/dev/null)
 CUDA_SRC = $(wildcard kernels/cuda/*.cu)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -32,22 +34,21 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=s
 	-gencode arch=compute_90,code=compute_90
 NVCCFLAGS ?= -O2 -g
 ALL_NVCCFLAGS = -std=c++17 $(CUDA_ARCH) $(NVCCFLAGS) -Werror all-warnings \
-	-Xcompiler -Wall,-Wextra,-Wno-unused-parameter -Ilib -I. -MMD -MP
+	-Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-fPIC,-fvisibility=hidden \
+	-Ilib -I. -MMD -MP
 ifeq ($(CUDA),1)
 CUDA_OBJ = $(CUDA_SRC:%.cu=build/%.o)
-CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublasLt -lcublas \
-	-lcudart_static -ldl -lrt -lstdc++
-else
-CUDA_OBJ = build/kernels/nocuda.o
-CUDA_LIBS =
+CUDA_SO = build/libdlt-cuda.so
+CUDA_SO_LIBS = -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublasLt \
+	-lcublas -Xlinker --no-undefined
 endif
 
-LIB_SRC = $(wildcard lib/*/*.c kernels/cpu/*.c)
-LIB_OBJ = $(LIB_SRC:%.c=build/%.o) $(CUDA_OBJ)
+LIB_SRC = $(wildcard lib/*/*.c kernels/cpu/*.c) kernels/cuda_open.c
+LIB_OBJ = $(LIB_SRC:%.c=build/%.o)
 PROGS = $(patsubst cmd/%.c,bin/%,$(wildcard cmd/dlt-*.c))
 UNIT = $(patsubst test/unit/%.c,build/test/%,$(wildcard test/unit/test-*.c))
 
-all: $(PROGS) $(UNIT)
+all: $(PROGS) $(UNIT) $(CUDA_SO)
 
 build/%.o: %.c
 	@mkdir -p $(@D)
@@ -58,6 +59,12 @@ build/%.o: %.cu
 	@mkdir -p $(@D)
 	$(call say,NVCC)
 	$(Q)$(NVCC) $(ALL_NVCCFLAGS) -c -o $@ $<
+
+$(CUDA_SO): $(CUDA_OBJ)
+	$(call say,NVCC)
+	$(Q)$(NVCC) $(CUDA_ARCH) -shared -o $@ $(CUDA_OBJ) $(CUDA_SO_LIBS)
+
+build/kernels/cuda_open.o: ALL_CFLAGS += -DDLT_CUDA=$(CUDA)
 
 build/libdlt.a: $(LIB_OBJ)
 	@rm -f $@
@@ -109,6 +116,7 @@ bench: all build/bench/gemm build/bench/codec
 install: all
 	mkdir -p $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
 	cp $(PROGS) $(DESTDIR)$(PREFIX)/bin/
+	$(if $(CUDA_SO),mkdir -p $(DESTDIR)$(PREFIX)/lib/dlt && cp $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/dlt/)
 	cp man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	cp man/*.7 $(DESTDIR)$(PREFIX)/share/man/man7/
 
@@ -129,7 +137,7 @@ help:
 .PHONY: all deps check demo bench install clean help
 .PRECIOUS: build/%.o build/test/unit/%.o build/cmd/%.o
 
--include $(LIB_OBJ:.o=.d) $(wildcard build/cmd/*.d build/test/unit/*.d)
+-include $(LIB_OBJ:.o=.d) $(CUDA_OBJ:.o=.d) $(wildcard build/cmd/*.d build/test/unit/*.d)
 
 # ---- The GPU suite: make check-gpu -------------------------------------
 # build/gpu/test-cuda checks every entry of the CUDA backend against the

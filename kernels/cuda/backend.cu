@@ -1,6 +1,7 @@
 /* The CUDA backend: one device per process, its state made once by
- * dlt_backend_cuda, the table's memory entries, and the table.  The
- * kernels are in the other files of this directory.
+ * dlt_backend_cuda_open (the one symbol libdlt-cuda.so exports, which
+ * kernels/cuda_open.c looks up), the table's memory entries, and the
+ * table.  The kernels are in the other files of this directory.
  *
  * Nothing here prints or exits: a failure to start is NULL with the
  * driver's reason; a failure later is kept as the first error (cu.error),
@@ -219,7 +220,8 @@ cuda_fail:
 	return 0;
 }
 
-extern "C" const dlt_backend *dlt_backend_cuda(int device, char *why, size_t n)
+extern "C" __attribute__((visibility("default"))) const dlt_backend *
+dlt_backend_cuda_open(int device, char *why, size_t n)
 {
 	if (ready) {
 		if (device == cu.device)
