@@ -203,22 +203,36 @@ void dlt_dataset_free(dlt_dataset *d)
 	memset(d, 0, sizeof(*d));
 }
 
+/* out = (in * scale - mean) * inv_std, the stats of element j being
+ * j % ns; one set of stats (the common case) is hoisted out of the loop,
+ * which the division by ns kept from vectorising. */
+#define NORMALISE(T)									\
+	static void normalise_##T(const T *in, float *out, int f, const dlt_dataset *d)	\
+	{										\
+		const int ns = d->n_stats;						\
+		const float scale = d->scale, m0 = d->mean[0], s0 = d->inv_std[0];	\
+		if (ns == 1) {								\
+			for (int j = 0; j < f; j++)					\
+				out[j] = (in[j] * scale - m0) * s0;			\
+			return;								\
+		}									\
+		for (int j = 0; j < f; j++)						\
+			out[j] = (in[j] * scale - d->mean[j % ns]) * d->inv_std[j % ns];	\
+	}
+NORMALISE(uint8_t)
+NORMALISE(float)
+
 void dlt_dataset_gather(const dlt_dataset *d, const uint32_t *order, int count, float *x, int32_t *y)
 {
-	const int f = d->features, ns = d->n_stats;
+	const int f = d->features;
 	for (int i = 0; i < count; i++) {
 		float *out = x + (size_t)i * f;
 		size_t s = order[i];
 		if (y)
 			y[i] = d->y ? d->y[s] : -1;
-		if (d->dtype == DLT_U8) {
-			const uint8_t *in = (const uint8_t *)d->x + s * f;
-			for (int j = 0; j < f; j++)
-				out[j] = (in[j] * d->scale - d->mean[j % ns]) * d->inv_std[j % ns];
-		} else {
-			const float *in = (const float *)d->x + s * f;
-			for (int j = 0; j < f; j++)
-				out[j] = (in[j] * d->scale - d->mean[j % ns]) * d->inv_std[j % ns];
-		}
+		if (d->dtype == DLT_U8)
+			normalise_uint8_t((const uint8_t *)d->x + s * f, out, f, d);
+		else
+			normalise_float((const float *)d->x + s * f, out, f, d);
 	}
 }
