@@ -56,6 +56,14 @@ typedef struct dlt_backend {
 	void (*download)(void *dst, const void *src, size_t bytes);
 	void (*copy)(void *dst, const void *src, size_t bytes);
 	void (*zero)(void *p, size_t bytes);
+	/* Host memory that uploads go fastest from (pinned on a GPU), zeroed,
+	 * or NULL; and a copy from it that returns at once: entries called
+	 * after it see the data, and src must stay as it is until an entry
+	 * that returns results (softmax_xent) has returned.  The loop uploads
+	 * the next batch this way while the GPU still runs the step before. */
+	void *(*host_alloc)(size_t bytes);
+	void (*host_free)(void *p);
+	void (*upload_async)(void *dst, const void *src, size_t bytes);
 
 	/* C = alpha * op(A) * op(B) + beta * C, row-major, op = transpose when
 	 * tX; A and B rounded to prec (enum dlt_prec) */

@@ -83,6 +83,32 @@ static void cu_upload(void *dst, const void *src, size_t bytes)
 	cu_check(cudaStreamSynchronize(cu.stream), "upload");
 }
 
+static void *cu_host_alloc(size_t bytes)
+{
+	void *p = NULL;
+	if (!cu_check(cudaMallocHost(&p, bytes ? bytes : 1), "pinned alloc"))
+		return NULL;
+	memset(p, 0, bytes);
+	return p;
+}
+
+static void cu_host_free(void *p)
+{
+	if (p)
+		cu_check(cudaFreeHost(p), "pinned free");
+}
+
+/* On the copy stream, so it runs beside the kernels queued before it;
+ * the step's stream waits for it before the kernels queued after. */
+static void cu_upload_async(void *dst, const void *src, size_t bytes)
+{
+	if (!bytes)
+		return;
+	cu_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu.copy), "upload");
+	cu_check(cudaEventRecord(cu.copied, cu.copy), "upload");
+	cu_check(cudaStreamWaitEvent(cu.stream, cu.copied, 0), "upload");
+}
+
 static void cu_download(void *dst, const void *src, size_t bytes)
 {
 	if (!bytes)
@@ -119,6 +145,9 @@ static void fill_table(void)
 	table.download = cu_download;
 	table.copy = cu_copy;
 	table.zero = cu_zero;
+	table.host_alloc = cu_host_alloc;
+	table.host_free = cu_host_free;
+	table.upload_async = cu_upload_async;
 	table.error = cu_error;
 	table.gemm = cu_gemm;
 	table.bias_act = cu_bias_act;
@@ -157,6 +186,10 @@ static void release(void)
 	cudaFree(cu.count);
 	cudaFree(cu.half);
 	cudaFreeHost(cu.host);
+	if (cu.copied)
+		cudaEventDestroy(cu.copied);
+	if (cu.copy)
+		cudaStreamDestroy(cu.copy);
 	if (cu.stream)
 		cudaStreamDestroy(cu.stream);
 	memset(&cu, 0, sizeof(cu));
@@ -188,6 +221,8 @@ static int start(int device, char *why, size_t n)
 		goto cuda_fail;
 	what = "scratch";
 	if ((e = cudaStreamCreateWithFlags(&cu.stream, cudaStreamNonBlocking)) != cudaSuccess ||
+	    (e = cudaStreamCreateWithFlags(&cu.copy, cudaStreamNonBlocking)) != cudaSuccess ||
+	    (e = cudaEventCreateWithFlags(&cu.copied, cudaEventDisableTiming)) != cudaSuccess ||
 	    (e = cudaMalloc(&cu.blas_work, BLAS_WORK)) != cudaSuccess ||
 	    (e = cudaMalloc(&cu.partial, CU_MAX_PARTIALS * sizeof(double))) != cudaSuccess ||
 	    (e = cudaMalloc(&cu.count, CU_MAX_PARTIALS * sizeof(unsigned long long))) != cudaSuccess ||

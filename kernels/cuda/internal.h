@@ -24,6 +24,8 @@
 typedef struct cu_state {
 	int device;
 	cudaStream_t stream;
+	cudaStream_t copy;		/* upload_async's, beside the step's */
+	cudaEvent_t copied;		/* the last upload_async done */
 	cublasHandle_t blas;
 	cudnnHandle_t dnn;
 	void *blas_work;		/* cuBLAS's workspace, ours so it never allocates */

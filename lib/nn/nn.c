@@ -512,8 +512,10 @@ static int make_buffers(dlt_model *m)
 	}
 	if (work && !(m->work = alloc_rows(m, 1, work, sizeof(float))))
 		return DLT_ENOMEM;
-	if (!(m->labels = alloc_rows(m, m->max_batch, 1, sizeof(int32_t))))
+	if (!(m->labels = alloc_rows(m, m->max_batch, 1, sizeof(int32_t))) ||
+	    !(m->in_buf[1] = alloc_rows(m, m->max_batch, m->t[0].n, sizeof(float))))
 		return DLT_ENOMEM;
+	m->in_buf[0] = m->t[0].a;
 	return make_dev_params(m);
 }
 
@@ -556,6 +558,11 @@ void dlt_model_free(dlt_model *m)
 {
 	void (*dev_free)(void *) = m->be ? m->be->free : NULL;
 	if (dev_free) {
+		if (m->in_buf[1]) {	/* t[0].a is one of them */
+			m->t[0].a = NULL;
+			dev_free(m->in_buf[0]);
+			dev_free(m->in_buf[1]);
+		}
 		for (int i = 0; i < m->n_t; i++) {
 			dev_free(m->t[i].a);
 			dev_free(m->t[i].g);
@@ -592,7 +599,9 @@ void dlt_model_free(dlt_model *m)
 
 void dlt_model_set_input(dlt_model *m, const float *x, int batch)
 {
-	m->be->upload(dlt_tensor_a(m, 0), x, (size_t)batch * m->in_features * sizeof(float));
+	m->in_slot ^= 1;
+	m->t[0].a = m->in_buf[m->in_slot];
+	m->be->upload_async(m->t[0].a, x, (size_t)batch * m->in_features * sizeof(float));
 }
 
 float *dlt_model_input(dlt_model *m)

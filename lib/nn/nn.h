@@ -62,6 +62,10 @@ typedef struct dlt_model {
 	 * backend's memory (the host blocks themselves on a host backend) */
 	float *dev_w, *dev_g, *dev_m, *dev_v, *dev_bufs;
 	int32_t *labels;	/* max_batch labels in the backend's memory */
+	/* The input's two buffers: dlt_model_set_input fills one while the
+	 * step before may still read the other (its first layer's dW). */
+	float *in_buf[2];
+	int in_slot;
 } dlt_model;
 
 /* Builds the model of c for samples of shape in and n_classes outputs;
@@ -72,8 +76,10 @@ typedef struct dlt_model {
 int dlt_model_init(dlt_model *m, const dlt_config *c, const dlt_backend *be,
 		   dlt_shape in, int n_classes, int max_batch);
 void dlt_model_free(dlt_model *m);
-/* Copies batch input rows (batch x in_features floats) from host memory
- * to the model's input. */
+/* Copies batch input rows (batch x in_features floats) to the model's
+ * input, from host memory that stays as it is until the next loss has
+ * been computed (the loader's batch): on a GPU the copy runs while the
+ * step before still does (upload_async). */
 void dlt_model_set_input(dlt_model *m, const float *x, int batch);
 /* The input rows and their gradient after backward, in the backend's
  * memory (host backends: the caller may fill and read them in place). */

@@ -76,36 +76,40 @@ static void *loader_main(void *arg)
 	return NULL;
 }
 
-int dlt_loader_start(dlt_loader *l, const dlt_dataset *d, int batch)
+static void free_buffers(dlt_loader *l)
+{
+	for (int i = 0; i < 2; i++) {
+		if (l->x[i])
+			l->be->host_free(l->x[i]);
+		free(l->y[i]);
+	}
+	free(l->scratch);
+}
+
+int dlt_loader_start(dlt_loader *l, const dlt_dataset *d, int batch, const dlt_backend *be)
 {
 	size_t nx;
 	memset(l, 0, sizeof(*l));
 	l->d = d;
+	l->be = be;
 	l->batch = batch;
 	if (!dlt_mul_ok((size_t)batch, (size_t)d->features * sizeof(float), &nx))
 		return dlt_error(DLT_ENOMEM, "batch of %d samples is too large", batch);
 	if (!(l->scratch = dlt_malloc((size_t)d->features * sizeof(float))))
 		return DLT_ENOMEM;
 	for (int i = 0; i < 2; i++) {
-		l->x[i] = dlt_malloc_aligned(nx);
+		l->x[i] = be->host_alloc(nx);
 		l->y[i] = dlt_malloc_aligned((size_t)batch * sizeof(int32_t));
 		if (!l->x[i] || !l->y[i]) {
-			for (int j = 0; j <= i; j++) {
-				free(l->x[j]);
-				free(l->y[j]);
-			}
-			free(l->scratch);
-			return DLT_ENOMEM;
+			free_buffers(l);
+			return dlt_error(DLT_ENOMEM, "out of memory for two batches of %zu bytes",
+					 nx);
 		}
 	}
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_cond_init(&l->cv, NULL);
 	if (pthread_create(&l->thread, NULL, loader_main, l) != 0) {
-		for (int i = 0; i < 2; i++) {
-			free(l->x[i]);
-			free(l->y[i]);
-		}
-		free(l->scratch);
+		free_buffers(l);
 		return dlt_error(DLT_EFAIL, "cannot start the loader thread");
 	}
 	return 0;
@@ -165,9 +169,5 @@ void dlt_loader_stop(dlt_loader *l)
 	pthread_join(l->thread, NULL);
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv);
-	for (int i = 0; i < 2; i++) {
-		free(l->x[i]);
-		free(l->y[i]);
-	}
-	free(l->scratch);
+	free_buffers(l);
 }

@@ -225,10 +225,10 @@ static int setup(run_state *s)
 		s->opt.growth_interval = c->train.loss_scale.growth_interval;
 		s->m.loss_scale = (float)s->opt.scale;
 	}
-	DLT_TRY(dlt_loader_start(&s->train_ld, &s->train, c->train.batch));
+	DLT_TRY(dlt_loader_start(&s->train_ld, &s->train, c->train.batch, be));
 	s->train_ld_up = 1;
 	if (s->have_test) {
-		DLT_TRY(dlt_loader_start(&s->test_ld, &s->test, c->train.batch));
+		DLT_TRY(dlt_loader_start(&s->test_ld, &s->test, c->train.batch, be));
 		s->test_ld_up = 1;
 	}
 	s->spe = (long long)((s->n_train + c->train.batch - 1) / c->train.batch);

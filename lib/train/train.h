@@ -51,6 +51,7 @@ typedef struct dlt_augment {
  * them, so data preparation overlaps compute. */
 typedef struct dlt_loader {
 	const dlt_dataset *d;
+	const dlt_backend *be;	/* its host_alloc holds the batches */
 	int batch;
 	float *x[2];
 	int32_t *y[2];
@@ -66,7 +67,9 @@ typedef struct dlt_loader {
 	pthread_cond_t cv;
 } dlt_loader;
 
-int dlt_loader_start(dlt_loader *l, const dlt_dataset *d, int batch);
+/* The batches are in be's host memory (pinned on a GPU), so that the
+ * model's upload_async can copy them while the step before runs. */
+int dlt_loader_start(dlt_loader *l, const dlt_dataset *d, int batch, const dlt_backend *be);
 /* Begins a pass over order[0..n) (the caller keeps order alive), with
  * augmentation when aug is not NULL. */
 void dlt_loader_pass(dlt_loader *l, const uint32_t *order, size_t n, const dlt_augment *aug);
