@@ -91,6 +91,14 @@ build/test/unit/%.o: test/unit/%.c
 	$(call say,CC)
 	$(Q)$(CC) $(ALL_CFLAGS) -Itest/unit -c -o $@ $<
 
+# A fake libnvidia-ml.so.1 for the tests of dlt-smi (test/t8000-smi.sh)
+FAKE_NVML = build/test/libfake-nvml.so
+all: $(FAKE_NVML)
+$(FAKE_NVML): test/fake-nvml.c
+	@mkdir -p $(@D)
+	$(call say,CC)
+	$(Q)$(CC) -std=gnu11 $(WARN) $(CFLAGS) -shared -fPIC -o $@ $<
+
 deps:
 	@scripts/install-deps
 
