@@ -28,6 +28,13 @@ typedef struct {
 } nvmlPciInfo_t;
 typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
 typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+/* _v2 leaves the driver's reserved memory out of used, as nvidia-smi
+ * shows it; version is the struct's size and 2 << 24 */
+typedef struct {
+	unsigned int version;
+	unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+#define NVML_MEMORY_V2 ((unsigned int)(sizeof(nvmlMemory_v2_t) | 2u << 24))
 /* nvmlDeviceGetComputeRunningProcesses (v1) fills the first; _v2 and _v3
  * the second: the size of an element differs, so each gets its own. */
 typedef struct { unsigned int pid; unsigned long long usedGpuMemory; } nvmlProcessInfo_v1_t;
@@ -52,6 +59,7 @@ struct dlt_nvml {
 	nvmlReturn_t (*get_pci)(nvmlDevice_t, nvmlPciInfo_t *);
 	nvmlReturn_t (*get_util)(nvmlDevice_t, nvmlUtilization_t *);
 	nvmlReturn_t (*get_mem)(nvmlDevice_t, nvmlMemory_t *);
+	nvmlReturn_t (*get_mem_v2)(nvmlDevice_t, nvmlMemory_v2_t *);
 	nvmlReturn_t (*get_power)(nvmlDevice_t, unsigned int *);
 	nvmlReturn_t (*get_power_limit)(nvmlDevice_t, unsigned int *);
 	nvmlReturn_t (*get_temp)(nvmlDevice_t, int, unsigned int *);
@@ -100,6 +108,7 @@ int dlt_nvml_open(dlt_nvml **out, const char *path)
 	LOAD(get_pci, "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2");
 	LOAD(get_util, "nvmlDeviceGetUtilizationRates");
 	LOAD(get_mem, "nvmlDeviceGetMemoryInfo");
+	LOAD(get_mem_v2, "nvmlDeviceGetMemoryInfo_v2");
 	LOAD(get_power, "nvmlDeviceGetPowerUsage");
 	LOAD(get_power_limit, "nvmlDeviceGetEnforcedPowerLimit");
 	LOAD(get_temp, "nvmlDeviceGetTemperature");
@@ -251,6 +260,7 @@ int dlt_nvml_sample(dlt_nvml *nv, unsigned index, dlt_gpu *g)
 	nvmlPciInfo_t pci;
 	nvmlUtilization_t util;
 	nvmlMemory_t mem;
+	nvmlMemory_v2_t mem2 = { .version = NVML_MEMORY_V2 };
 	unsigned int u;
 	unsigned long long ull;
 	int ps;
@@ -275,7 +285,12 @@ int dlt_nvml_sample(dlt_nvml *nv, unsigned index, dlt_gpu *g)
 		g->util_gpu = util.gpu;
 		g->util_mem = util.memory;
 	}
-	if (check(nv, g, "mem", CALL(get_mem, dev, &mem)) == 0) {
+	if (nv->get_mem_v2) {
+		if (check(nv, g, "mem", CALL(get_mem_v2, dev, &mem2)) == 0) {
+			g->mem_used = (double)mem2.used / (1 << 20);
+			g->mem_total = (double)mem2.total / (1 << 20);
+		}
+	} else if (check(nv, g, "mem", CALL(get_mem, dev, &mem)) == 0) {
 		g->mem_used = (double)mem.used / (1 << 20);
 		g->mem_total = (double)mem.total / (1 << 20);
 	}
