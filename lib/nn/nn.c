@@ -620,28 +620,32 @@ void dlt_model_output(dlt_model *m, float *out, int batch)
 			(size_t)batch * m->out_features * sizeof(float));
 }
 
+/* One block between host and backend memory, the way push says. */
+static void move_block(const dlt_model *m, int push, float *dev, float *host, size_t n)
+{
+	if (!dev || !host)
+		return;
+	if (push)
+		m->be->upload(dev, host, n * sizeof(float));
+	else
+		m->be->download(host, dev, n * sizeof(float));
+}
+
 /* Moves the host blocks (w, m, v, buffers) one way or the other. */
 static void sync_params(dlt_model *m, int push)
 {
-	void (*move)(void *, const void *, size_t) = push ? m->be->upload : m->be->download;
-	size_t n_bufs = 0, bytes = m->n_weights * sizeof(float);
+	size_t n_bufs = 0;
 	if (m->be->host)
 		return;
 	for (int k = 0; k < m->n_bufs; k++)
 		n_bufs += m->bufs[k].n;
-#define MOVE(dev, host, n) \
-	do { \
-		if (dev && host) \
-			push ? move(dev, host, n) : move(host, dev, n); \
-	} while (0)
 	if (m->n_params) {
-		MOVE(m->dev_w, m->params[0].w, bytes);
-		MOVE(m->dev_m, m->params[0].m, bytes);
-		MOVE(m->dev_v, m->params[0].v, bytes);
+		move_block(m, push, m->dev_w, m->params[0].w, m->n_weights);
+		move_block(m, push, m->dev_m, m->params[0].m, m->n_weights);
+		move_block(m, push, m->dev_v, m->params[0].v, m->n_weights);
 	}
 	if (m->n_bufs)
-		MOVE(m->dev_bufs, m->bufs[0].w, n_bufs * sizeof(float));
-#undef MOVE
+		move_block(m, push, m->dev_bufs, m->bufs[0].w, n_bufs);
 }
 
 void dlt_model_pull(dlt_model *m)
