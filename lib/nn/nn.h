@@ -130,8 +130,10 @@ typedef struct dlt_optim {
 	long long clean;	/* clean steps since the scale last changed */
 	int growth_interval;
 } dlt_optim;
-/* prec (enum dlt_prec) DLT_PREC_F16 turns on dynamic loss scaling. */
-int dlt_optim_init(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m, int prec);
+/* loss_scale > 0 turns on dynamic loss scaling from that scale (fp16's
+ * train.loss_scale); 0 leaves it off. */
+int dlt_optim_init(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m, double loss_scale,
+		   int growth_interval);
 /* One step from the gradients that backward left, scaled by o->scale:
  * when they are finite, unscales them and updates the params; else (with
  * loss scaling) skips the update.  Moves the scale and sets

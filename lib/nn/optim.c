@@ -34,15 +34,11 @@ static float *zeroed(size_t n)
 	return p;
 }
 
-/* PyTorch's GradScaler defaults: 2^16 to start, doubled after 2000 clean
- * steps. */
-#define SCALE_INIT 65536.0
-#define SCALE_GROWTH_INTERVAL 2000
-
 /* The state is one block per moment, sliced like the weights, owned by
  * the params (dlt_model_free frees it), and its copy in the backend's
  * memory (the same block on a host backend). */
-int dlt_optim_init(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m, int prec)
+int dlt_optim_init(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m, double loss_scale,
+		   int growth_interval)
 {
 	int rc = check_cfg(cfg);
 	float *mb = NULL, *vb = NULL;
@@ -52,9 +48,9 @@ int dlt_optim_init(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m, int pre
 	memset(o, 0, sizeof(*o));
 	o->cfg = *cfg;
 	o->be = m->be;
-	o->dynamic = prec == DLT_PREC_F16;
-	o->scale = o->dynamic ? SCALE_INIT : 1.0;
-	o->growth_interval = SCALE_GROWTH_INTERVAL;
+	o->dynamic = loss_scale > 0;
+	o->scale = o->dynamic ? loss_scale : 1.0;
+	o->growth_interval = growth_interval;
 	m->loss_scale = (float)o->scale;
 	if (!m->n_params || !m->n_weights)
 		return 0;

@@ -219,12 +219,9 @@ static int setup(run_state *s)
 	DLT_TRY(load_data(s));
 	DLT_TRY(dlt_model_init(&s->m, c, be, s->train.sample,
 			       s->train.n_classes, c->train.batch));
-	DLT_TRY(dlt_optim_init(&s->opt, &c->train.optim, &s->m, s->m.prec));
-	if (s->opt.dynamic) {
-		s->opt.scale = c->train.loss_scale.init;
-		s->opt.growth_interval = c->train.loss_scale.growth_interval;
-		s->m.loss_scale = (float)s->opt.scale;
-	}
+	DLT_TRY(dlt_optim_init(&s->opt, &c->train.optim, &s->m,
+			       s->m.prec == DLT_PREC_F16 ? c->train.loss_scale.init : 0,
+			       c->train.loss_scale.growth_interval));
 	DLT_TRY(dlt_loader_start(&s->train_ld, &s->train, c->train.batch, be));
 	s->train_ld_up = 1;
 	if (s->have_test) {

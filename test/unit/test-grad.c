@@ -413,7 +413,7 @@ static void tiny(dlt_model *m, dlt_optim *o, dlt_optim_cfg oc)
 	c = config(l, 1);
 	dlt_model_init(m, &c, dlt_backend_cpu(), VEC(2), 1, 1);
 	memcpy(m->params[0].w, w0, sizeof(w0));
-	dlt_optim_init(o, &oc, m, DLT_PREC_F32);
+	dlt_optim_init(o, &oc, m, 0, 0);
 }
 
 /* Two steps with gradients g1 = {0.1, -0.2, -0.1}, g2 = {-0.1, -0.2, 0.6}
