@@ -20,7 +20,7 @@ Q = $(Q_$(V))
 say = $(if $(Q),@echo '  $(1) $@')
 
 # The CUDA backend (kernels/cuda/*.cu) is built wherever nvcc is found, as
-# build/libdlt-cuda.so linked with cudart (static), cuBLAS and cuDNN; the
+# build/libdlt-cuda.so linked with cudart (static), cuBLAS, cuDNN and NCCL; the
 # programs open it only when a config asks for a GPU (kernels/cuda_open.c),
 # so they start fast and run CPU configs where there is no GPU, driver or
 # CUDA library.  make CUDA=0 builds without it.
@@ -40,7 +40,16 @@ ifeq ($(CUDA),1)
 CUDA_OBJ = $(CUDA_SRC:%.cu=build/%.o)
 CUDA_SO = build/libdlt-cuda.so
 CUDA_SO_LIBS = -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublasLt \
-	-lcublas -Xlinker --no-undefined
+	-lcublas -lnccl -Xlinker --no-undefined
+endif
+
+# CPU data parallelism (lib/comm) runs over MPI, from build/libdlt-mpi.so:
+# built with mpicc wherever Open MPI is, opened only by jobs of several
+# ranks (mpirun, srun), so that other runs never load MPI.
+MPICC ?= $(shell command -v mpicc 2>/dev/null)
+MPI ?= $(if $(MPICC),1,0)
+ifeq ($(MPI),1)
+MPI_SO = build/libdlt-mpi.so
 endif
 
 LIB_SRC = $(wildcard lib/*/*.c kernels/cpu/*.c) kernels/cuda_open.c
@@ -48,7 +57,7 @@ LIB_OBJ = $(LIB_SRC:%.c=build/%.o)
 PROGS = $(patsubst cmd/%.c,bin/%,$(wildcard cmd/dlt-*.c))
 UNIT = $(patsubst test/unit/%.c,build/test/%,$(wildcard test/unit/test-*.c))
 
-all: $(PROGS) $(UNIT) $(CUDA_SO)
+all: $(PROGS) $(UNIT) $(CUDA_SO) $(MPI_SO)
 
 build/%.o: %.c
 	@mkdir -p $(@D)
@@ -65,6 +74,13 @@ $(CUDA_SO): $(CUDA_OBJ)
 	$(Q)$(NVCC) $(CUDA_ARCH) -shared -o $@ $(CUDA_OBJ) $(CUDA_SO_LIBS)
 
 build/kernels/cuda_open.o: ALL_CFLAGS += -DDLT_CUDA=$(CUDA)
+build/lib/comm/comm.o: ALL_CFLAGS += -DDLT_MPI=$(MPI)
+
+$(MPI_SO): lib/comm/mpi/mpi.c lib/comm/comm.h
+	@mkdir -p $(@D)
+	$(call say,MPICC)
+	$(Q)$(MPICC) -std=gnu11 $(WARN) $(CFLAGS) -Ilib -I. -shared -fPIC -fvisibility=hidden \
+		-o $@ $< -Wl,--no-undefined
 
 build/libdlt.a: $(LIB_OBJ)
 	@rm -f $@
@@ -124,7 +140,7 @@ bench: all build/bench/gemm build/bench/codec
 install: all
 	mkdir -p $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
 	cp $(PROGS) $(DESTDIR)$(PREFIX)/bin/
-	$(if $(CUDA_SO),mkdir -p $(DESTDIR)$(PREFIX)/lib/dlt && cp $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/dlt/)
+	$(if $(CUDA_SO)$(MPI_SO),mkdir -p $(DESTDIR)$(PREFIX)/lib/dlt && cp $(CUDA_SO) $(MPI_SO) $(DESTDIR)$(PREFIX)/lib/dlt/)
 	cp man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	cp man/*.7 $(DESTDIR)$(PREFIX)/share/man/man7/
 

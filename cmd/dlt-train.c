@@ -2,6 +2,7 @@
  * resume a run; supervise it and restart it after a crash. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,20 +13,26 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "comm/comm.h"
 #include "config/config.h"
 #include "train/train.h"
 
 static const char prog[] = "dlt-train";
 
 static const char usage[] =
-	"usage: dlt-train -c CONFIG [-o RUNDIR] [-s KEY=VALUE]... [--restarts N] [--json] [-q]\n"
-	"       dlt-train --resume RUNDIR [--restarts N] [--json] [-q]\n"
+	"usage: dlt-train -c CONFIG [-o RUNDIR] [-s KEY=VALUE]... [--gpus N | --ranks N]\n"
+	"                 [--restarts N] [--json] [-q] [-v]\n"
+	"       dlt-train --resume RUNDIR [--gpus N | --ranks N] [--restarts N] [--json] [-q] [-v]\n"
 	"\n"
 	"  -c, --config FILE   the training config (YAML; - for stdin)\n"
 	"  -o, --output DIR    the run directory (default runs/CONFIG-DATE-TIME)\n"
 	"  -s, --set KEY=VAL   override a config key, e.g. -s train.optimizer.adam.lr=3e-4\n"
 	"  -r, --resume DIR    continue the run in DIR from its newest valid checkpoint\n"
-	"      --restarts N    restart the training process up to N times when it dies\n"
+	"      --gpus N        data parallel on N GPUs of this machine (device: cuda)\n"
+	"      --ranks N       data parallel in N processes of this machine: GPUs as\n"
+	"                      --gpus, CPU ranks through mpirun\n"
+	"      --restarts N    restart the training (all ranks) up to N times when it dies\n"
+	"  -v, --verbose       the output of every rank, not rank 0's alone\n"
 	"      --json          write the metrics records (JSON Lines) to stdout\n"
 	"  -q, --quiet         no per-epoch lines on stdout\n"
 	"  -h, --help          this text\n"
@@ -156,9 +163,42 @@ struct args {
 	char **overrides;
 	int n_overrides;
 	int restarts;
-	int json, quiet, help, version;
+	int ranks;		/* --ranks N or --gpus N */
+	int gpus;		/* the ranks are GPUs' (forked), else mpirun's */
+	int json, quiet, verbose, help, version;
 	double t_start;
+	dlt_rank_info job;	/* from the launcher that started this process */
 };
+
+/* --gpus N trains on GPUs whatever the config's device; --ranks N on
+ * the config's device (a resumed run's own): forked ranks with NCCL on
+ * GPUs, mpirun's on the CPU.  0, or the exit status of an error. */
+static int ranks_device(struct args *a)
+{
+	dlt_config c;
+	char *path = NULL;
+	int rc;
+
+	if (a->resume) {
+		if (!(path = dlt_malloc(strlen(a->resume) + 16)))
+			return cli_fail(prog, DLT_ENOMEM);
+		sprintf(path, "%s/config.yaml", a->resume);
+		rc = dlt_config_load(&c, path, NULL, 0);
+		free(path);
+	} else {
+		if (a->gpus)
+			a->overrides[a->n_overrides++] = "device=cuda";
+		rc = dlt_config_load(&c, a->config, a->overrides, a->n_overrides);
+	}
+	if (rc < 0)
+		return cli_fail(prog, rc);
+	if (a->gpus && c.device < 0)
+		rc = cli_usage(prog, "--gpus: the run in %s trains on the CPU (use --ranks)",
+			       a->resume);
+	a->gpus = c.device >= 0;
+	dlt_config_free(&c);
+	return rc;
+}
 
 /* Fills a from the command line; returns 0, or the exit status of a usage
  * error already reported. */
@@ -170,17 +210,20 @@ static int parse_args(struct args *a, int argc, char **argv)
 		{ "set", required_argument, NULL, 's' },
 		{ "resume", required_argument, NULL, 'r' },
 		{ "restarts", required_argument, NULL, 'R' },
+		{ "gpus", required_argument, NULL, 'G' },
+		{ "ranks", required_argument, NULL, 'N' },
+		{ "verbose", no_argument, NULL, 'v' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int opt;
+	int opt, rc;
 	long long n;
 
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, ":c:o:s:r:qh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":c:o:s:r:qvh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': a->config = optarg; break;
 		case 'o': a->rundir = optarg; break;
@@ -191,6 +234,14 @@ static int parse_args(struct args *a, int argc, char **argv)
 				return cli_usage(prog, "%s", dlt_errmsg());
 			a->restarts = (int)n;
 			break;
+		case 'G':
+		case 'N':
+			if (dlt_parse_i64(optarg, 1, 4096, &n, opt == 'G' ? "--gpus" : "--ranks") < 0)
+				return cli_usage(prog, "%s", dlt_errmsg());
+			a->ranks = (int)n;
+			a->gpus = opt == 'G';
+			break;
+		case 'v': a->verbose = 1; break;
 		case 'j': a->json = 1; break;
 		case 'q': a->quiet = 1; break;
 		case 'h': a->help = 1; return 0;
@@ -204,36 +255,95 @@ static int parse_args(struct args *a, int argc, char **argv)
 		return cli_usage(prog, "--resume takes the run's own config: no -c, -o or -s");
 	if (!a->config && !a->resume)
 		return cli_usage(prog, "no config: give -c FILE or --resume RUNDIR (see -h)");
+	if (dlt_rank_info_get(&a->job) < 0)
+		return cli_fail(prog, DLT_EINPUT);
+	if (a->ranks && (rc = ranks_device(a)) != 0)
+		return rc;
+	if (a->job.size > 1 && (a->ranks || a->restarts))
+		return cli_usage(prog, "this is rank %d of %d started by %s: --ranks, --gpus and "
+				 "--restarts are for a job that dlt-train starts (under Slurm: "
+				 "--requeue)", a->job.rank, a->job.size, a->job.launcher);
 	return 0;
 }
 
 /* One training process: a new run (note NULL, resume NULL) or the run in
  * resume continued.  Returns the exit status. */
-static int train(const struct args *a, const char *rundir, const char *resume,
-		 const char *note)
+/* The comm of a job of several ranks, on the device of the run's config
+ * (a resumed run's own). */
+static int open_comm(const struct args *a, const dlt_rank_info *job, const char *resume,
+		     dlt_comm **comm)
 {
-	ui u = { .json = a->json, .quiet = a->quiet, .tty = isatty(2) };
+	dlt_config c;
+	char *path = NULL;
+	int rc;
+
+	*comm = NULL;
+	if (job->size == 1)
+		return 0;
+	if (resume) {
+		if (!(path = dlt_malloc(strlen(resume) + 16)))
+			return DLT_ENOMEM;
+		sprintf(path, "%s/config.yaml", resume);
+		rc = dlt_config_load(&c, path, NULL, 0);
+	} else {
+		rc = dlt_config_load(&c, a->config, a->overrides, a->n_overrides);
+	}
+	if (rc == 0)
+		rc = dlt_comm_open(comm, job, dlt_rank_device(job, c.device), c.dist.timeout);
+	dlt_config_free(&c);
+	free(path);
+	return rc;
+}
+
+/* One rank's failure: said with its rank, and the job ended on every rank
+ * (MPI_Abort), so that none waits for it until the timeout. */
+static int rank_fail(dlt_comm *comm, int rc)
+{
+	int status;
+	if (!comm)
+		return cli_fail(prog, rc);
+	fprintf(stderr, "%s: rank %d: %s\n", prog, comm->rank, dlt_errmsg());
+	fflush(NULL);
+	status = dlt_exit_status(rc);
+	dlt_comm_abort(comm, status);
+	return status;
+}
+
+static int train(const struct args *a, const dlt_rank_info *job, const char *rundir,
+		 const char *resume, const char *note)
+{
+	/* the ranks after 0 train in silence unless --verbose */
+	int quiet = job->rank != 0 && !a->verbose;
+	ui u = { .json = a->json && !quiet, .quiet = a->quiet || quiet,
+		 .tty = isatty(2) && !quiet };
 	dlt_train_hooks hooks = { .ctx = &u, .record = on_record, .progress = on_progress,
 				  .epoch = on_epoch, .warn = on_warn, .poll = on_poll,
-				  .t_start = a->t_start, .note = note };
+				  .t_start = a->t_start, .note = note, .ranks = job };
 	dlt_train_result res;
 	dlt_config c;
+	dlt_comm *comm;
 	int rc;
 
 	catch_signals(on_signal);
+	if ((rc = open_comm(a, job, resume, &comm)) < 0)
+		return cli_fail(prog, rc);
+	hooks.comm = comm;
 	if (resume) {
 		rc = dlt_train_resume(resume, &hooks, &res);
 		rundir = resume;
 	} else {
 		if ((rc = dlt_config_load(&c, a->config, a->overrides, a->n_overrides)) < 0)
-			return cli_fail(prog, rc);
+			return rank_fail(comm, rc);
 		rc = dlt_train_run(&c, rundir, &hooks, &res);
 		dlt_config_free(&c);
 	}
 	if (u.tty)
 		fputs("\r\033[K", stderr);
 	if (rc < 0)
-		return cli_fail(prog, rc);
+		return rank_fail(comm, rc);
+	dlt_comm_close(comm);
+	if (quiet)
+		return 0;
 	if (res.stopped) {
 		fprintf(stderr, "%s: stopped at step %lld; checkpoint %s; go on with: "
 			"dlt-train --resume %s\n", prog, res.steps, res.ckpt, rundir);
@@ -247,20 +357,211 @@ static int train(const struct args *a, const char *rundir, const char *resume,
 	return 0;
 }
 
-/* The supervisor's child, forwarded the signals that ask it to stop. */
-static volatile pid_t child;
+/* The children of the supervisor and of the launcher, forwarded the
+ * signals that ask them to stop or checkpoint. */
+static pid_t children[4096];
+static volatile int n_children;
 
 static void forward_signal(int sig)
 {
-	if (child > 0)
-		kill(child, sig);
+	for (int i = 0; i < n_children; i++)
+		if (children[i] > 0)
+			kill(children[i], sig);
 }
 
-/* --restarts: runs the training in a child process and, when that dies
- * of a signal (a crash, kill -9, the OOM killer), runs it again from the
- * run's newest checkpoint, up to a->restarts times.  An exit, even a
- * failed one, is final: a diverged or misconfigured run would only fail
- * again. */
+static void reap(pid_t pid, int *status)
+{
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+		;
+}
+
+/* The command line of one rank of the CPU job that mpirun starts:
+ * this program with the run's options, less the launcher's. */
+static char **rank_argv(const struct args *a, const char *rundir, const char *resume)
+{
+	static char exe[PATH_MAX];
+	char **v = dlt_calloc((size_t)a->n_overrides * 2 + 16, sizeof(char *));
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	int n = 0;
+	if (!v || len <= 0)
+		return NULL;
+	exe[len] = '\0';
+	v[n++] = exe;
+	if (resume) {
+		v[n++] = "--resume";
+		v[n++] = (char *)resume;
+	} else {
+		v[n++] = "-c";
+		v[n++] = (char *)a->config;
+		v[n++] = "-o";
+		v[n++] = (char *)rundir;
+		for (int i = 0; i < a->n_overrides; i++) {
+			v[n++] = "-s";
+			v[n++] = a->overrides[i];
+		}
+	}
+	if (a->json)
+		v[n++] = "--json";
+	if (a->quiet)
+		v[n++] = "-q";
+	if (a->verbose)
+		v[n++] = "-v";
+	return v;
+}
+
+/* CPU ranks: mpirun -np N of this program, which gives each its rank and
+ * MPI.  Returns what mpirun returns: 128 + the signal when a rank was
+ * killed by one (mpirun names the rank and ends the others). */
+static int exec_mpirun(const struct args *a, const char *rundir, const char *resume)
+{
+	char np[16], **rv = rank_argv(a, rundir, resume);
+	const char *pre[] = { "mpirun", "-np", np, "--oversubscribe", "--bind-to", "none" };
+	char **v;
+	int n = 0;
+
+	snprintf(np, sizeof(np), "%d", a->ranks);
+	if (!rv || !(v = dlt_calloc(sizeof(pre) / sizeof(pre[0]) + (size_t)a->n_overrides * 2 + 16,
+				    sizeof(char *))))
+		_exit(cli_fail(prog, DLT_ENOMEM));
+	for (size_t i = 0; i < sizeof(pre) / sizeof(pre[0]); i++)
+		v[n++] = (char *)pre[i];
+	for (int i = 0; rv[i]; i++)
+		v[n++] = rv[i];
+	/* mpirun refuses root unless told; containers and CI run as root */
+	setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+	setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+	execvp(v[0], v);
+	fprintf(stderr, "%s: --ranks %d of CPU ranks runs mpirun: %s (install openmpi-bin)\n",
+		prog, a->ranks, strerror(errno));
+	_exit(1);
+}
+
+/* Whether this machine has n GPUs, asked in a child: CUDA, once started,
+ * does not survive the fork of the ranks.  0, or the exit status of the
+ * error it reported. */
+static int probe_gpus(int n)
+{
+	char why[256];
+	pid_t pid;
+	int st;
+
+	fflush(NULL);
+	if ((pid = fork()) < 0)
+		return cli_fail(prog, dlt_error_errno(DLT_EFAIL, "fork"));
+	if (pid == 0) {
+		if (dlt_backend_cuda(n - 1, why, sizeof(why)))
+			_exit(0);
+		fprintf(stderr, "%s: --gpus %d: no CUDA device %d: %s\n", prog, n, n - 1, why);
+		_exit(1);
+	}
+	reap(pid, &st);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
+/* GPU ranks: a child process per GPU, which learns its rank from the
+ * environment and NCCL's id from rank 0 through a pipe.  The first rank
+ * that fails ends the others.  Returns the job's exit status, or
+ * 128 + the signal that killed a rank. */
+static int fork_ranks(const struct args *a, const char *rundir, const char *resume,
+		      const char *note)
+{
+	int fds[2], status = 0, failed = 0, left = a->ranks;
+
+	if ((status = probe_gpus(a->ranks)) != 0)
+		return status;
+	if (pipe(fds) != 0)
+		return cli_fail(prog, dlt_error_errno(DLT_EFAIL, "pipe"));
+	fflush(NULL);
+	for (int r = 0; r < a->ranks; r++) {
+		pid_t pid = fork();
+		char v[4][16];
+		if (pid < 0) {
+			dlt_error_errno(DLT_EFAIL, "fork");
+			forward_signal(SIGKILL);
+			return cli_fail(prog, DLT_EFAIL);
+		}
+		if (pid == 0) {
+			dlt_rank_info job = { .rank = r, .size = a->ranks, .local_rank = r,
+					      .local_size = a->ranks, .launcher = "dlt-train" };
+			snprintf(v[0], 16, "%d", r);
+			snprintf(v[1], 16, "%d", a->ranks);
+			snprintf(v[2], 16, "%d", fds[0]);
+			setenv("DLT_RANK", v[0], 1);
+			setenv("DLT_LOCAL_RANK", v[0], 1);
+			setenv("DLT_WORLD_SIZE", v[1], 1);
+			setenv("DLT_LOCAL_SIZE", v[1], 1);
+			setenv("DLT_NCCL_ID_FD", v[2], 1);
+			if (r == 0) {	/* rank 0 writes, the others read */
+				close(fds[0]);
+				snprintf(v[3], 16, "%d", fds[1]);
+				setenv("DLT_NCCL_ID_FD", v[3], 1);
+			} else {
+				close(fds[1]);
+			}
+			n_children = 0;
+			_exit(train(a, &job, rundir, resume, note));
+		}
+		children[r] = pid;
+		n_children = r + 1;
+	}
+	close(fds[0]);
+	close(fds[1]);
+	while (left > 0) {
+		int st, r;
+		pid_t pid = wait(&st);
+		if (pid < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (r = 0; r < a->ranks && children[r] != pid; r++)
+			;
+		if (r == a->ranks)
+			continue;
+		children[r] = 0;
+		left--;
+		if (failed || (WIFEXITED(st) && WEXITSTATUS(st) == 0))
+			continue;
+		failed = 1;
+		if (WIFSIGNALED(st)) {
+			fprintf(stderr, "%s: rank %d died of signal %d (%s); ending the job\n", prog,
+				r, WTERMSIG(st), strsignal(WTERMSIG(st)));
+			status = 128 + WTERMSIG(st);
+		} else {	/* the rank said why */
+			status = WEXITSTATUS(st);
+		}
+		forward_signal(SIGKILL);
+	}
+	return status;
+}
+
+/* The job on this machine: one process, or a->ranks of them. */
+static int job(const struct args *a, const char *rundir, const char *resume, const char *note)
+{
+	pid_t pid;
+	int st;
+
+	if (!a->ranks)
+		return train(a, &a->job, rundir, resume, note);
+	catch_signals(forward_signal);
+	if (a->gpus)
+		return fork_ranks(a, rundir, resume, note);
+	if ((pid = fork()) < 0)
+		return cli_fail(prog, dlt_error_errno(DLT_EFAIL, "fork"));
+	if (pid == 0)
+		exec_mpirun(a, rundir, resume);
+	children[0] = pid;
+	n_children = 1;
+	reap(pid, &st);
+	n_children = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* --restarts: runs the job in a child process and, when that dies of a
+ * signal (a crash, kill -9, the OOM killer; for a job of ranks, any of
+ * its ranks), runs it again from the run's newest checkpoint, up to
+ * a->restarts times.  An exit, even a failed one, is final: a diverged
+ * or misconfigured run would only fail again. */
 static int supervise(const struct args *a, const char *rundir)
 {
 	char note[160] = "";
@@ -268,34 +569,39 @@ static int supervise(const struct args *a, const char *rundir)
 
 	catch_signals(forward_signal);
 	for (;;) {
-		int status;
+		int status, sig;
 		pid_t pid;
 
-		fflush(stdout);
+		fflush(NULL);
 		if ((pid = fork()) < 0) {
 			dlt_error_errno(DLT_EFAIL, "fork");
 			return cli_fail(prog, DLT_EFAIL);
 		}
-		if (pid == 0)
-			_exit(train(a, rundir, restarts || a->resume ? rundir : NULL,
-				    restarts ? note : NULL));
-		child = pid;
-		while (waitpid(pid, &status, 0) < 0)
-			if (errno != EINTR)
-				return cli_fail(prog, dlt_error_errno(DLT_EFAIL, "waitpid"));
-		child = 0;
+		if (pid == 0) {
+			int st = job(a, rundir, restarts || a->resume ? rundir : NULL,
+				     restarts ? note : NULL);
+			if (st > 128) {	/* a rank died of a signal: so did the job */
+				fflush(NULL);
+				signal(st - 128, SIG_DFL);
+				raise(st - 128);
+			}
+			_exit(st);
+		}
+		children[0] = pid;
+		n_children = 1;
+		reap(pid, &status);
+		n_children = 0;
 		if (WIFEXITED(status))
 			return WEXITSTATUS(status);
+		sig = WTERMSIG(status);
 		if (restarts == a->restarts) {
-			fprintf(stderr, "%s: the training process was killed by signal %d (%s); "
-				"no restarts left\n", prog, WTERMSIG(status),
-				strsignal(WTERMSIG(status)));
+			fprintf(stderr, "%s: the training process was killed by signal %d (%s); no restarts "
+				"left\n", prog, sig, strsignal(sig));
 			return 1;
 		}
 		restarts++;
-		snprintf(note, sizeof(note), "restart %d of %d: the training process was "
-			 "killed by signal %d (%s)", restarts, a->restarts, WTERMSIG(status),
-			 strsignal(WTERMSIG(status)));
+		snprintf(note, sizeof(note), "restart %d of %d: the training process was killed by "
+			 "signal %d (%s)", restarts, a->restarts, sig, strsignal(sig));
 		fprintf(stderr, "%s: %s\n", prog, note);
 	}
 }
@@ -310,15 +616,16 @@ static int run(const struct args *a)
 		return cli_fail(prog, DLT_ENOMEM);
 	if (a->restarts)
 		status = supervise(a, rundir);
-	else
-		status = train(a, rundir, a->resume, NULL);
+	else if ((status = job(a, rundir, a->resume, NULL)) > 128)
+		status = 1;	/* the launcher or mpirun said which rank died */
 	free(auto_dir);
 	return status;
 }
 
 int main(int argc, char **argv)
 {
-	struct args a = { .overrides = dlt_calloc(argc, sizeof(char *)), .t_start = dlt_now() };
+	/* room for the overrides and --gpus's device=cuda */
+	struct args a = { .overrides = dlt_calloc(argc + 1, sizeof(char *)), .t_start = dlt_now() };
 	int status;
 
 	if (!a.overrides)

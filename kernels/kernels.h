@@ -144,6 +144,9 @@ const dlt_backend *dlt_backend_cpu(void);
  * process; data parallelism runs a process per GPU).  NULL when there is
  * none, with the driver's reason in why. */
 const dlt_backend *dlt_backend_cuda(int device, char *why, size_t n);
+/* libdlt-cuda.so, opened once (NULL with the reason in why): the backend
+ * and NCCL's comm (lib/comm) are in it. */
+void *dlt_cuda_lib(char *why, size_t n);
 
 #ifdef __cplusplus
 }

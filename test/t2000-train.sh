@@ -143,7 +143,7 @@ test_expect_success 'a bad DLT_THREADS' '
 '
 
 test_expect_success 'unknown options and missing values are usage errors' '
-	test_must_fail 2 "unknown option '\''--gpus'\''" dlt-train -c mlp.yaml --gpus 2 &&
+	test_must_fail 2 "unknown option '\''--tpus'\''" dlt-train -c mlp.yaml --tpus 2 &&
 	test_must_fail 2 "option '\''-c'\'' needs a value" dlt-train -c &&
 	test_must_fail 2 "option '\''--json'\'' takes no value" dlt-train -c mlp.yaml --json=1 &&
 	test_must_fail 2 "unexpected argument '\''extra'\''" dlt-train -c mlp.yaml extra &&

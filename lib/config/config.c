@@ -866,6 +866,26 @@ fail:
 	return rc;
 }
 
+/* dist: {timeout: seconds, bucket_mb: MB}, data parallelism's: how long
+ * a rank waits for the others before it ends the job, and the size of
+ * the gradient buckets summed while backward goes on. */
+static int parse_dist(const dlt_node *root, dlt_config *c)
+{
+	static const char *const keys[] = { "timeout", "bucket_mb", NULL };
+	const dlt_node *d = get(root, "dist");
+	int rc;
+
+	c->dist.timeout = 300;
+	c->dist.bucket_mb = 25;
+	DLT_TRY(as_map(d, "dist", keys));
+	DLT_TRY(get_f64(d, "dist", "timeout", POSITIVE, &c->dist.timeout));
+	DLT_TRY(get_f64(d, "dist", "bucket_mb", POSITIVE, &c->dist.bucket_mb));
+	if (c->dist.timeout > 86400 || c->dist.bucket_mb > 4096)
+		rc = dlt_node_error(d, "dist: timeout is at most 86400 s, bucket_mb 4096");
+fail:
+	return rc;
+}
+
 /* device: cpu (default), cuda (the first GPU) or cuda:N */
 static int parse_device(const dlt_node *root, dlt_config *c)
 {
@@ -895,8 +915,8 @@ fail:
 
 static int from_tree(dlt_config *c, const dlt_node *root)
 {
-	static const char *const keys[] = { "data", "model", "train", "checkpoint", "device",
-					    NULL };
+	static const char *const keys[] = { "data", "model", "train", "checkpoint", "dist",
+					    "device", NULL };
 	int rc;
 
 	if (is_null(root))
@@ -908,6 +928,7 @@ static int from_tree(dlt_config *c, const dlt_node *root)
 	DLT_TRY(parse_model(root, c));
 	DLT_TRY(parse_train(root, c));
 	DLT_TRY(parse_ckpt(root, c));
+	DLT_TRY(parse_dist(root, c));
 	DLT_TRY(parse_device(root, c));
 fail:
 	return rc;

@@ -144,6 +144,11 @@ typedef struct dlt_config {
 		int best_max;		/* mode: 1 max, 0 min; default max for
 					 * *.acc, min for *.loss */
 	} ckpt;
+	/* dist: data parallelism (dlt-train(1) MULTI-GPU AND MULTI-NODE) */
+	struct {
+		double timeout;		/* s a rank waits for the others, default 300 */
+		double bucket_mb;	/* gradient bucket size, default 25 */
+	} dist;
 	int device;		/* -1: cpu (default); N: cuda:N */
 } dlt_config;
 

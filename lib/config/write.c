@@ -257,6 +257,8 @@ int dlt_config_write_yaml(const dlt_config *c, dlt_buf *buf)
 	optim(&o, &c->train.optim);
 	sched(&o, &c->train.sched);
 	ckpt(&o, c);
+	/* seconds and megabytes: %g's six digits are all they need */
+	put(&o, "dist:\n  timeout: %g\n  bucket_mb: %g\n", c->dist.timeout, c->dist.bucket_mb);
 	if (c->device >= 0)
 		put(&o, "device: cuda:%d\n", c->device);
 	else

@@ -593,6 +593,7 @@ void dlt_model_free(dlt_model *m)
 	free(m->params);
 	free(m->bufs);
 	free(m->layers);
+	free(m->ready_at);
 	free(m->t);
 	memset(m, 0, sizeof(*m));
 }
@@ -767,8 +768,13 @@ double dlt_model_loss(dlt_model *m, const int32_t *labels, int batch, int *corre
 	m->be->upload(m->labels, labels, (size_t)batch * sizeof(*labels));
 	m->be->softmax_xent(dlt_tensor_a(m, m->n_t - 1), m->labels, batch, m->out_features,
 			    dlogits, &sum, &hits);
-	if (m->loss_scale != 1.0f)
-		m->be->scale(dlogits, n, m->loss_scale);
+	/* the gradient of the mean over grad_batch samples, of which these
+	 * are batch: softmax_xent's is over batch */
+	float k = m->loss_scale;
+	if (m->grad_batch && m->grad_batch != batch)
+		k = (float)((double)m->loss_scale * batch / m->grad_batch);
+	if (k != 1.0f)
+		m->be->scale(dlogits, n, k);
 	if (m->prec != DLT_PREC_F32)
 		m->be->round(dlogits, n, m->prec);
 	if (correct)
@@ -866,7 +872,46 @@ void dlt_model_backward(dlt_model *m, int batch)
 		float *dx = backward_op(m, l, batch);
 		if (dx && m->prec != DLT_PREC_F32)
 			m->be->round(dx, (size_t)batch * m->t[l->in].n, m->prec);
+		if (m->grads_ready && m->ready_at[i] != SIZE_MAX)
+			m->grads_ready(m->grads_ctx, m->ready_at[i]);
 	}
+}
+
+/* Where the gradients of ops i.. begin in the block: the smallest offset
+ * of their params, if no op before i has a param beyond it (params are
+ * made in op order, so that holds but where an op has none). */
+int dlt_model_on_grads(dlt_model *m, void (*ready)(void *ctx, size_t off), void *ctx)
+{
+	size_t *at = dlt_calloc(m->n_layers ? m->n_layers : 1, sizeof(*at)), lo = m->n_weights;
+	if (!at)
+		return DLT_ENOMEM;
+	for (int i = m->n_layers - 1; i >= 0; i--) {
+		const dlt_layer *l = &m->layers[i];
+		size_t end = 0;
+		int own = 0;
+		for (int k = 0; k < 2; k++) {
+			int p = k ? l->b : l->w;
+			if (p >= 0 && l->kind != DLT_OP_FORK && l->kind != DLT_OP_ADD) {
+				own = 1;
+				if (m->params[p].off < lo)
+					lo = m->params[p].off;
+			}
+		}
+		for (int j = 0; j < i; j++)
+			for (int k = 0; k < 2; k++) {
+				const dlt_layer *e = &m->layers[j];
+				int p = k ? e->b : e->w;
+				if (p >= 0 && e->kind != DLT_OP_FORK && e->kind != DLT_OP_ADD &&
+				    m->params[p].off + m->params[p].n > end)
+					end = m->params[p].off + m->params[p].n;
+			}
+		at[i] = own && end <= lo ? lo : SIZE_MAX;
+	}
+	free(m->ready_at);
+	m->ready_at = at;
+	m->grads_ready = ready;
+	m->grads_ctx = ctx;
+	return 0;
 }
 
 static int write_params(const dlt_param *p, int n, dlt_archive_writer *w, int codec, int level)

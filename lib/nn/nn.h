@@ -66,6 +66,13 @@ typedef struct dlt_model {
 	 * step before may still read the other (its first layer's dW). */
 	float *in_buf[2];
 	int in_slot;
+	/* the loss's gradient is taken over this many samples (0: the
+	 * batch's): data parallelism's ranks take the global batch's */
+	int grad_batch;
+	/* dlt_model_on_grads's */
+	void (*grads_ready)(void *ctx, size_t off);
+	void *grads_ctx;
+	size_t *ready_at;	/* per op: the offset its backward finishes */
 } dlt_model;
 
 /* Builds the model of c for samples of shape in and n_classes outputs;
@@ -98,6 +105,10 @@ void dlt_model_output(dlt_model *m, float *out, int batch);
 double dlt_model_loss(dlt_model *m, const int32_t *labels, int batch, int *correct);
 /* Backpropagates from the loss gradient, filling every param's g. */
 void dlt_model_backward(dlt_model *m, int batch);
+/* Has backward call ready(ctx, off) as soon as the gradients from off to
+ * the end of the block are final (they become final from the end down),
+ * so that data parallelism sums them while backward goes on. */
+int dlt_model_on_grads(dlt_model *m, void (*ready)(void *ctx, size_t off), void *ctx);
 /* The backend's first failure (a GPU's), NULL while none: the loss and
  * everything after it are then meaningless. */
 const char *dlt_model_error(const dlt_model *m);

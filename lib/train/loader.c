@@ -50,23 +50,28 @@ static void *loader_main(void *arg)
 	dlt_loader *l = arg;
 	pthread_mutex_lock(&l->mu);
 	for (;;) {
-		size_t b;
-		int slot, count;
+		size_t b, first;
+		int slot, count, total;
 		while (!l->quit && (l->next_fill >= l->n_batches || l->full[l->next_fill % 2]))
 			pthread_cond_wait(&l->cv, &l->mu);
 		if (l->quit)
 			break;
 		b = l->next_fill;
 		slot = (int)(b % 2);
-		count = (int)(b + 1 < l->n_batches ? (size_t)l->batch : l->n - b * l->batch);
+		total = (int)(b + 1 < l->n_batches ? (size_t)l->batch : l->n - b * l->batch);
+		/* this rank's slice of the batch: the slices of all ranks are
+		 * the batch that one process would take */
+		first = b * l->batch + (size_t)total * l->rank / l->ranks;
+		count = (int)(b * l->batch + (size_t)total * (l->rank + 1) / l->ranks - first);
 		l->filling = 1;
 		pthread_mutex_unlock(&l->mu);
-		dlt_dataset_gather(l->d, l->order + b * l->batch, count, l->x[slot], l->y[slot]);
+		dlt_dataset_gather(l->d, l->order + first, count, l->x[slot], l->y[slot]);
 		for (int i = 0; l->augment && i < count; i++)
 			augment(l, l->x[slot] + (size_t)i * l->d->features,
-				l->aug.first + b * l->batch + (size_t)i);
+				l->aug.first + first + (size_t)i);
 		pthread_mutex_lock(&l->mu);
 		l->count[slot] = count;
+		l->total[slot] = total;
 		l->full[slot] = 1;
 		l->filling = 0;
 		l->next_fill++;
@@ -86,20 +91,24 @@ static void free_buffers(dlt_loader *l)
 	free(l->scratch);
 }
 
-int dlt_loader_start(dlt_loader *l, const dlt_dataset *d, int batch, const dlt_backend *be)
+int dlt_loader_start(dlt_loader *l, const dlt_dataset *d, int batch, int rank, int ranks,
+		     const dlt_backend *be)
 {
+	int mine = (batch + ranks - 1) / ranks;
 	size_t nx;
 	memset(l, 0, sizeof(*l));
 	l->d = d;
 	l->be = be;
 	l->batch = batch;
-	if (!dlt_mul_ok((size_t)batch, (size_t)d->features * sizeof(float), &nx))
+	l->rank = rank;
+	l->ranks = ranks;
+	if (!dlt_mul_ok((size_t)mine, (size_t)d->features * sizeof(float), &nx))
 		return dlt_error(DLT_ENOMEM, "batch of %d samples is too large", batch);
 	if (!(l->scratch = dlt_malloc((size_t)d->features * sizeof(float))))
 		return DLT_ENOMEM;
 	for (int i = 0; i < 2; i++) {
 		l->x[i] = be->host_alloc(nx);
-		l->y[i] = dlt_malloc_aligned((size_t)batch * sizeof(int32_t));
+		l->y[i] = dlt_malloc_aligned((size_t)mine * sizeof(int32_t));
 		if (!l->x[i] || !l->y[i]) {
 			free_buffers(l);
 			return dlt_error(DLT_ENOMEM, "out of memory for two batches of %zu bytes",
@@ -135,9 +144,9 @@ void dlt_loader_pass(dlt_loader *l, const uint32_t *order, size_t n, const dlt_a
 	pthread_mutex_unlock(&l->mu);
 }
 
-int dlt_loader_next(dlt_loader *l, float **x, int32_t **y)
+int dlt_loader_next(dlt_loader *l, float **x, int32_t **y, int *mine)
 {
-	int slot, count;
+	int slot, total;
 	pthread_mutex_lock(&l->mu);
 	if (l->holding) {	/* the step is done with the previous batch */
 		l->full[(l->next_take - 1) % 2] = 0;
@@ -151,13 +160,14 @@ int dlt_loader_next(dlt_loader *l, float **x, int32_t **y)
 	slot = (int)(l->next_take % 2);
 	while (!l->full[slot])
 		pthread_cond_wait(&l->cv, &l->mu);
-	count = l->count[slot];
+	*mine = l->count[slot];
+	total = l->total[slot];
 	l->next_take++;
 	l->holding = 1;
 	pthread_mutex_unlock(&l->mu);
 	*x = l->x[slot];
 	*y = l->y[slot];
-	return count;
+	return total;
 }
 
 void dlt_loader_stop(dlt_loader *l)

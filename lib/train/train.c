@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "archive/archive.h"
+#include "comm/comm.h"
 #include "kernels/cpu/threads.h"
 #include "rundir.h"
 #include "train/ckpt.h"
@@ -45,6 +46,10 @@ typedef struct run_state {
 	char *ckpt_dir;
 	dlt_train_result *res;
 	double step_delay;	/* DLT_TEST_STEP_DELAY */
+	/* data parallelism: rank of ranks, comm NULL for one process */
+	dlt_comm *comm;
+	int rank, ranks, local_ranks;
+	dlt_buckets buckets;
 } run_state;
 
 static void warn(run_state *s, const char *msg)
@@ -81,25 +86,29 @@ static size_t timed_part(run_state *s, dlt_json *j)
 
 /* Mean loss and accuracy of the model on order[0..n) of a dataset;
  * samples per second in *rate. */
-static void evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t n,
-		     double *loss, double *acc, double *rate)
+static int evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t n,
+		    double *loss, double *acc, double *rate)
 {
-	double sum = 0, t0 = dlt_now();
-	long long correct = 0;
+	double sums[2] = { 0, 0 }, t0 = dlt_now();	/* loss, correct */
 	float *x;
 	int32_t *y;
 	int b, c;
 
 	dlt_loader_pass(l, order, n, NULL);
-	while ((b = dlt_loader_next(l, &x, &y)) > 0) {
+	while (dlt_loader_next(l, &x, &y, &b) > 0) {
+		if (!b)
+			continue;
 		dlt_model_set_input(&s->m, x, b);
 		dlt_model_forward(&s->m, b, 0, 0);
-		sum += dlt_model_loss(&s->m, y, b, &c) * b;
-		correct += c;
+		sums[0] += dlt_model_loss(&s->m, y, b, &c) * b;
+		sums[1] += c;
 	}
-	*loss = sum / n;
-	*acc = (double)correct / n;
+	if (s->comm)
+		DLT_TRY_RC(dlt_comm_sum_f64(s->comm, sums, 2));
+	*loss = sums[0] / n;
+	*acc = sums[1] / n;
 	*rate = n / (dlt_now() - t0);
+	return 0;
 }
 
 static int emit_eval(run_state *s, const char *split, int epoch, double loss, double acc,
@@ -192,15 +201,81 @@ static void shuffle(run_state *s, int epoch)
 }
 
 /* The config's device: no GPU is a failed job, not bad input. */
-static int open_backend(const dlt_config *c, const dlt_backend **be)
+static int open_backend(const run_state *s, const dlt_config *c, const dlt_backend **be)
 {
 	char why[256];
 	if (c->device < 0) {
 		*be = dlt_backend_cpu();
 		return 0;
 	}
-	if (!(*be = dlt_backend_cuda(c->device, why, sizeof(why))))
+	if (!(*be = dlt_backend_cuda(s->comm ? dlt_rank_device(s->h->ranks, c->device)
+					     : c->device, why, sizeof(why))))
 		return dlt_error(DLT_EFAIL, "no CUDA device: %s", why);
+	return 0;
+}
+
+static void on_grads(void *ctx, size_t off)
+{
+	dlt_buckets_ready(ctx, off);
+}
+
+/* Every rank from rank 0's state: weights, buffers, optimiser state and
+ * the loop's position and sums (all ranks built the same model from the
+ * same seed, or read the same checkpoint; this makes sure). */
+static int sync_start(run_state *s)
+{
+	dlt_model *m = &s->m;
+	dlt_ckpt_state *st = &s->st;
+	size_t wb = m->n_weights * sizeof(float);
+	double v[] = { s->opt.step, s->opt.skipped, s->opt.scale, s->opt.clean, st->epoch,
+		       st->batch, st->ep_loss, st->ep_correct, st->ep_samples, st->win_loss,
+		       st->win_correct, st->win_samples, st->have_best, st->best,
+		       st->best_step };
+	size_t nb = 0;
+
+	for (int i = 0; i < m->n_bufs; i++)
+		nb += m->bufs[i].n;
+	if (!s->comm)
+		return 0;
+	DLT_TRY_RC(dlt_comm_broadcast(s->comm, v, sizeof(v)));
+	if (wb)
+		DLT_TRY_RC(dlt_comm_broadcast(s->comm, m->dev_w, wb));
+	if (wb && m->dev_m)
+		DLT_TRY_RC(dlt_comm_broadcast(s->comm, m->dev_m, wb));
+	if (wb && m->dev_v)
+		DLT_TRY_RC(dlt_comm_broadcast(s->comm, m->dev_v, wb));
+	if (nb)
+		DLT_TRY_RC(dlt_comm_broadcast(s->comm, m->dev_bufs, nb * sizeof(float)));
+	s->opt.step = (long long)v[0];
+	s->opt.skipped = (long long)v[1];
+	s->opt.scale = v[2];
+	m->loss_scale = (float)v[2];
+	s->opt.clean = (long long)v[3];
+	st->epoch = (int)v[4];
+	st->batch = (long long)v[5];
+	st->ep_loss = v[6];
+	st->ep_correct = (long long)v[7];
+	st->ep_samples = (long long)v[8];
+	st->win_loss = v[9];
+	st->win_correct = (long long)v[10];
+	st->win_samples = (long long)v[11];
+	st->have_best = (int)v[12];
+	st->best = v[13];
+	st->best_step = (long long)v[14];
+	return 0;
+}
+
+/* The end of a step on every rank: its loss and hits summed over the
+ * ranks, and the program's asks (a signal that any rank saw), so that
+ * every rank logs, checkpoints and stops at the same step. */
+static int sync_step(run_state *s, double *loss_sum, int *correct, int *ask)
+{
+	double v[4] = { *loss_sum, *correct, *ask & DLT_POLL_CHECKPOINT,
+			*ask & DLT_POLL_STOP };
+	DLT_TRY_RC(dlt_comm_sum_f64(s->comm, v, 4));
+	*loss_sum = v[0];
+	*correct = (int)v[1];
+	*ask = (v[2] > 0 ? DLT_POLL_CHECKPOINT : 0) | (v[3] > 0 ? DLT_POLL_STOP : 0);
 	return 0;
 }
 
@@ -212,21 +287,36 @@ static int setup(run_state *s)
 	const dlt_backend *be;
 	int threads = c->train.threads, rc;
 
-	if (threads == 0 && (threads = dlt_env_threads()) < 0)
+	s->comm = s->h ? s->h->comm : NULL;
+	s->rank = s->comm ? s->comm->rank : 0;
+	s->ranks = s->comm ? s->comm->size : 1;
+	s->local_ranks = s->comm ? s->h->ranks->local_size : 1;
+	if (threads == 0 && (threads = dlt_env_threads_shared(s->local_ranks)) < 0)
 		return threads;
 	dlt_cpu_set_threads(threads);
-	DLT_TRY(open_backend(c, &be));
+	DLT_TRY(open_backend(s, c, &be));
 	DLT_TRY(load_data(s));
-	DLT_TRY(dlt_model_init(&s->m, c, be, s->train.sample,
-			       s->train.n_classes, c->train.batch));
+	if (c->train.batch < s->ranks)
+		return dlt_error(DLT_EINPUT, "train.batch %d is the batch of all ranks: fewer "
+				 "samples than the %d ranks", c->train.batch, s->ranks);
+	DLT_TRY(dlt_model_init(&s->m, c, be, s->train.sample, s->train.n_classes,
+			       (c->train.batch + s->ranks - 1) / s->ranks));
 	DLT_TRY(dlt_optim_init(&s->opt, &c->train.optim, &s->m,
 			       s->m.prec == DLT_PREC_F16 ? c->train.loss_scale.init : 0,
 			       c->train.loss_scale.growth_interval));
-	DLT_TRY(dlt_loader_start(&s->train_ld, &s->train, c->train.batch, be));
+	DLT_TRY(dlt_loader_start(&s->train_ld, &s->train, c->train.batch, s->rank, s->ranks, be));
 	s->train_ld_up = 1;
 	if (s->have_test) {
-		DLT_TRY(dlt_loader_start(&s->test_ld, &s->test, c->train.batch, be));
+		DLT_TRY(dlt_loader_start(&s->test_ld, &s->test, c->train.batch, s->rank, s->ranks,
+					 be));
 		s->test_ld_up = 1;
+	}
+	if (s->comm) {
+		/* each rank's dropout masks its own samples */
+		s->m.seed += (uint64_t)s->rank * 0x9e3779b97f4a7c15ull;
+		dlt_buckets_init(&s->buckets, s->comm, s->m.dev_g, s->m.n_weights,
+				 (size_t)(c->dist.bucket_mb * 1e6));
+		DLT_TRY(dlt_model_on_grads(&s->m, on_grads, &s->buckets));
 	}
 	s->spe = (long long)((s->n_train + c->train.batch - 1) / c->train.batch);
 	s->total = s->spe * c->train.epochs;
@@ -425,12 +515,13 @@ static int end_epoch(run_state *s, int epoch, double t_start)
 	sum.loss = st->ep_loss / st->ep_samples;
 	sum.acc = (double)st->ep_correct / st->ep_samples;
 	if (s->n_val) {
-		evaluate(s, &s->train_ld, s->val_order, s->n_val, &sum.val_loss, &sum.val_acc, &rate);
+		DLT_TRY_RC(evaluate(s, &s->train_ld, s->val_order, s->n_val, &sum.val_loss,
+				    &sum.val_acc, &rate));
 		DLT_TRY_RC(emit_eval(s, "val", epoch, sum.val_loss, sum.val_acc, rate));
 	}
 	if (s->have_test) {
-		evaluate(s, &s->test_ld, s->test_order, s->test.n, &sum.test_loss, &sum.test_acc,
-			 &rate);
+		DLT_TRY_RC(evaluate(s, &s->test_ld, s->test_order, s->test.n, &sum.test_loss,
+				    &sum.test_acc, &rate));
 		DLT_TRY_RC(emit_eval(s, "test", epoch, sum.test_loss, sum.test_acc, rate));
 		s->res->test_loss = sum.test_loss;
 		s->res->test_acc = sum.test_acc;
@@ -499,36 +590,52 @@ static int train_loop(run_state *s)
 		double t_window = dlt_now(), lr;
 		float *x;
 		int32_t *y;
-		int b;
+		int b, mine;
 
 		shuffle(s, epoch);
 		if (first > s->n_train)
 			first = s->n_train;
 		dlt_loader_pass(&s->train_ld, s->order + first, s->n_train - first, &aug);
-		while ((b = dlt_loader_next(&s->train_ld, &x, &y)) > 0) {
-			double t0 = dlt_now(), loss;
-			int correct, ask;
+		while ((b = dlt_loader_next(&s->train_ld, &x, &y, &mine)) > 0) {
+			double t0 = dlt_now(), loss = 0;
+			int correct = 0, ask;
 
 			if (startup < 0 && h && h->t_start > 0)
 				startup = t0 - h->t_start;
 			lr = dlt_lr_at(&c->train.optim, &c->train.sched, s->opt.step, s->spe, s->total);
-			dlt_model_set_input(&s->m, x, b);
-			dlt_model_forward(&s->m, b, 1, s->opt.step);
-			loss = dlt_model_loss(&s->m, y, b, &correct);
-			if (dlt_model_error(&s->m))
-				return dlt_error(DLT_EFAIL, "step %lld: %s: %s", s->opt.step + 1,
-						 s->m.be->name, dlt_model_error(&s->m));
-			if (!isfinite(loss))
-				return dlt_error(DLT_EFAIL, "step %lld: the loss is %g (diverged; "
-						 "try a lower learning rate)", s->opt.step + 1, loss);
-			dlt_model_backward(&s->m, b);
+			if (s->comm)
+				dlt_buckets_reset(&s->buckets);
+			if (mine > 0) {
+				/* the gradient of the mean over the whole batch,
+				 * of which this rank has mine samples */
+				s->m.grad_batch = b;
+				dlt_model_set_input(&s->m, x, mine);
+				dlt_model_forward(&s->m, mine, 1, s->opt.step);
+				loss = dlt_model_loss(&s->m, y, mine, &correct) * mine;
+				if (dlt_model_error(&s->m))
+					return dlt_error(DLT_EFAIL, "step %lld: %s: %s",
+							 s->opt.step + 1, s->m.be->name,
+							 dlt_model_error(&s->m));
+				if (!isfinite(loss))
+					return dlt_error(DLT_EFAIL, "step %lld: the loss is %g "
+							 "(diverged; try a lower learning rate)",
+							 s->opt.step + 1, loss / mine);
+				dlt_model_backward(&s->m, mine);
+			} else {	/* a rank with no sample of a small last batch */
+				s->m.be->zero(s->m.dev_g, s->m.n_weights * sizeof(float));
+			}
+			if (s->comm)
+				DLT_TRY_RC(dlt_buckets_finish(&s->buckets));
 			dlt_optim_step(&s->opt, &s->m, lr);
+			ask = h && h->poll ? h->poll(h->ctx) : 0;
+			if (s->comm)
+				DLT_TRY_RC(sync_step(s, &loss, &correct, &ask));
 			t_train += dlt_now() - t0;
 
-			st->win_loss += loss * b;
+			st->win_loss += loss;
 			st->win_correct += correct;
 			st->win_samples += b;
-			st->ep_loss += loss * b;
+			st->ep_loss += loss;
 			st->ep_correct += correct;
 			st->ep_samples += b;
 			st->batch++;
@@ -550,7 +657,6 @@ static int train_loop(run_state *s)
 			}
 			if (s->step_delay > 0)
 				dlt_sleep(s->step_delay);
-			ask = h && h->poll ? h->poll(h->ctx) : 0;
 			if (ask || ckpt_due(s))
 				DLT_TRY_RC(checkpoint(s, 0));
 			if (ask & DLT_POLL_STOP) {
@@ -604,8 +710,9 @@ int dlt_train_run(const dlt_config *c, const char *rundir, const dlt_train_hooks
 	memset(res, 0, sizeof(*res));
 	res->test_loss = res->test_acc = NAN;
 	DLT_TRY(setup(&s));
+	DLT_TRY(sync_start(&s));
 	/* the run directory last: bad input must not leave one behind */
-	DLT_TRY(dlt_run_open(&s.run, rundir, c));
+	DLT_TRY(dlt_run_open(&s.run, s.rank ? NULL : rundir, c));
 	s.run.start_mono = dlt_now();
 	if ((rc = open_ckpt_dir(&s)) < 0) {
 		dlt_run_close(&s.run);
@@ -704,6 +811,12 @@ int dlt_train_resume(const char *rundir, const dlt_train_hooks *h, dlt_train_res
 				       "its config", dlt_archive_path(k.a));
 			goto fail;
 		}
+	}
+	DLT_TRY(sync_start(&s));
+	if (s.rank) {	/* rank 0 alone writes the run */
+		dlt_ckpt_close(&k);
+		rc = run(&s);
+		goto fail;
 	}
 	DLT_TRY(dlt_run_reopen(&s.run, rundir, s.st.metrics.data ? s.st.metrics.data : "",
 			       &time_before));

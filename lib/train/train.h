@@ -52,10 +52,11 @@ typedef struct dlt_augment {
 typedef struct dlt_loader {
 	const dlt_dataset *d;
 	const dlt_backend *be;	/* its host_alloc holds the batches */
-	int batch;
+	int batch;		/* of all ranks together */
+	int rank, ranks;	/* data parallelism: this rank's slice of each batch */
 	float *x[2];
 	int32_t *y[2];
-	int count[2], full[2];
+	int count[2], total[2], full[2];
 	const uint32_t *order;	/* the pass: samples in this order */
 	dlt_augment aug;
 	int augment;
@@ -69,13 +70,16 @@ typedef struct dlt_loader {
 
 /* The batches are in be's host memory (pinned on a GPU), so that the
  * model's upload_async can copy them while the step before runs. */
-int dlt_loader_start(dlt_loader *l, const dlt_dataset *d, int batch, const dlt_backend *be);
+int dlt_loader_start(dlt_loader *l, const dlt_dataset *d, int batch, int rank, int ranks,
+		     const dlt_backend *be);
 /* Begins a pass over order[0..n) (the caller keeps order alive), with
  * augmentation when aug is not NULL. */
 void dlt_loader_pass(dlt_loader *l, const uint32_t *order, size_t n, const dlt_augment *aug);
-/* The next batch of the pass: returns its size, 0 at the end.  The
- * buffers stay valid until the next call. */
-int dlt_loader_next(dlt_loader *l, float **x, int32_t **y);
+/* The next batch of the pass: returns its size, 0 at the end; *mine is
+ * the size of this rank's slice of it (rank r of R takes samples
+ * [size * r / R, size * (r + 1) / R) of each batch), which x and y hold.
+ * The buffers stay valid until the next call. */
+int dlt_loader_next(dlt_loader *l, float **x, int32_t **y, int *mine);
 void dlt_loader_stop(dlt_loader *l);
 
 /* What the loop reports as it goes; the program decides how to show it. */
@@ -110,6 +114,12 @@ typedef struct dlt_train_hooks {
 	int (*poll)(void *ctx);
 	double t_start;		/* dlt_now() when the program started; 0: unknown */
 	const char *note;	/* on resume: why, for the resume record */
+	/* Data parallelism: this process is ranks->rank of ranks->size,
+	 * the ranks sum their gradients through comm (NULL: one process).
+	 * Every rank runs the loop on its slice of every batch; rank 0
+	 * alone writes the run directory. */
+	const struct dlt_rank_info *ranks;
+	struct dlt_comm *comm;
 } dlt_train_hooks;
 
 typedef struct dlt_train_result {

@@ -22,10 +22,12 @@ double dlt_wall(void)
 }
 
 /* The one place the library reads DLT_THREADS and OMP_NUM_THREADS. */
-int dlt_env_threads(void)
+int dlt_env_threads_shared(int local_ranks)
 {
 	const char *names[] = { "DLT_THREADS", "OMP_NUM_THREADS" };
 	cpu_set_t set;
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	int mine;
 	for (int i = 0; i < 2; i++) {
 		const char *s = getenv(names[i]);
 		long long v;
@@ -35,9 +37,18 @@ int dlt_env_threads(void)
 			return DLT_EINPUT;
 		return (int)v;
 	}
-	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-		return CPU_COUNT(&set);
-	return (int)sysconf(_SC_NPROCESSORS_ONLN);
+	mine = sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0
+	       ? CPU_COUNT(&set) : (int)online;
+	/* ranks that the launcher bound to cores of their own keep them;
+	 * ranks that may all run anywhere share the cores */
+	if (local_ranks > 1 && (long)mine * local_ranks > online)
+		mine = mine / local_ranks > 0 ? mine / local_ranks : 1;
+	return mine;
+}
+
+int dlt_env_threads(void)
+{
+	return dlt_env_threads_shared(1);
 }
 
 /* DLT_TEST_STEP_DELAY: seconds the training loop sleeps after each step,

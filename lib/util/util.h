@@ -159,8 +159,21 @@ double dlt_wall(void);		/* seconds since the epoch */
 /* DLT_THREADS, else OMP_NUM_THREADS, else the cores this process may use;
  * DLT_EINPUT when a variable is set to something other than 1..4096. */
 int dlt_env_threads(void);
+/* The same for one of local_ranks processes of a job on this machine:
+ * they share the cores unless the launcher bound each to its own. */
+int dlt_env_threads_shared(int local_ranks);
 /* DLT_TEST_STEP_DELAY, for tests: seconds to sleep after each step (0). */
 double dlt_env_test_step_delay(void);
 void dlt_sleep(double seconds);
+
+/* Opens dlt's shared object soname: from the path in the environment
+ * variable env, else beside the program as installed (PREFIX/bin and
+ * PREFIX/lib/dlt) or as built (bin/, build/test/ and build/).  NULL with
+ * the reason in why when it cannot (missing: the reason when it is not
+ * found; NULL: "not beside ..."). */
+void *dlt_plugin_open(const char *soname, const char *env, const char *missing, char *why,
+		      size_t n);
+/* dlsym, with the reason in why when the symbol is not there. */
+void *dlt_plugin_sym(void *lib, const char *soname, const char *name, char *why, size_t n);
 
 #endif

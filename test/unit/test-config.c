@@ -1091,6 +1091,9 @@ static const char cnn_written[] =
 	"  keep: 5\n"
 	"  best: val.loss\n"
 	"  mode: min\n"
+	"dist:\n"
+	"  timeout: 300\n"
+	"  bucket_mb: 25\n"
 	"device: cpu\n";
 
 static void test_device_precision(void)

@@ -1,0 +1,303 @@
+/* The ranks of a job from its launcher's environment, the comm's opening
+ * (from the shared object of its kind), and the gradient buckets. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/comm.h"
+#include "kernels/kernels.h"
+#include "util/util.h"
+
+/* A launcher's variable: -1 when absent, DLT_EINPUT when not a count. */
+static int env_int(const char *name, long long min)
+{
+	const char *s = getenv(name);
+	long long v;
+	if (!s || !*s)
+		return -1;
+	if (dlt_parse_i64(s, min, 1 << 20, &v, name) < 0)
+		return DLT_EINPUT;
+	return (int)v;
+}
+
+/* SLURM_STEP_TASKS_PER_NODE is "2", "2(x3)" or "3,2": the tasks of this
+ * step on the first nodes, which is as near as the variables get to
+ * this node's count when the nodes are not all alike. */
+static int slurm_local_size(void)
+{
+	const char *s = getenv("SLURM_STEP_TASKS_PER_NODE");
+	int n = s ? atoi(s) : 0;
+	return n > 0 ? n : 1;
+}
+
+int dlt_rank_info_get(dlt_rank_info *r)
+{
+	static const struct {
+		const char *launcher, *size, *rank, *local_rank, *local_size;
+	} kinds[] = {
+		/* dlt-train --gpus N sets these for its children */
+		{ "dlt-train", "DLT_WORLD_SIZE", "DLT_RANK", "DLT_LOCAL_RANK", "DLT_LOCAL_SIZE" },
+		/* mpirun before srun: mpirun may run inside a Slurm allocation */
+		{ "mpirun", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+		  "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE" },
+		/* the step's variables, which a batch script's own shell has not */
+		{ "srun", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_LOCALID", NULL },
+	};
+	memset(r, 0, sizeof(*r));
+	r->size = r->local_size = 1;
+	r->launcher = "";
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		int size = env_int(kinds[i].size, 1), rank, local, local_size;
+		if (size == DLT_EINPUT)
+			return size;
+		if (size < 0)
+			continue;
+		rank = env_int(kinds[i].rank, 0);
+		local = env_int(kinds[i].local_rank, 0);
+		local_size = kinds[i].local_size ? env_int(kinds[i].local_size, 1)
+						 : slurm_local_size();
+		if (rank == DLT_EINPUT || local == DLT_EINPUT || local_size == DLT_EINPUT)
+			return DLT_EINPUT;
+		if (rank < 0 || rank >= size)
+			return dlt_error(DLT_EINPUT, "%s: rank %d of a job of %d ranks",
+					 kinds[i].rank, rank, size);
+		r->size = size;
+		r->rank = rank;
+		r->local_rank = local < 0 ? 0 : local;
+		r->local_size = local_size < 1 ? 1 : local_size;
+		r->launcher = kinds[i].launcher;
+		return 0;
+	}
+	return 0;
+}
+
+typedef int mpi_open_fn(dlt_comm *c, int abi);
+typedef int nccl_open_fn(dlt_comm *c, int abi, int device, const unsigned char *id);
+typedef int nccl_id_fn(unsigned char *id, char *why, size_t n);
+
+static const char mpi_so[] = "libdlt-mpi.so", cuda_so[] = "libdlt-cuda.so";
+
+static dlt_comm *new_comm(const dlt_rank_info *r, double timeout)
+{
+	dlt_comm *c = dlt_calloc(1, sizeof(*c));
+	if (c) {
+		c->rank = r->rank;
+		c->size = r->size;
+		c->timeout = timeout;
+	}
+	return c;
+}
+
+static int open_mpi(dlt_comm **out, const dlt_rank_info *r, double timeout)
+{
+	char why[512];
+	void *lib = dlt_plugin_open(mpi_so, "DLT_MPI_LIB", DLT_MPI ? NULL :
+				    "dlt was built without MPI (no mpicc)", why, sizeof(why));
+	mpi_open_fn *open_comm;
+	dlt_comm *c;
+
+	*out = NULL;
+	if (!lib || !(open_comm = (mpi_open_fn *)dlt_plugin_sym(lib, mpi_so, "dlt_comm_mpi_open",
+								 why, sizeof(why))))
+		return dlt_error(DLT_EFAIL, "rank %d of %d: %s", r->rank, r->size, why);
+	if (!(c = new_comm(r, timeout)))
+		return DLT_ENOMEM;
+	if (open_comm(c, DLT_COMM_ABI) != 0) {
+		int rc = dlt_error(DLT_EFAIL, "rank %d of %d: %s", r->rank, r->size, c->why);
+		free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+/* Reads or writes all of n bytes on a pipe, waiting at most timeout s. */
+static int pipe_io(int fd, unsigned char *p, size_t n, int writing, double timeout)
+{
+	double t0 = dlt_now();
+	while (n > 0) {
+		struct pollfd pf = { fd, writing ? POLLOUT : POLLIN, 0 };
+		ssize_t k;
+		if (poll(&pf, 1, 100) < 0 && errno != EINTR)
+			return -1;
+		if (dlt_now() - t0 > timeout)
+			return -1;
+		if (!(pf.revents & (writing ? POLLOUT : POLLIN | POLLHUP)))
+			continue;
+		k = writing ? write(fd, p, n) : read(fd, p, n);
+		if (k <= 0 && !(k < 0 && errno == EINTR))
+			return -1;
+		if (k > 0) {
+			p += k;
+			n -= (size_t)k;
+		}
+	}
+	return 0;
+}
+
+/* NCCL's unique id, made by rank 0: through the pipe of dlt-train --gpus
+ * when there is one (rank 0 writes a copy for each other rank; a write
+ * of under PIPE_BUF bytes is whole, so each reader gets one), else
+ * through MPI, which mpirun and srun jobs have. */
+static int nccl_id(void *lib, const dlt_rank_info *r, double timeout, unsigned char *id)
+{
+	char why[512];
+	int fd = env_int("DLT_NCCL_ID_FD", 0), rc = 0;
+	nccl_id_fn *make_id;
+	dlt_comm *mpi = NULL;
+
+	if (fd == DLT_EINPUT)
+		return fd;
+	if (r->rank == 0) {
+		if (!(make_id = (nccl_id_fn *)dlt_plugin_sym(lib, cuda_so, "dlt_comm_nccl_id", why,
+							      sizeof(why))) ||
+		    make_id(id, why, sizeof(why)) != 0)
+			return dlt_error(DLT_EFAIL, "rank 0: %s", why);
+	}
+	if (fd >= 0) {
+		for (int i = 1; r->rank == 0 && i < r->size && rc == 0; i++)
+			rc = pipe_io(fd, id, DLT_NCCL_ID_BYTES, 1, timeout);
+		if (r->rank != 0)
+			rc = pipe_io(fd, id, DLT_NCCL_ID_BYTES, 0, timeout);
+		close(fd);
+		return rc ? dlt_error(DLT_EFAIL, "rank %d: NCCL's id not passed on in %g s",
+				      r->rank, timeout) : 0;
+	}
+	DLT_TRY(open_mpi(&mpi, r, timeout));
+	rc = dlt_comm_broadcast(mpi, id, DLT_NCCL_ID_BYTES);
+	dlt_comm_close(mpi);
+fail:
+	return rc;
+}
+
+static int open_nccl(dlt_comm **out, const dlt_rank_info *r, int device, double timeout)
+{
+	char why[512];
+	unsigned char id[DLT_NCCL_ID_BYTES] = { 0 };
+	void *lib = dlt_cuda_lib(why, sizeof(why));
+	nccl_open_fn *open_comm;
+	dlt_comm *c;
+	int rc;
+
+	*out = NULL;
+	if (!lib || !(open_comm = (nccl_open_fn *)dlt_plugin_sym(lib, cuda_so,
+			"dlt_comm_nccl_open", why, sizeof(why))))
+		return dlt_error(DLT_EFAIL, "rank %d of %d: %s", r->rank, r->size, why);
+	/* NCCL works on the device the backend made current */
+	if (!dlt_backend_cuda(device, why, sizeof(why)))
+		return dlt_error(DLT_EFAIL, "rank %d: no CUDA device: %s", r->rank, why);
+	DLT_TRY(nccl_id(lib, r, timeout, id));
+	if (!(c = new_comm(r, timeout)))
+		return DLT_ENOMEM;
+	if (open_comm(c, DLT_COMM_ABI, device, id) != 0) {
+		rc = dlt_error(DLT_EFAIL, "rank %d of %d: %s", r->rank, r->size, c->why);
+		free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+fail:
+	return rc;
+}
+
+int dlt_comm_open(dlt_comm **out, const dlt_rank_info *r, int device, double timeout)
+{
+	return device < 0 ? open_mpi(out, r, timeout) : open_nccl(out, r, device, timeout);
+}
+
+int dlt_rank_device(const dlt_rank_info *r, int device)
+{
+	const char *v = getenv("CUDA_VISIBLE_DEVICES");
+	if (device < 0 || r->size == 1)
+		return device;
+	/* a launcher that gave each rank a GPU of its own (srun --gpus-per-task)
+	 * shows it the one device */
+	if (v && *v && !strchr(v, ','))
+		return 0;
+	return r->local_rank;
+}
+
+void dlt_comm_close(dlt_comm *c)
+{
+	if (c) {
+		c->close(c);
+		free(c);
+	}
+}
+
+static int failed(dlt_comm *c)
+{
+	return dlt_error(DLT_EFAIL, "%s", c->why);
+}
+
+int dlt_comm_sum_begin(dlt_comm *c, float *x, size_t n)
+{
+	return c->sum_begin(c, x, n) ? failed(c) : 0;
+}
+
+int dlt_comm_progress(dlt_comm *c)
+{
+	return c->progress(c) ? failed(c) : 0;
+}
+
+int dlt_comm_sum_wait(dlt_comm *c)
+{
+	return c->sum_wait(c) ? failed(c) : 0;
+}
+
+int dlt_comm_sum_f64(dlt_comm *c, double *x, int n)
+{
+	return c->sum_f64(c, x, n) ? failed(c) : 0;
+}
+
+int dlt_comm_broadcast(dlt_comm *c, void *p, size_t bytes)
+{
+	return c->broadcast(c, p, bytes) ? failed(c) : 0;
+}
+
+void dlt_comm_abort(dlt_comm *c, int status)
+{
+	c->abort(c, status);
+}
+
+void dlt_buckets_init(dlt_buckets *b, dlt_comm *c, float *g, size_t n, size_t bucket_bytes)
+{
+	memset(b, 0, sizeof(*b));
+	b->c = c;
+	b->g = g;
+	b->n = n;
+	b->bucket = bucket_bytes / sizeof(float) ? bucket_bytes / sizeof(float) : 1;
+	b->begun = n;
+}
+
+void dlt_buckets_reset(dlt_buckets *b)
+{
+	b->begun = b->n;
+	b->err = 0;
+}
+
+void dlt_buckets_ready(dlt_buckets *b, size_t off)
+{
+	if (b->err)
+		return;
+	if (off < b->begun && b->begun - off >= b->bucket) {
+		b->err = dlt_comm_sum_begin(b->c, b->g + off, b->begun - off);
+		b->begun = off;
+	} else {
+		b->err = dlt_comm_progress(b->c);
+	}
+}
+
+int dlt_buckets_finish(dlt_buckets *b)
+{
+	if (!b->err && b->begun > 0) {
+		b->err = dlt_comm_sum_begin(b->c, b->g, b->begun);
+		b->begun = 0;
+	}
+	if (!b->err)
+		b->err = dlt_comm_sum_wait(b->c);
+	return b->err;
+}

@@ -1,0 +1,100 @@
+/* comm: what data parallelism needs of the ranks of a job, behind one
+ * interface with two implementations:
+ *
+ *   MPI   CPU ranks (Open MPI's MPI_Iallreduce), in libdlt-mpi.so;
+ *   NCCL  GPU ranks (its ring/tree all-reduce), in libdlt-cuda.so,
+ *
+ * both opened only by jobs of several ranks, so that a one-process run
+ * never pays their start-up.  The ranks come from the launcher's
+ * environment: mpirun (OMPI_COMM_WORLD_*), srun (SLURM_*), or dlt-train
+ * --gpus N (DLT_RANK, ...).
+ *
+ * Every wait has a deadline: a rank that died or stalls ends the others'
+ * waits with an error instead of a hang, and the caller ends the job
+ * (dlt_comm_abort). */
+#ifndef DLT_COMM_H
+#define DLT_COMM_H
+
+#include <stddef.h>
+
+/* Where a process stands in its job, from the launcher's environment. */
+typedef struct dlt_rank_info {
+	int rank, size;			/* 0 and 1 outside a job of several ranks */
+	int local_rank, local_size;	/* on this machine */
+	const char *launcher;		/* "mpirun", "srun", "dlt-train", "" */
+} dlt_rank_info;
+
+/* DLT_EINPUT when a launcher's variables contradict each other. */
+int dlt_rank_info_get(dlt_rank_info *r);
+
+/* What a shared object fills (DLT_COMM_ABI: the version of this struct).
+ * Entries return 0 or -1 with the reason in why.  Buffers are in the
+ * memory of the ranks' backend: the host's for MPI, the GPU's for NCCL,
+ * except sum_f64's, which are always the host's. */
+#define DLT_COMM_ABI 1
+typedef struct dlt_comm {
+	const char *name;		/* "mpi", "nccl" */
+	int rank, size;
+	double timeout;			/* seconds any wait may take */
+	/* x[0..n) summed over the ranks in place, begun now; the result is
+	 * there after sum_wait */
+	int (*sum_begin)(struct dlt_comm *c, float *x, size_t n);
+	/* lets begun sums move on while the caller computes (MPI) */
+	int (*progress)(struct dlt_comm *c);
+	/* every begun sum done */
+	int (*sum_wait)(struct dlt_comm *c);
+	/* small sums of host values (metrics, flags), blocking */
+	int (*sum_f64)(struct dlt_comm *c, double *x, int n);
+	/* rank 0's bytes to every rank */
+	int (*broadcast)(struct dlt_comm *c, void *p, size_t bytes);
+	/* ends every rank of the job at once */
+	void (*abort)(struct dlt_comm *c, int status);
+	void (*close)(struct dlt_comm *c);
+	char why[512];
+	void *impl;
+} dlt_comm;
+
+/* The comm of a job of r->size > 1 ranks on device (-1: CPU ranks, MPI;
+ * else NCCL on that GPU), with timeout seconds for any wait.  DLT_EFAIL
+ * with the reason when it cannot be opened. */
+int dlt_comm_open(dlt_comm **c, const dlt_rank_info *r, int device, double timeout);
+void dlt_comm_close(dlt_comm *c);
+/* The GPU of a rank whose config says device: one per rank on a machine,
+ * by local rank, or the only one the launcher let it see. */
+int dlt_rank_device(const dlt_rank_info *r, int device);
+
+/* The entries, with their failures as dlt_error's (DLT_EFAIL). */
+int dlt_comm_sum_begin(dlt_comm *c, float *x, size_t n);
+int dlt_comm_progress(dlt_comm *c);
+int dlt_comm_sum_wait(dlt_comm *c);
+int dlt_comm_sum_f64(dlt_comm *c, double *x, int n);
+int dlt_comm_broadcast(dlt_comm *c, void *p, size_t bytes);
+void dlt_comm_abort(dlt_comm *c, int status);
+
+/* NCCL's unique id of a job started by dlt-train --gpus: made by the
+ * launcher's rank 0 and read by the others from the pipe in DLT_NCCL_ID_FD. */
+#define DLT_NCCL_ID_BYTES 128
+
+/* Gradients in buckets: backward reports, layer by layer, from which
+ * offset of the gradient block on every gradient is final (they become
+ * final from the end of the block down), and a bucket's sum begins as
+ * soon as bucket floats are final, while backward goes on with the
+ * layers before. */
+typedef struct dlt_buckets {
+	dlt_comm *c;
+	float *g;		/* the gradient block */
+	size_t n;		/* its floats */
+	size_t bucket;		/* floats a sum begins with, at least */
+	size_t begun;		/* g[begun..n) is being summed */
+	int err;		/* the first failure, 0 while none */
+} dlt_buckets;
+
+void dlt_buckets_init(dlt_buckets *b, dlt_comm *c, float *g, size_t n, size_t bucket_bytes);
+/* Starts a step: nothing is summed yet. */
+void dlt_buckets_reset(dlt_buckets *b);
+/* g[off..n) is final. */
+void dlt_buckets_ready(dlt_buckets *b, size_t off);
+/* All of g is final: sums what is left and waits for every sum. */
+int dlt_buckets_finish(dlt_buckets *b);
+
+#endif

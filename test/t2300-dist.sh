@@ -1,0 +1,167 @@
+#!/bin/sh
+# Data parallelism on the CPU: ranks of mpirun summing their gradients
+# through MPI train the model that one process trains with the same
+# global batch; a rank that dies or stalls ends the job on every rank,
+# and --restarts continues it from the last checkpoint.
+. "$(dirname "$0")/lib.sh"
+src=/usr/share/datasets/fashion-mnist
+# two ranks on two cores: one thread each, and mpirun as root (CI)
+DLT_THREADS=1
+OMPI_ALLOW_RUN_AS_ROOT=1
+OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+OMPI_MCA_rmaps_base_oversubscribe=1
+export DLT_THREADS OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM \
+	OMPI_MCA_rmaps_base_oversubscribe
+
+if ! command -v mpirun >/dev/null; then
+	echo "1..0 # SKIP no mpirun (openmpi-bin; scripts/install-deps installs it)"
+	exit 0
+fi
+
+cat >mlp.yaml <<'YAML'
+data: {train: train.dlt, test: test.dlt}
+model: [flatten, {dense: 256}, relu, {dense: 128}, relu, {dense: 10}]
+train: {epochs: 1, batch: 128, seed: 0, optimizer: {adam: {lr: 1e-3}}, schedule: cosine}
+dist: {timeout: 10}
+YAML
+
+# rel_l2 A B: the largest relative L2 difference of a tensor of A and B
+rel_l2() {
+	dlt-ckpt diff "$1" "$2" | awk '$2 == "equal" || $2 == "differs" {
+		if ($4 > m) m = $4 } END { print m + 0 }'
+}
+
+# ours: the processes of this test's jobs (others may run dlt-train too)
+ours() {
+	for p in $(pgrep -x 'dlt-train|mpirun|orted'); do
+		[ "$(readlink /proc/$p/cwd 2>/dev/null)" = "$TRASH" ] && echo $p
+	done
+}
+
+# rank_pid R: the pid of rank R of the job running
+rank_pid() {
+	for p in $(ours); do
+		tr '\0' '\n' </proc/$p/environ 2>/dev/null |
+			grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo $p; return 0; }
+	done
+	return 1
+}
+
+# wait_for FILE PATTERN: until a line of FILE matches (at most 30 s)
+wait_for() {
+	i=0
+	until grep -q "$2" "$1" 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -lt 600 ] || { echo "timed out waiting for $2 in $1"; return 1; }
+		sleep 0.05
+	done
+}
+
+# no_ranks_left: no process of the job is running any more
+no_ranks_left() {
+	sleep 0.5
+	test -z "$(ours)"
+}
+
+# wait_file FILE: until it exists (at most 30 s)
+wait_file() {
+	i=0
+	until test -e "$1"; do
+		i=$((i + 1))
+		[ $i -lt 600 ] || { echo "timed out waiting for $1"; return 1; }
+		sleep 0.05
+	done
+}
+
+test_expect_success 'prepare 12000 training images (94 batches) and the test set' '
+	dlt-prep idx -q $src/train-images-idx3-ubyte.gz $src/train-labels-idx1-ubyte.gz \
+		--split 0.2 -o train.dlt -o rest.dlt &&
+	dlt-prep idx -q $src/t10k-images-idx3-ubyte.gz $src/t10k-labels-idx1-ubyte.gz \
+		-o test.dlt
+'
+
+test_expect_success 'mpirun -np 2: the parameters of one process within 1e-5 relative L2' '
+	dlt-train -q -c mlp.yaml -o one &&
+	mpirun -np 2 dlt-train -q -c mlp.yaml -o two >out 2>err &&
+	d=$(rel_l2 one/model.dlt two/model.dlt) && echo "relative L2 $d" &&
+	perl -e "exit !($d < 1e-5)" &&
+	grep -q "\"event\":\"done\"" two/metrics.jsonl &&
+	test $(wc -l <one/metrics.jsonl) = $(wc -l <two/metrics.jsonl)
+'
+
+test_expect_success 'rank 0 alone prints and writes: one result line, one run directory' '
+	mpirun -np 2 dlt-train -c mlp.yaml -o three >out 2>err &&
+	test $(grep -c "^test accuracy" out) = 1 &&
+	test $(grep -c "^epoch 1/1" out) = 1 &&
+	! test -e three/three
+'
+
+test_expect_success 'three epochs of all 60000 images: test accuracy of one process +-0.2 points' '
+	prep_full() {
+		dlt-prep idx -q $src/train-images-idx3-ubyte.gz \
+			$src/train-labels-idx1-ubyte.gz -o full.dlt
+	} &&
+	prep_full &&
+	dlt-train -c mlp.yaml -o full1 -s data.train=full.dlt -s train.epochs=3 >out1 &&
+	mpirun -np 2 dlt-train -c mlp.yaml -o full2 -s data.train=full.dlt \
+		-s train.epochs=3 >out2 &&
+	a=$(sed -n "s/^test accuracy: //p" out1) && b=$(sed -n "s/^test accuracy: //p" out2) &&
+	echo "one process $a, two ranks $b" &&
+	perl -e "exit !(abs($a - $b) <= 0.002)"
+'
+
+test_expect_success 'kill -9 of rank 1: rank 0 ends within 15 s, non-zero, rank named' '
+	DLT_TEST_STEP_DELAY=0.05 dlt-train --ranks 2 -c mlp.yaml -o killed \
+		>out 2>err & job=$! &&
+	wait_for killed/metrics.jsonl "\"step\":" &&
+	pid=$(rank_pid 1) && kill -9 $pid && t0=$(date +%s) &&
+	{ wait $job; status=$?; } ; t1=$(date +%s) &&
+	echo "exit $status after $((t1 - t0)) s" && cat err &&
+	test $status = 1 && test $((t1 - t0)) -le 15 &&
+	grep -q "rank 1" err && no_ranks_left
+'
+
+test_expect_success 'a stalled rank (SIGSTOP) ends the job after dist.timeout' '
+	DLT_TEST_STEP_DELAY=0.05 dlt-train --ranks 2 -c mlp.yaml -o stalled \
+		>out 2>err & job=$! &&
+	wait_for stalled/metrics.jsonl "\"step\":" &&
+	pid=$(rank_pid 1) && kill -STOP $pid && t0=$(date +%s) &&
+	{ wait $job; status=$?; } ; t1=$(date +%s) &&
+	echo "exit $status after $((t1 - t0)) s" && cat err &&
+	test $status = 1 && test $((t1 - t0)) -le 25 &&
+	grep -q "no answer from every rank in 10 s" err && no_ranks_left
+'
+
+test_expect_success '--restarts: kill -9 of a rank, the job restarts and ends as if never killed' '
+	dlt-train -q --ranks 2 -c mlp.yaml -o ref2 -s checkpoint.every="20 steps" &&
+	DLT_TEST_STEP_DELAY=0.05 dlt-train -q --ranks 2 --restarts 3 -c mlp.yaml -o restarted \
+		-s checkpoint.every="20 steps" >out 2>err & job=$! &&
+	wait_file restarted/ckpt/step-00000040.dlt &&
+	kill -9 $(rank_pid 1) &&
+	wait $job && cat err &&
+	grep -q "restart 1 of 3" err &&
+	grep -q "\"event\":\"resume\"" restarted/metrics.jsonl &&
+	cmp ref2/model.dlt restarted/model.dlt && no_ranks_left
+'
+
+test_expect_success 'a run of two ranks resumes in one process (batches are global)' '
+	DLT_TEST_STEP_DELAY=0.05 mpirun -np 2 dlt-train -q -c mlp.yaml -o moved \
+		-s checkpoint.every="20 steps" >out 2>err & job=$! &&
+	wait_file moved/ckpt/step-00000040.dlt &&
+	kill -TERM $(rank_pid 0) && wait $job &&
+	grep -q "\"status\":\"stopped\"" moved/status &&
+	dlt-train -q --resume moved &&
+	d=$(rel_l2 one/model.dlt moved/model.dlt) && echo "relative L2 $d" &&
+	perl -e "exit !($d < 1e-5)"
+'
+
+test_expect_success '--gpus without a GPU: the one-line error, exit 1' '
+	test_must_fail 1 "no CUDA device" dlt-train --gpus 2 -c mlp.yaml -o gpus &&
+	! test -e gpus
+'
+
+test_expect_success 'rank options under a launcher are refused' '
+	OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 \
+		test_must_fail 2 "started by mpirun" dlt-train --restarts 2 -c mlp.yaml
+'
+test_done
