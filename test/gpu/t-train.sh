@@ -187,4 +187,24 @@ test_expect_success 'CNN f32 on the GPU: the same run twice gives the same weigh
 	cmp cnn-f32-cuda/model.dlt cnn-again/model.dlt
 '
 
+# data parallelism over NCCL: the multi-GPU test, where there are GPUs for it
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
+if [ "$ngpu" -ge 2 ]; then
+	test_expect_success '--gpus 2 (NCCL): the weights one GPU trains, within 1e-4 relative L2' '
+		dlt-train -c mlp.yaml -o mlp-gpus2 --gpus 2 -q >/dev/null &&
+		dlt-ckpt diff mlp-f32-cuda/model.dlt mlp-gpus2/model.dlt |
+			awk "\$2 == \"equal\" || \$2 == \"differs\" { if (\$4 > m) m = \$4 }
+			     END { print \"relative L2\", m + 0; exit !(m < 1e-4) }"
+	'
+	test_expect_success '--gpus 2: kill -9 of a rank ends the job, naming the rank' '
+		DLT_TEST_STEP_DELAY=0.05 dlt-train -c mlp.yaml -o mlp-kill --gpus 2 -q \
+			>/dev/null 2>err & job=$! &&
+		sleep 3 && pkill -9 -f "mlp-kill" -n && ! wait $job &&
+		grep -q "rank [01] died of signal 9" err
+	'
+else
+	test_count=$((test_count + 1))
+	echo "ok $test_count # skip --gpus 2 needs two GPUs, this machine has $ngpu"
+fi
+
 test_done
