@@ -255,4 +255,9 @@ test_expect_success 'bad input: a class id too large for an output layer' '
 		dlt-prep csv huge.csv --label 1 -o out/d.dlt &&
 	is_empty out
 '
+test_expect_success '-o /dev/null writes to the device, and leaves it one' '
+	blobs_csv >dn.csv &&
+	dlt-prep csv -q -l kind -o /dev/null dn.csv &&
+	test -c /dev/null
+'
 test_done

@@ -51,6 +51,7 @@ int dlt_ofile_open(dlt_ofile *f, const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	size_t dirlen = slash ? (size_t)(slash - path + 1) : 0;
+	struct stat st;
 	mode_t mask;
 	int fd;
 
@@ -61,6 +62,18 @@ int dlt_ofile_open(dlt_ofile *f, const char *path)
 	}
 	if (!*path || path[strlen(path) - 1] == '/')
 		return dlt_error(DLT_EINPUT, "'%s': not a file name", path);
+	/* a device or a pipe (-o /dev/null, a FIFO) is written as it is: a
+	 * file renamed over it would replace the device itself */
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+		if (!(f->path = dlt_strdup(path)))
+			return DLT_ENOMEM;
+		if (!(f->fp = fopen(path, "wb"))) {
+			int rc = dlt_error_errno(DLT_EIO, "%s", path);
+			ofile_clear(f);
+			return rc;
+		}
+		return 0;
+	}
 	f->path = dlt_strdup(path);
 	f->tmp = dlt_malloc(strlen(path) + 16);
 	if (!f->path || !f->tmp) {
@@ -100,6 +113,11 @@ int dlt_ofile_commit(dlt_ofile *f)
 		memset(f, 0, sizeof(*f));
 		return 0;
 	}
+	if (!f->tmp) {		/* a device or a pipe */
+		rc = fclose(f->fp) != 0 ? dlt_error_errno(DLT_EIO, "%s", f->path) : 0;
+		ofile_clear(f);
+		return rc;
+	}
 	if (fflush(f->fp) != 0 || fsync(fileno(f->fp)) != 0) {
 		rc = dlt_error_errno(DLT_EIO, "%s", f->path);
 		dlt_ofile_abort(f);
@@ -132,7 +150,8 @@ void dlt_ofile_abort(dlt_ofile *f)
 	if (f->path) {
 		if (f->fp)
 			fclose(f->fp);
-		unlink(f->tmp);
+		if (f->tmp)
+			unlink(f->tmp);
 	}
 	ofile_clear(f);
 }
