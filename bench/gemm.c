@@ -221,8 +221,9 @@ int main(int argc, char **argv)
 		free(C);
 	}
 
-	printf("gemm: ours %s (default %s); FMA peak %s: %.1f GFLOP/s on 1 thread", 
+	printf("gemm: ours %s (default %s, for bf16 %s); FMA peak %s: %.1f GFLOP/s on 1 thread",
 	       dlt_cpu_gemm_kind_name(kind), dlt_cpu_gemm_name(),
+	       dlt_cpu_gemm_prec_name(DLT_PREC_BF16),
 	       isa_wide == 16 ? "avx512" : isa_wide == 8 ? "avx2" : "none", peak[0]);
 	if (ntc > 1)
 		printf(", %.1f on %d", peak[1], tcounts[1]);
@@ -246,8 +247,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gemm: %s: %s\n", json, strerror(errno));
 		return 1;
 	}
-	fprintf(f, "{\n  \"bench\": \"gemm\",\n  \"dlt_kind\": \"%s\",\n  \"default_kind\": \"%s\",\n",
-		dlt_cpu_gemm_kind_name(kind), dlt_cpu_gemm_name());
+	fprintf(f, "{\n  \"bench\": \"gemm\",\n  \"dlt_kind\": \"%s\",\n  \"default_kind\": \"%s\",\n"
+		"  \"bf16_kind\": \"%s\",\n", dlt_cpu_gemm_kind_name(kind), dlt_cpu_gemm_name(),
+		dlt_cpu_gemm_prec_name(DLT_PREC_BF16));
 	fprintf(f, "  \"peak_isa\": \"%s\",\n  \"peak_gflops\": {",
 		isa_wide == 16 ? "avx512" : isa_wide == 8 ? "avx2" : "none");
 	for (int t = 0; t < ntc; t++)
