@@ -698,10 +698,11 @@ void dlt_cpu_sgemm(int prec, int tA, int tB, int M, int N, int K, float alpha,
 		   const float *A, int lda, const float *B, int ldb,
 		   float beta, float *C, int ldc)
 {
-	if (prec == DLT_PREC_BF16 && (dlt_cpu_gemm_kind(), bf16_native)) {
+	int kind = dlt_cpu_gemm_kind();	/* and bf16_native */
+	if (prec == DLT_PREC_BF16 && bf16_native) {
 		dlt_cpu_sgemm_bf16(1, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 		return;
 	}
-	dlt_cpu_sgemm_kind(dlt_cpu_gemm_kind(), prec, tA, tB, M, N, K, alpha, A, lda, B, ldb,
+	dlt_cpu_sgemm_kind(kind, prec, tA, tB, M, N, K, alpha, A, lda, B, ldb,
 			   beta, C, ldc);
 }
