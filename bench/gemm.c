@@ -133,23 +133,42 @@ static float *rand_floats(size_t n, unsigned *seed)
 	return p;
 }
 
-/* GFLOP/s of one kind on one shape: the best of at least 3 runs and
- * 0.15 s, after a warm-up run that also grows the packing buffers */
-static double time_gemm(int kind, const shape *s, const float *A, const float *B, float *C)
+/* One call: kind (converted where prec is not f32), or kind < 0: what
+ * dlt_cpu_sgemm runs for prec (bf16 on the CPU's own dot products where
+ * it has them). */
+static void call_gemm(int kind, int prec, const shape *s, const float *A, const float *B,
+		      float *C)
 {
 	int lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
+	if (kind < 0)
+		dlt_cpu_sgemm(prec, s->ta, s->tb, s->m, s->n, s->k, 1.0f, A, lda, B, ldb, 0.0f, C,
+			      s->n);
+	else
+		dlt_cpu_sgemm_kind(kind, prec, s->ta, s->tb, s->m, s->n, s->k, 1.0f, A, lda, B, ldb,
+				   0.0f, C, s->n);
+}
+
+/* GFLOP/s of one kind on one shape: the best of at least 3 runs and
+ * 0.15 s, after a warm-up run that also grows the packing buffers */
+static double time_prec(int kind, int prec, const shape *s, const float *A, const float *B,
+			float *C)
+{
 	double best = 1e30, spent = 0.0, flops = 2.0 * s->m * s->n * s->k;
-	dlt_cpu_sgemm_kind(kind, DLT_PREC_F32, s->ta, s->tb, s->m, s->n, s->k, 1.0f, A, lda, B, ldb, 0.0f, C, s->n);
+	call_gemm(kind, prec, s, A, B, C);
 	for (int rep = 0; rep < 1000 && (rep < 3 || spent < 0.15); rep++) {
 		double t = now();
-		dlt_cpu_sgemm_kind(kind, DLT_PREC_F32, s->ta, s->tb, s->m, s->n, s->k, 1.0f, A, lda, B, ldb, 0.0f, C,
-				   s->n);
+		call_gemm(kind, prec, s, A, B, C);
 		t = now() - t;
 		spent += t;
 		if (t < best)
 			best = t;
 	}
 	return flops / best * 1e-9;
+}
+
+static double time_gemm(int kind, const shape *s, const float *A, const float *B, float *C)
+{
+	return time_prec(kind, DLT_PREC_F32, s, A, B, C);
 }
 
 static void usage(void)
@@ -162,7 +181,7 @@ int main(int argc, char **argv)
 {
 	const char *json = NULL;
 	int kind = -1, nthreads = omp_get_max_threads(), tcounts[2], ntc;
-	double peak[2];
+	double peak[2], bf16[2] = { 0, 0 };	/* square 1024, 1 thread: default, converted */
 	result res[2][NSHAPES];
 	unsigned seed = 12345;
 	FILE *f;
@@ -216,16 +235,25 @@ int main(int argc, char **argv)
 			res[t][s].ours = time_gemm(kind, sh, A, B, C);
 			res[t][s].blas = time_gemm(DLT_GEMM_OPENBLAS, sh, A, B, C);
 		}
+		if (!strcmp(sh->name, "square 1024")) {
+			dlt_cpu_set_threads(1);
+			bf16[0] = time_prec(-1, DLT_PREC_BF16, sh, A, B, C);
+			bf16[1] = time_prec(kind, DLT_PREC_BF16, sh, A, B, C);
+		}
 		free(A);
 		free(B);
 		free(C);
 	}
 
-	printf("gemm: ours %s (default %s); FMA peak %s: %.1f GFLOP/s on 1 thread", 
+	printf("gemm: ours %s (default %s, for bf16 %s); FMA peak %s: %.1f GFLOP/s on 1 thread",
 	       dlt_cpu_gemm_kind_name(kind), dlt_cpu_gemm_name(),
+	       dlt_cpu_gemm_prec_name(DLT_PREC_BF16),
 	       isa_wide == 16 ? "avx512" : isa_wide == 8 ? "avx2" : "none", peak[0]);
 	if (ntc > 1)
 		printf(", %.1f on %d", peak[1], tcounts[1]);
+	printf("\nbf16 square 1024, 1 thread: %s %.1f GFLOP/s, converted %s %.1f (%.2fx)",
+	       dlt_cpu_gemm_prec_name(DLT_PREC_BF16), bf16[0], dlt_cpu_gemm_kind_name(kind),
+	       bf16[1], bf16[1] > 0 ? bf16[0] / bf16[1] : 0.0);
 	printf("\n%-16s %6s %6s %6s %2s %2s %3s %8s %6s %8s %6s %7s\n", "shape", "M", "N", "K",
 	       "tA", "tB", "thr", "dlt GF/s", "peak", "blas GF/s", "peak", "dlt/blas");
 	for (int t = 0; t < ntc; t++) {
@@ -246,8 +274,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gemm: %s: %s\n", json, strerror(errno));
 		return 1;
 	}
-	fprintf(f, "{\n  \"bench\": \"gemm\",\n  \"dlt_kind\": \"%s\",\n  \"default_kind\": \"%s\",\n",
-		dlt_cpu_gemm_kind_name(kind), dlt_cpu_gemm_name());
+	fprintf(f, "{\n  \"bench\": \"gemm\",\n  \"dlt_kind\": \"%s\",\n  \"default_kind\": \"%s\",\n"
+		"  \"bf16_kind\": \"%s\",\n", dlt_cpu_gemm_kind_name(kind), dlt_cpu_gemm_name(),
+		dlt_cpu_gemm_prec_name(DLT_PREC_BF16));
+	fprintf(f, "  \"bf16_square_gflops\": %.2f,\n  \"bf16_converted_square_gflops\": %.2f,\n",
+		bf16[0], bf16[1]);
 	fprintf(f, "  \"peak_isa\": \"%s\",\n  \"peak_gflops\": {",
 		isa_wide == 16 ? "avx512" : isa_wide == 8 ? "avx2" : "none");
 	for (int t = 0; t < ntc; t++)

@@ -27,6 +27,7 @@
 
 #include "kernels/common/math.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16.h"
 
 /* KC x NR of B (18 KiB for AVX2, 36 KiB for AVX-512) fits L1 next to an A
  * panel (Zen 3's 32 KiB, Zen 4/5's 32/48); MC x KC of A (162 KiB) fits L2;
@@ -614,6 +615,7 @@ static const impl impls[DLT_GEMM_KINDS] = {
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int supported[DLT_GEMM_KINDS];
 static int best_ours, active;
+static int bf16_native;		/* bf16 runs on vdpbf16ps (gemm_bf16.c) */
 
 /* cpuid and DLT_GEMM, once: the choice never depends on timings, so
  * every process on a machine makes the same one.  Without AVX2 ours is
@@ -633,6 +635,8 @@ static void init(void)
 	for (int k = 0; env && k < DLT_GEMM_KINDS; k++)
 		if (!strcmp(env, impls[k].name) && supported[k])
 			active = k;
+	/* a DLT_GEMM that names one kernel gets it for bf16 too, converted */
+	bf16_native = dlt_cpu_bf16_native() && (!env || !strcmp(env, "dlt"));
 	pthread_key_create(&buf_key, free);
 }
 
@@ -645,6 +649,14 @@ int dlt_cpu_gemm_kind(void)
 const char *dlt_cpu_gemm_name(void)
 {
 	return impls[dlt_cpu_gemm_kind()].name;
+}
+
+const char *dlt_cpu_gemm_prec_name(int prec)
+{
+	int k = dlt_cpu_gemm_kind();
+	if (prec == DLT_PREC_BF16 && bf16_native)
+		return "dlt-avx512-bf16";
+	return impls[k == DLT_GEMM_OPENBLAS && prec != DLT_PREC_F32 ? best_ours : k].name;
 }
 
 const char *dlt_cpu_gemm_kind_name(int kind)
@@ -686,6 +698,11 @@ void dlt_cpu_sgemm(int prec, int tA, int tB, int M, int N, int K, float alpha,
 		   const float *A, int lda, const float *B, int ldb,
 		   float beta, float *C, int ldc)
 {
-	dlt_cpu_sgemm_kind(dlt_cpu_gemm_kind(), prec, tA, tB, M, N, K, alpha, A, lda, B, ldb,
+	int kind = dlt_cpu_gemm_kind();	/* and bf16_native */
+	if (prec == DLT_PREC_BF16 && bf16_native) {
+		dlt_cpu_sgemm_bf16(1, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+		return;
+	}
+	dlt_cpu_sgemm_kind(kind, prec, tA, tB, M, N, K, alpha, A, lda, B, ldb,
 			   beta, C, ldc);
 }

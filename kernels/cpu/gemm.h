@@ -30,6 +30,10 @@ enum dlt_cpu_gemm_kind {
 /* The kind dlt_cpu_sgemm runs, and its name ("dlt-avx2", "openblas", ...). */
 int dlt_cpu_gemm_kind(void);
 const char *dlt_cpu_gemm_name(void);
+/* The kernel dlt_cpu_sgemm runs for prec (enum dlt_prec): for bf16
+ * "dlt-avx512-bf16" where the CPU has bf16 dot products (gemm_bf16.h)
+ * and DLT_GEMM does not name a kernel, else the converted path's. */
+const char *dlt_cpu_gemm_prec_name(int prec);
 const char *dlt_cpu_gemm_kind_name(int kind);
 /* Whether this CPU can run the kind. */
 int dlt_cpu_gemm_supported(int kind);

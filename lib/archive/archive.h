@@ -25,7 +25,10 @@
  *              writer picks per plane: the low bytes of floats are noise and
  *              stay raw, the sign-and-exponent byte gets Huffman codes (a
  *              frame of literals only), zeros and long runs get zstd's
- *              matches too; a frame is kept where it saves 2%.
+ *              matches too; a frame is kept where it saves 2%.  A tensor
+ *              under 16 KiB is kept raw unless a plane has runs or one
+ *              dominant byte: a zstd call's fixed cost is more than the
+ *              few bytes Huffman codes would save there.
  *   2 shuffle-zstd in its first layout: one zstd frame of all the planes.
  *              The writer keeps it for tensors of fewer than 64 elements,
  *              where a table of plane sizes costs more than it saves.

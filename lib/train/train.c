@@ -16,6 +16,7 @@
 
 #include "archive/archive.h"
 #include "comm/comm.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/threads.h"
 #include "rundir.h"
 #include "train/ckpt.h"
@@ -569,6 +570,9 @@ static int done_record(run_state *s, double train_time, double startup, double s
 	dlt_json_num(&j, "train_time", train_time);
 	if (startup >= 0)
 		dlt_json_num(&j, "startup", startup);
+	/* which kernel did the work, as machines differ: with the times */
+	if (s->c->device < 0)
+		dlt_json_str(&j, "cpu_gemm", dlt_cpu_gemm_prec_name(s->m.prec));
 	timed_part(s, &j);
 	return emit(s, &j, timed);
 }

@@ -14,6 +14,8 @@ int ok_rc(int rc, int want, const char *fmt, ...) __attribute__((format(printf, 
 /* ok when the last error message contains needle. */
 int ok_msg(const char *needle, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A test that cannot run here: "ok N # skip why". */
+void skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints the plan "1..N" and returns the exit status (1 if any failed). */
 int done_testing(void);
 /* A fresh temporary directory for this test program (removed at exit). */

@@ -10,7 +10,9 @@
 #include <omp.h>
 
 #include "tap.h"
+#include "kernels/common/math.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16.h"
 
 static unsigned seed = 1;
 
@@ -272,6 +274,136 @@ static void test_degenerate(void)
 	}
 }
 
+/* bf16 on the CPU's dot products (gemm_bf16.c) against the converted
+ * path (ours, rounding the packed panels, f32 fma from k = 0 up).  Both
+ * sum the same bf16-rounded products, in orders that differ within each
+ * pair of k, so each is within (K + 3) 2^-24 (|alpha| sum |a b| + |beta c|)
+ * of the exact sum and they differ by at most twice that: the tolerance.
+ * The portable micro-kernel runs everywhere, so the bf16 packing and loops
+ * are tested here; vdpbf16ps only where the CPU has it. */
+static double bf16_worst(const problem *p, const float *got, const float *want)
+{
+	double worst = 0.0;
+	for (int i = 0; i < p->M; i++) {
+		for (int j = 0; j < p->ldc; j++) {
+			size_t at = (size_t)i * p->ldc + j;
+			double mag = 0.0, err;
+			if (j >= p->N) {	/* padding: untouched */
+				if (memcmp(&got[at], &p->C0[at], sizeof(float)))
+					return INFINITY;
+				continue;
+			}
+			for (int k = 0; k < p->K; k++) {
+				float a = p->tA ? p->A[(size_t)k * p->lda + i] : p->A[(size_t)i * p->lda + k];
+				float b = p->tB ? p->B[(size_t)j * p->ldb + k] : p->B[(size_t)k * p->ldb + j];
+				mag += fabs((double)dlt_round_bf16(a) * dlt_round_bf16(b));
+			}
+			mag *= fabs(p->alpha);
+			if (p->beta != 0.0f)
+				mag += fabs((double)p->beta * p->C0[at]);
+			err = fabs((double)got[at] - want[at]);
+			if (!(err <= 1e-30 + 2 * mag * (p->K + 3) * 0x1p-24))
+				return INFINITY;	/* NaN too */
+			if (mag > 0)
+				worst = fmax(worst, err / (2 * mag * (p->K + 3) * 0x1p-24));
+		}
+	}
+	return worst;
+}
+
+static float *run_bf16(int native, const problem *p)
+{
+	float *C = malloc(p->nc * sizeof(float) + 1);
+	memcpy(C, p->C0, p->nc * sizeof(float));
+	dlt_cpu_sgemm_bf16(native, p->tA, p->tB, p->M, p->N, p->K, p->alpha, p->A, p->lda, p->B,
+			   p->ldb, p->beta, C, p->ldc);
+	return C;
+}
+
+static float *run_converted(const problem *p)
+{
+	float *C = malloc(p->nc * sizeof(float) + 1);
+	memcpy(C, p->C0, p->nc * sizeof(float));
+	dlt_cpu_sgemm_kind(kinds[nkinds - 1], DLT_PREC_BF16, p->tA, p->tB, p->M, p->N, p->K,
+			   p->alpha, p->A, p->lda, p->B, p->ldb, p->beta, C, p->ldc);
+	return C;
+}
+
+static void test_bf16_kernel(int native, const char *what)
+{
+	/* around the 8 x 32 tile, odd K, K across the 512 slice, M across
+	 * the 96-row block */
+	static const int shapes[][3] = { { 1, 1, 1 }, { 7, 33, 5 }, { 8, 32, 2 }, { 9, 31, 3 },
+					 { 17, 65, 513 }, { 100, 70, 1030 }, { 200, 40, 64 } };
+	int saved = omp_get_max_threads();
+	for (int t = 0; t < 4; t++) {
+		double worst = 0.0;
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+			for (int v = 0; v < 2; v++) {
+				problem p;
+				float *got, *want;
+				make(&p, t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2], 3,
+				     v ? 1.0f : 0.5f, v ? 0.0f : 2.0f);
+				got = run_bf16(native, &p);
+				want = run_converted(&p);
+				worst = fmax(worst, bf16_worst(&p, got, want));
+				free(got);
+				free(want);
+				drop(&p);
+			}
+		}
+		ok(worst <= 1.0, "bf16 %s tA %d tB %d: the converted path's sums within the "
+		   "tolerance (worst %.3g of it), beta 0 over NaN, padding untouched", what, t & 1,
+		   t >> 1, worst);
+	}
+	{
+		problem p;
+		float *C1, *C2;
+		make(&p, 0, 1, 300, 64, 600, 0, 1.0f, 0.5f);
+		omp_set_num_threads(1);
+		C1 = run_bf16(native, &p);
+		omp_set_num_threads(3);
+		C2 = run_bf16(native, &p);
+		omp_set_num_threads(saved);
+		ok(!memcmp(C1, C2, p.nc * sizeof(float)), "bf16 %s: the same bits on 1 and 3 threads",
+		   what);
+		free(C1);
+		free(C2);
+		drop(&p);
+	}
+}
+
+static void test_bf16(void)
+{
+	diag("bf16 GEMM: %s", dlt_cpu_gemm_prec_name(DLT_PREC_BF16));
+	test_bf16_kernel(0, "portable micro-kernel");
+	if (!dlt_cpu_bf16_native()) {
+		skip("bf16 vdpbf16ps: this CPU or OS lacks AVX512_BF16 (cpuid 7.1 eax bit 5) "
+		     "or the ZMM state (xgetbv)");
+		return;
+	}
+	test_bf16_kernel(1, "vdpbf16ps");
+	{
+		problem p;
+		float *C1 = NULL, *C2;
+		make(&p, 0, 0, 33, 65, 77, 0, 1.0f, 0.0f);
+		if (!strcmp(dlt_cpu_gemm_prec_name(DLT_PREC_BF16), "dlt-avx512-bf16")) {
+			C1 = malloc(p.nc * sizeof(float));
+			dlt_cpu_sgemm(DLT_PREC_BF16, 0, 0, p.M, p.N, p.K, 1.0f, p.A, p.lda, p.B,
+				      p.ldb, 0.0f, C1, p.ldc);
+		}
+		C2 = run_bf16(1, &p);
+		if (C1)
+			ok(!memcmp(C1, C2, p.nc * sizeof(float)),
+			   "dlt_cpu_sgemm runs vdpbf16ps for bf16");
+		else
+			skip("DLT_GEMM names a kernel: bf16 runs converted");
+		free(C1);
+		free(C2);
+		drop(&p);
+	}
+}
+
 int main(void)
 {
 	for (int k = DLT_GEMM_SCALAR; k < DLT_GEMM_KINDS; k++)
@@ -284,5 +416,6 @@ int main(void)
 	test_blocks();
 	test_threads();
 	test_degenerate();
+	test_bf16();
 	return done_testing();
 }

@@ -1,0 +1,385 @@
+/* gemm_bf16: the GEMM of bf16 inputs on the CPU's own bf16 dot products
+ * (AVX-512 BF16's vdpbf16ps: Intel Cooper Lake and Sapphire Rapids on, AMD
+ * Zen 4 on), for train.precision bf16 where the CPU has them (gemm.h).
+ *
+ * A and B are rounded to bf16 as the converted path rounds them
+ * (dlt_round_bf16: to nearest, ties to even, NaN kept a NaN) and packed as
+ * pairs along k: a B panel holds, for each pair of k, its 32 columns' two
+ * bf16 side by side (two zmm registers), an A panel each of its 8 rows'
+ * pair as one 32-bit word to broadcast.  vdpbf16ps adds to each f32 lane
+ * the products of one pair: acc += a[k+1] b[k+1], then acc += a[k] b[k],
+ * each rounded to f32 (the products of two bf16 are exact in f32), with
+ * bf16 subnormals read as zero and f32 subnormal results flushed to zero.
+ * So the sums are those of the converted path (fma from k = 0 up) but for
+ * the order within each pair and the subnormals: each is within
+ * (K + 3) 2^-24 (|alpha| sum |a b| + |beta c|) of the exact value for the
+ * rounded inputs, and the two differ by at most twice that (test-gemm.c).
+ * Every element of C gets its sums in the same order whatever the tile or
+ * the thread count, so the bits do not depend on the threads.
+ *
+ * The same loops also run a portable micro-kernel that does vdpbf16ps's
+ * arithmetic in C, so that the packing and the blocking are tested on
+ * every machine, the instruction itself only where the CPU has it.  Kept
+ * apart from gemm.c, whose packing for f32 changes on its own. */
+#include <immintrin.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "kernels/common/math.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16.h"
+
+#define MR 8
+#define NR 32
+#define KC 512			/* k per slice, even: B's panel is 32 KiB */
+#define MC 96			/* rows of A per block: 96 KiB packed */
+#define NC 2048			/* columns of B per slab: 2 MiB packed */
+#define PAR_MIN_FMA (1 << 18)	/* below, one thread */
+
+enum { UPD_ADD, UPD_BETA, UPD_ZERO };
+
+typedef void ukr_fn(int kp, const uint16_t *a, const uint16_t *b, float *c, int ldc, int m,
+		    int n, float alpha, float beta, int upd);
+
+static int min_i(int a, int b)
+{
+	return a < b ? a : b;
+}
+
+/* The upper half of x's bits after rounding to bf16. */
+static inline uint16_t to_bf16(float x)
+{
+	return (uint16_t)(dlt_f32_bits(dlt_round_bf16(x)) >> 16);
+}
+
+static inline float from_bf16(uint16_t h)
+{
+	return dlt_bits_f32((uint32_t)h << 16);
+}
+
+/* C's tile from the sums t (MR x NR, row-major), m x n of it. */
+static void store_tile(const float *t, float *c, int ldc, int m, int n, float alpha, float beta,
+		       int upd)
+{
+	for (int i = 0; i < m; i++)
+		for (int j = 0; j < n; j++) {
+			float *p = c + (size_t)i * ldc + j, s = t[i * NR + j];
+			*p = upd == UPD_ADD ? fmaf(alpha, s, *p)
+			   : upd == UPD_BETA ? fmaf(alpha, s, beta * *p) : alpha * s;
+		}
+}
+
+/* ---- the micro-kernels: C's MR x NR tile from kp pairs of k ---- */
+
+/* The bf16 pair at p as one word: k in the low half, k + 1 in the high
+ * (little-endian), as vdpbf16ps reads it. */
+static inline uint32_t pair(const uint16_t *p)
+{
+	uint32_t w;
+	memcpy(&w, p, 4);
+	return w;
+}
+
+/* vdpbf16ps in C: bf16 subnormals read as zero, f32 subnormal sums
+ * flushed to zero, the odd element of a pair first. */
+static inline float daz(float x)
+{
+	return fabsf(x) < 0x1p-126f ? 0.0f * x : x;
+}
+
+static inline float dot_pair(float acc, uint32_t a, uint32_t b)
+{
+	acc = daz(acc + daz(from_bf16(a >> 16)) * daz(from_bf16(b >> 16)));
+	return daz(acc + daz(from_bf16(a & 0xffff)) * daz(from_bf16(b & 0xffff)));
+}
+
+static void ukr_emulated(int kp, const uint16_t *a, const uint16_t *b, float *c, int ldc, int m,
+			 int n, float alpha, float beta, int upd)
+{
+	float t[MR * NR] = { 0 };
+	for (int q = 0; q < kp; q++, a += 2 * MR, b += 2 * NR)
+		for (int i = 0; i < MR; i++) {
+			uint32_t ai = pair(a + 2 * i);
+			for (int j = 0; j < NR; j++)
+				t[i * NR + j] = dot_pair(t[i * NR + j], ai, pair(b + 2 * j));
+		}
+	store_tile(t, c, ldc, m, n, alpha, beta, upd);
+}
+
+#if defined(__x86_64__)
+#define T_BF16 __attribute__((target("avx512f,avx512bf16")))
+
+#define B_STEP(i)                                                                    \
+	do {                                                                         \
+		__m512i ai = _mm512_set1_epi32((int)pair(a + 2 * (i)));               \
+		c##i##0 = _mm512_dpbf16_ps(c##i##0, (__m512bh)ai, (__m512bh)b0);     \
+		c##i##1 = _mm512_dpbf16_ps(c##i##1, (__m512bh)ai, (__m512bh)b1);     \
+	} while (0)
+
+#define B_SAVE(i)                                                                    \
+	do {                                                                         \
+		_mm512_store_ps(t + (i) * NR, c##i##0);                              \
+		_mm512_store_ps(t + (i) * NR + 16, c##i##1);                         \
+	} while (0)
+
+/* The full tile's update, as the f32 kernels do it: fma(alpha, acc, C). */
+#define B_UPD(i)                                                                     \
+	do {                                                                         \
+		float *r = c + (size_t)(i) * ldc;                                    \
+		__m512 p0 = _mm512_loadu_ps(r), p1 = _mm512_loadu_ps(r + 16);       \
+		if (upd == UPD_ZERO)                                                 \
+			p0 = p1 = _mm512_setzero_ps();                               \
+		else if (upd == UPD_BETA)                                            \
+			p0 = _mm512_mul_ps(vb, p0), p1 = _mm512_mul_ps(vb, p1);      \
+		_mm512_storeu_ps(r, _mm512_fmadd_ps(va, c##i##0, p0));               \
+		_mm512_storeu_ps(r + 16, _mm512_fmadd_ps(va, c##i##1, p1));          \
+	} while (0)
+
+T_BF16
+static void ukr_avx512bf16(int kp, const uint16_t *a, const uint16_t *b, float *c, int ldc,
+			   int m, int n, float alpha, float beta, int upd)
+{
+	__m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+	__m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+	__m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+	for (int q = 0; q < kp; q++, a += 2 * MR, b += 2 * NR) {
+		__m512i b0 = _mm512_load_si512((const void *)b);
+		__m512i b1 = _mm512_load_si512((const void *)(b + 32));
+		B_STEP(0);
+		B_STEP(1);
+		B_STEP(2);
+		B_STEP(3);
+		B_STEP(4);
+		B_STEP(5);
+		B_STEP(6);
+		B_STEP(7);
+	}
+	if (m == MR && n == NR) {
+		__m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+		B_UPD(0);
+		B_UPD(1);
+		B_UPD(2);
+		B_UPD(3);
+		B_UPD(4);
+		B_UPD(5);
+		B_UPD(6);
+		B_UPD(7);
+	} else {
+		float t[MR * NR] __attribute__((aligned(64)));
+		B_SAVE(0);
+		B_SAVE(1);
+		B_SAVE(2);
+		B_SAVE(3);
+		B_SAVE(4);
+		B_SAVE(5);
+		B_SAVE(6);
+		B_SAVE(7);
+		store_tile(t, c, ldc, m, n, alpha, beta, upd);
+	}
+}
+#endif
+
+/* ---- which one: cpuid, once ---- */
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int native;
+static pthread_key_t key_a, key_b;
+
+/* AVX512_BF16 is CPUID.(EAX=7,ECX=1):EAX bit 5; AVX512F CPUID.(7,0):EBX
+ * bit 16; and the OS must save the ZMM state: OSXSAVE (CPUID.1:ECX bit
+ * 27), then XCR0 bits 1, 2 (SSE, AVX) and 5-7 (opmask, ZMM0-15 upper
+ * halves, ZMM16-31). */
+static void init(void)
+{
+	pthread_key_create(&key_a, free);
+	pthread_key_create(&key_b, free);
+#if defined(__x86_64__)
+	unsigned a, b, c, d, lo, hi;
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))
+		return;
+	__asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	if ((lo & 0xe6) != 0xe6)
+		return;
+	if (__get_cpuid_max(0, NULL) < 7 || !__get_cpuid_count(7, 0, &a, &b, &c, &d) ||
+	    !(b & (1u << 16)) || a < 1)
+		return;
+	__get_cpuid_count(7, 1, &a, &b, &c, &d);
+	native = !!(a & (1u << 5));
+#endif
+}
+
+int dlt_cpu_bf16_native(void)
+{
+	pthread_once(&once, init);
+	return native;
+}
+
+/* ---- packing: bf16 pairs along k, zero-padded to whole panels ---- */
+
+/* op(A)'s rows i0 .. i0+m, k p0 .. p0+kc, as MR-row panels of kp pairs. */
+static void pack_a(int tA, const float *A, int lda, int i0, int m, int p0, int kc, int kp,
+		   uint16_t *dst)
+{
+	for (int ip = 0; ip < m; ip += MR, dst += (size_t)2 * MR * kp)
+		for (int q = 0; q < kp; q++)
+			for (int i = 0; i < MR; i++)
+				for (int e = 0; e < 2; e++) {
+					int r = i0 + ip + i, k = p0 + 2 * q + e;
+					float v = ip + i < m && 2 * q + e < kc
+						? (tA ? A[(size_t)k * lda + r] : A[(size_t)r * lda + k])
+						: 0.0f;
+					dst[(size_t)(q * MR + i) * 2 + e] = to_bf16(v);
+				}
+}
+
+/* op(B)'s k p0 .. p0+kc, columns j0 .. j0+n, as NR-column panels. */
+static void pack_b(int tB, const float *B, int ldb, int p0, int kc, int kp, int j0, int n,
+		   uint16_t *dst)
+{
+	for (int jp = 0; jp < n; jp += NR, dst += (size_t)2 * NR * kp)
+		for (int q = 0; q < kp; q++)
+			for (int e = 0; e < 2; e++) {
+				int k = p0 + 2 * q + e;
+				for (int j = 0; j < NR; j++) {
+					int col = j0 + jp + j;
+					float v = jp + j < n && 2 * q + e < kc
+						? (tB ? B[(size_t)col * ldb + k] : B[(size_t)k * ldb + col])
+						: 0.0f;
+					dst[(size_t)(q * NR + j) * 2 + e] = to_bf16(v);
+				}
+			}
+}
+
+/* ---- the loops ---- */
+
+/* Per-thread packing buffers, grown and kept, so a training step
+ * allocates nothing after its first; freed when the thread ends. */
+static __thread uint16_t *tl_a, *tl_b;
+static __thread size_t tl_a_cap, tl_b_cap;
+
+static uint16_t *grow(uint16_t **p, size_t *cap, pthread_key_t key, size_t n)
+{
+	if (n > *cap) {
+		size_t bytes = (n * sizeof(uint16_t) + 63) & ~(size_t)63;
+		uint16_t *q = aligned_alloc(64, bytes);
+		if (!q)
+			return NULL;
+		free(*p);
+		*p = q;
+		*cap = bytes / sizeof(uint16_t);
+		pthread_setspecific(key, q);
+	}
+	return *p;
+}
+
+typedef struct args {
+	int tA, tB, M, N, K, lda, ldb, ldc;
+	float alpha, beta;
+	const float *A, *B;
+	float *C;
+	ukr_fn *ukr;
+} args;
+
+/* Out of memory for a packing buffer: rows ic .. ic+mc, columns jc ..
+ * jc+nc of C one element at a time, with vdpbf16ps's arithmetic in C, so
+ * even then C is whole (and where the CPU's instruction is that arithmetic,
+ * the same bits). */
+static void unpacked(const args *g, int ic, int mc, int jc, int nc, int pc, int kc, int upd)
+{
+	for (int i = ic; i < ic + mc; i++)
+		for (int j = jc; j < jc + nc; j++) {
+			float t = 0.0f;
+			for (int k = pc; k < pc + kc; k += 2) {
+				uint32_t a = 0, b = 0;
+				for (int e = 0; e < 2 && k + e < pc + kc; e++) {
+					int kk = k + e;
+					a |= (uint32_t)to_bf16(g->tA ? g->A[(size_t)kk * g->lda + i]
+								     : g->A[(size_t)i * g->lda + kk])
+					     << 16 * e;
+					b |= (uint32_t)to_bf16(g->tB ? g->B[(size_t)j * g->ldb + kk]
+								     : g->B[(size_t)kk * g->ldb + j])
+					     << 16 * e;
+				}
+				t = dot_pair(t, a, b);
+			}
+			float *p = g->C + (size_t)i * g->ldc + j;
+			*p = upd == UPD_ADD ? fmaf(g->alpha, t, *p)
+			   : upd == UPD_BETA ? fmaf(g->alpha, t, g->beta * *p) : g->alpha * t;
+		}
+}
+
+/* Rows ic .. ic+mc of C against the packed slab bp (nc columns from jc;
+ * NULL: there was no memory for it). */
+static void row_block(const args *g, const uint16_t *bp, int ic, int mc, int jc, int nc, int pc,
+		      int kc, int kp, int upd)
+{
+	uint16_t *ap = bp ? grow(&tl_a, &tl_a_cap, key_a, (size_t)2 * kp * ((mc + MR - 1) / MR * MR))
+			  : NULL;
+	if (!ap) {
+		unpacked(g, ic, mc, jc, nc, pc, kc, upd);
+		return;
+	}
+	pack_a(g->tA, g->A, g->lda, ic, mc, pc, kc, kp, ap);
+	for (int jr = 0; jr < nc; jr += NR)
+		for (int ir = 0; ir < mc; ir += MR)
+			g->ukr(kp, ap + (size_t)2 * kp * ir, bp + (size_t)2 * kp * jr,
+			       g->C + (size_t)(ic + ir) * g->ldc + jc + jr, g->ldc, min_i(MR, mc - ir),
+			       min_i(NR, nc - jr), g->alpha, g->beta, upd);
+}
+
+/* Slabs of NC columns, slices of KC along k; each slice's B packed once,
+ * then the threads take blocks of MC rows, packing their own A. */
+static void run(const args *g)
+{
+	int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+	int blocks = (g->M + MC - 1) / MC;
+	if ((double)g->M * g->N * g->K < PAR_MIN_FMA)
+		threads = 1;
+	threads = min_i(threads, blocks);
+	for (int jc = 0; jc < g->N; jc += NC) {
+		int nc = min_i(NC, g->N - jc);
+		for (int pc = 0; pc < g->K; pc += KC) {
+			int kc = min_i(KC, g->K - pc), kp = (kc + 1) / 2;
+			int upd = pc ? UPD_ADD : g->beta == 0.0f ? UPD_ZERO : UPD_BETA;
+			uint16_t *bp = grow(&tl_b, &tl_b_cap, key_b,
+					    (size_t)2 * kp * ((nc + NR - 1) / NR * NR));
+			if (bp)
+				pack_b(g->tB, g->B, g->ldb, pc, kc, kp, jc, nc, bp);
+			#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+			for (int b = 0; b < blocks; b++)
+				row_block(g, bp, b * MC, min_i(MC, g->M - b * MC), jc, nc, pc, kc, kp,
+					  upd);
+		}
+	}
+}
+
+void dlt_cpu_sgemm_bf16(int use_native, int tA, int tB, int M, int N, int K, float alpha,
+			const float *A, int lda, const float *B, int ldb, float beta, float *C,
+			int ldc)
+{
+	args g = { tA, tB, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, ukr_emulated };
+	pthread_once(&once, init);	/* the buffers' keys */
+#if defined(__x86_64__)
+	if (use_native && dlt_cpu_bf16_native())
+		g.ukr = ukr_avx512bf16;
+#endif
+	if (M <= 0 || N <= 0)
+		return;
+	if (K <= 0 || alpha == 0.0f) {	/* BLAS: C = beta C, A and B unread */
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++) {
+				float *p = C + (size_t)i * ldc + j;
+				*p = beta == 0.0f ? 0.0f : beta * *p;
+			}
+		return;
+	}
+	run(&g);
+}

@@ -1,0 +1,19 @@
+/* The GEMM of bf16 inputs on the CPU's own bf16 dot products (AVX-512
+ * BF16), which dlt_cpu_sgemm runs for DLT_PREC_BF16 where the CPU has them
+ * (gemm_bf16.c says how its sums differ from the converted path's). */
+#ifndef DLT_CPU_GEMM_BF16_H
+#define DLT_CPU_GEMM_BF16_H
+
+/* Whether the CPU and the OS run vdpbf16ps: cpuid's AVX512F and
+ * AVX512_BF16, and XCR0's ZMM state. */
+int dlt_cpu_bf16_native(void);
+
+/* C = alpha op(A) op(B) + beta C, row-major, A and B rounded to bf16.
+ * use_native: vdpbf16ps where the CPU has it; else, or with 0, the same
+ * packing and loops around a portable C micro-kernel that does the
+ * instruction's arithmetic (slow: for the tests). */
+void dlt_cpu_sgemm_bf16(int use_native, int tA, int tB, int M, int N, int K, float alpha,
+			const float *A, int lda, const float *B, int ldb, float beta, float *C,
+			int ldc);
+
+#endif
