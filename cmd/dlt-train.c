@@ -19,12 +19,13 @@ static const char prog[] = "dlt-train";
 
 static const char usage[] =
 	"usage: dlt-train -c CONFIG [-o RUNDIR] [-s KEY=VALUE]... [--restarts N] [--json] [-q]\n"
-	"       dlt-train --resume RUNDIR [--restarts N] [--json] [-q]\n"
+	"       dlt-train --resume RUNDIR [-s train.epochs=N] [--restarts N] [--json] [-q]\n"
 	"\n"
 	"  -c, --config FILE   the training config (YAML; - for stdin)\n"
 	"  -o, --output DIR    the run directory (default runs/CONFIG-DATE-TIME)\n"
 	"  -s, --set KEY=VAL   override a config key, e.g. -s train.optimizer.adam.lr=3e-4\n"
-	"  -r, --resume DIR    continue the run in DIR from its newest valid checkpoint\n"
+	"  -r, --resume DIR    continue the run in DIR from its newest valid checkpoint;\n"
+	"                      -s train.epochs=N may raise its epochs, even when done\n"
 	"      --restarts N    restart the training process up to N times when it dies\n"
 	"      --json          write the metrics records (JSON Lines) to stdout\n"
 	"  -q, --quiet         no per-epoch lines on stdout\n"
@@ -156,6 +157,7 @@ struct args {
 	char **overrides;
 	int n_overrides;
 	int restarts;
+	int resume_epochs;	/* -s train.epochs=N with --resume; 0: the run's */
 	int json, quiet, help, version;
 	double t_start;
 };
@@ -200,8 +202,17 @@ static int parse_args(struct args *a, int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage(prog, "unexpected argument '%s'", argv[optind]);
-	if (a->resume && (a->config || a->rundir || a->n_overrides))
-		return cli_usage(prog, "--resume takes the run's own config: no -c, -o or -s");
+	if (a->resume && (a->config || a->rundir))
+		return cli_usage(prog, "--resume takes the run's own config: no -c or -o");
+	for (int i = 0; a->resume && i < a->n_overrides; i++) {
+		const char *v = a->overrides[i] + strlen("train.epochs=");
+		if (strncmp(a->overrides[i], "train.epochs=", strlen("train.epochs=")))
+			return cli_usage(prog, "--resume: -s %s: only train.epochs can change "
+					 "on resume", a->overrides[i]);
+		if (dlt_parse_i64(v, 1, 1000000, &n, "train.epochs") < 0)
+			return cli_usage(prog, "--resume: -s %s", dlt_errmsg());
+		a->resume_epochs = (int)n;
+	}
 	if (!a->config && !a->resume)
 		return cli_usage(prog, "no config: give -c FILE or --resume RUNDIR (see -h)");
 	return 0;
@@ -222,7 +233,7 @@ static int train(const struct args *a, const char *rundir, const char *resume,
 
 	catch_signals(on_signal);
 	if (resume) {
-		rc = dlt_train_resume(resume, &hooks, &res);
+		rc = dlt_train_resume(resume, a->resume_epochs, &hooks, &res);
 		rundir = resume;
 	} else {
 		if ((rc = dlt_config_load(&c, a->config, a->overrides, a->n_overrides)) < 0)
