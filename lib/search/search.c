@@ -186,6 +186,7 @@ int dlt_search_load(dlt_search *s, const char *path)
 
 	memset(s, 0, sizeof(*s));
 	s->eta = 3;
+	s->parallel = 4;
 	if (!(s->path = dlt_strdup(path)))
 		return DLT_ENOMEM;
 	DLT_TRY(dlt_read_file(path, 1 << 20, &text, &len));
@@ -246,6 +247,9 @@ int dlt_search_load(dlt_search *s, const char *path)
 		} else if (!strcmp(k, "eta")) {
 			DLT_TRY(get_int(n, k, 2, 100, &v));
 			s->eta = (int)v;
+		} else if (!strcmp(k, "parallel")) {
+			DLT_TRY(get_int(n, k, 1, 4096, &v));
+			s->parallel = (int)v;
 		} else if (!strcmp(k, "min_epochs")) {
 			DLT_TRY(get_int(n, k, 1, 1000000, &v));
 			s->min_epochs = (int)v;
