@@ -98,7 +98,8 @@ fail:
 
 static int is_resume(const char *line)
 {
-	return !strncmp(line, "{\"event\":\"resume\"", 18);
+	static const char prefix[] = "{\"event\":\"resume\"";
+	return !strncmp(line, prefix, sizeof(prefix) - 1);
 }
 
 /* The "time" of a record, 0 if it has none. */
