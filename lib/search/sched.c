@@ -207,7 +207,9 @@ static int rungs_of(dlt_search_run *r)
 	dlt_config c;
 
 	if (s->method != DLT_SEARCH_ASHA) {
-		DLT_TRY_RC(dlt_config_load(&c, s->base, r->extra, (int)r->nextra));
+		int rc = dlt_config_load(&c, s->base, r->extra, (int)r->nextra);
+		if (rc < 0)
+			return dlt_error_prefix(rc, "%s:%d: base", s->path, s->base_line);
 		r->rungs[0] = c.train.epochs;
 		r->nrungs = 1;
 		dlt_config_free(&c);
@@ -586,6 +588,7 @@ static void trial_done(dlt_search_run *r, const job *jb)
 	t->value = jb->value;
 	t->epochs = r->rungs[jb->rung];
 	t->attempt = 0;
+	t->exit = 0;
 	t->state = jb->rung < r->nrungs - 1 ? DLT_TRIAL_PAUSED : DLT_TRIAL_DONE;
 }
 
@@ -1193,6 +1196,9 @@ int dlt_search_status(dlt_search_run **out, dlt_search *s, const char *dir, int 
 					 dir, d, p->trial, p->rung);
 		t = &r->trials[p->trial];
 		t->attempt = p->attempt;
+		jb.state = !p->finished ? JOB_RUNNING : p->failed ? JOB_FAILED : JOB_DONE;
+		DLT_TRY_RC(dlt_grow(&r->jobs, &r->capjobs, r->njobs + 1, sizeof(*r->jobs)));
+		r->jobs[r->njobs++] = jb;
 		if (!p->finished) {
 			t->state = *running ? DLT_TRIAL_RUNNING : DLT_TRIAL_PAUSED;
 			t->epochs = r->rungs[p->rung];
