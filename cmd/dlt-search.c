@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -94,15 +95,21 @@ static void metric_text(char *buf, size_t n, double v)
 		snprintf(buf, n, "%.6g", v);
 }
 
-/* The live table: every trial's line, redrawn in place. */
+/* The live table: the started trials best first, as many as the
+ * terminal has rows for, redrawn in place. */
 static void draw(ui *u, const dlt_search_run *r)
 {
 	const dlt_search *s = dlt_search_of(r);
 	const dlt_trial *const *o;
-	size_t n;
+	struct winsize ws;
+	size_t n, shown = 0, started = 0, rows = 24;
 	char params[512], metric[32];
 
+	if (ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 4)
+		rows = ws.ws_row;
 	o = dlt_search_leaderboard(r, &n);
+	for (size_t i = 0; i < n; i++)
+		started += o[i]->state != DLT_TRIAL_WAITING;
 	if (u->drawn)
 		fprintf(stderr, "\033[%dA", u->drawn);
 	fprintf(stderr, "\r\033[K%-5s  %-4s  %-6s  %-10s  %-8s  %s\n", "trial", "rung", "epochs",
@@ -112,6 +119,13 @@ static void draw(ui *u, const dlt_search_run *r)
 		const dlt_trial *t = o[i];
 		if (t->state == DLT_TRIAL_WAITING)
 			continue;
+		/* a table taller than the terminal would scroll away from
+		 * the cursor that redraws it */
+		if (shown++ == rows - 3) {
+			fprintf(stderr, "\r\033[K... %zu more\n", started - shown + 1);
+			u->drawn++;
+			break;
+		}
 		params_text(params, sizeof(params), t, " ");
 		metric_text(metric, sizeof(metric), t->value);
 		fprintf(stderr, "\r\033[K%03lld    %-4d  %-6d  %-10s  %-8s  %s\n", t->id, t->rung,
@@ -500,6 +514,8 @@ int main(int argc, char **argv)
 	dlt_launcher_local(&launcher);
 	if (rc == 0)
 		rc = dlt_search_go(r, &launcher, &hooks);
+	if (rc == 0 && u.tty && !quiet)
+		draw(&u, r);	/* the trials ASHA stopped say so now */
 	if (rc == 0) {
 		size_t n;
 		const dlt_trial *const *o = dlt_search_leaderboard(r, &n);

@@ -166,4 +166,17 @@ test_expect_success 'a trial killed by a signal is retried from its checkpoint' 
 	test_cmp nosig.json sig.json
 '
 
+# GPUs 7 and 9 are on no test machine: CUDA_VISIBLE_DEVICES hides every
+# GPU from the trials, which fail as a CPU-only build does.
+test_expect_success '--gpus: a slot per GPU, each trial on device cuda' '
+	dlt-search -q -c cfg/grid.yaml -o gpu --gpus 7,9 -f json >gpu.json 2>err
+	test $? = 1 &&
+	tail -1 err | grep -q "^dlt-search: no trial gave test.acc$" &&
+	test $(grep -c "\"status\":\"failed\",\"exit\":1," gpu.json) = 4 &&
+	grep -q "\"event\":\"launch\",\"trial\":0,.*\"slot\":0," gpu/journal.jsonl &&
+	grep -q "\"event\":\"launch\",\"trial\":1,.*\"slot\":1," gpu/journal.jsonl &&
+	grep -q "\"jobs\":2," gpu/journal.jsonl &&
+	grep -q "^dlt-train: no CUDA device" gpu/logs/000.log
+'
+
 test_done

@@ -507,7 +507,6 @@ static int open_journal(dlt_search_run **out, dlt_search *s, const char *dir,
 			const dlt_search_opts *o, int writing)
 {
 	dlt_search_run head = { .journal = -1 };
-	dlt_search_opts oo = *o;
 	char *path = NULL;
 	int rc;
 
@@ -518,7 +517,7 @@ static int open_journal(dlt_search_run **out, dlt_search *s, const char *dir,
 		free(path);
 		return rc;
 	}
-	rc = setup(out, s, dir, &oo, o->slots > 0 ? o->slots : head.rep_jobs,
+	rc = setup(out, s, dir, o, o->slots > 0 ? o->slots : head.rep_jobs,
 		   o->retries >= 0 ? o->retries : head.rep_retries);
 	if (*out) {
 		(*out)->rep = head.rep;
@@ -889,14 +888,14 @@ static int launch(dlt_search_run *r, const dlt_launcher *l, job *jb, const dlt_s
 {
 	char *dir = path_of(r, "trials/%03lld", jb->trial);
 	char *log = path_of(r, "logs/%03lld.log", jb->trial);
-	char *argv[64 + 2 * 64], epochs[64];
 	dlt_trial *t = &r->trials[jb->trial];
+	char **argv = dlt_calloc(2 * (r->nextra + t->nov) + 8, sizeof(*argv)), epochs[64];
 	dlt_trial_cmd cmd = { .trial = jb->trial, .argv = argv, .log = log };
 	int k = 0, slot = 0, fresh, ok = 0, rc = 0;
 	long long id;
 	dlt_json j;
 
-	if (!dir || !log) {
+	if (!dir || !log || !argv) {
 		rc = DLT_ENOMEM;
 		goto out;
 	}
@@ -924,7 +923,7 @@ static int launch(dlt_search_run *r, const dlt_launcher *l, job *jb, const dlt_s
 			argv[k++] = "-s";
 			argv[k++] = r->extra[i];
 		}
-		for (size_t i = 0; i < t->nov && k < 124; i++) {
+		for (size_t i = 0; i < t->nov; i++) {
 			argv[k++] = "-s";
 			argv[k++] = t->ov[i];
 		}
@@ -959,6 +958,7 @@ static int launch(dlt_search_run *r, const dlt_launcher *l, job *jb, const dlt_s
 	dlt_json_bool(&j, "resume", !fresh);
 	rc = journal_write(r, &j);
 out:
+	free(argv);
 	free(dir);
 	free(log);
 	return rc;

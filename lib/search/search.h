@@ -114,7 +114,7 @@ typedef struct dlt_search_opts {
 	int retries;		/* a crashed job runs again this often; -1 on
 				 * resume: the journal's */
 	int keep_checkpoints;	/* of trials that asha stopped early */
-	int threads;		/* train.threads of a CPU trial */
+	int threads;		/* the cores CPU trials share: each gets threads / slots */
 	char *const *slot_gpus;	/* CUDA_VISIBLE_DEVICES of each slot; NULL: CPU */
 	const char *trainer;	/* the dlt-train to run */
 } dlt_search_opts;
