@@ -204,12 +204,15 @@ static int parse_args(struct args *a, int argc, char **argv)
 		return cli_usage(prog, "unexpected argument '%s'", argv[optind]);
 	if (a->resume && (a->config || a->rundir))
 		return cli_usage(prog, "--resume takes the run's own config: no -c or -o");
+	/* a resume may go on for longer (dlt-search's promotions), not change
+	 * what it trains */
 	for (int i = 0; a->resume && i < a->n_overrides; i++) {
-		const char *v = a->overrides[i] + strlen("train.epochs=");
-		if (strncmp(a->overrides[i], "train.epochs=", strlen("train.epochs=")))
+		static const char epochs[] = "train.epochs=";
+		if (strncmp(a->overrides[i], epochs, sizeof(epochs) - 1))
 			return cli_usage(prog, "--resume: -s %s: only train.epochs can change "
 					 "on resume", a->overrides[i]);
-		if (dlt_parse_i64(v, 1, 1000000, &n, "train.epochs") < 0)
+		if (dlt_parse_i64(a->overrides[i] + sizeof(epochs) - 1, 1, 1000000, &n,
+				  "train.epochs") < 0)
 			return cli_usage(prog, "--resume: -s %s", dlt_errmsg());
 		a->resume_epochs = (int)n;
 	}
