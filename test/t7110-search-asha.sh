@@ -172,7 +172,7 @@ test_expect_success 'status: a finished search, in json too' '
 	head -1 st.json | grep -q "^{\"trial\":[0-9]*,\"params\":{.*},\"rung\":2,\"epochs\":9,\"metric\":\"test.acc\",\"value\":0\.[0-9]*,\"status\":\"done\",\"exit\":0}$"
 '
 
-test_expect_success 'usage: resume, status, gpus' '
+test_expect_success 'usage: resume, status, gpus, an asha param of train.epochs' '
 	test_must_fail 2 "--resume takes the search" dlt-search --resume asha -c asha.yaml &&
 	test_must_fail 2 "asha: a searcher runs there already" sh -c "flock asha/journal.jsonl dlt-search --resume asha" &&
 	test_must_fail 2 "nosuch/journal.jsonl" dlt-search --resume nosuch &&
@@ -183,6 +183,9 @@ test_expect_success 'usage: resume, status, gpus' '
 	test_must_fail 2 "-j 3: --gpus has 2 slots of 1 GPUs" dlt-search -c asha.yaml -o g --gpus 0,1 -j 3 &&
 	test_must_fail 2 "--gpus-per-trial needs --gpus" dlt-search -c asha.yaml -o g --gpus-per-trial 2 &&
 	test_must_fail 2 "--retries: " dlt-search -c asha.yaml -o g --retries -1 &&
+	{ cat asha.yaml && echo "  train.epochs: {choice: [2, 3]}"; } >epochs.yaml &&
+	test_must_fail 2 "epochs.yaml:13: train.epochs: asha sets it (min_epochs, max_epochs)" \
+		dlt-search -c epochs.yaml -o g &&
 	test ! -e g
 '
 

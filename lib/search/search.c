@@ -158,6 +158,11 @@ static int check(dlt_search *s, const dlt_node *root)
 			return dlt_node_error(root, "asha needs min_epochs and max_epochs");
 		if (s->min_epochs > s->max_epochs)
 			return dlt_node_error(root, "min_epochs > max_epochs");
+		for (size_t i = 0; i < s->nparams; i++)
+			if (!strcmp(s->params[i].key, "train.epochs"))
+				return dlt_error(DLT_EINPUT, "%s:%d: train.epochs: asha sets it "
+						 "(min_epochs, max_epochs)", s->path,
+						 s->params[i].line);
 	}
 	if (s->method != DLT_SEARCH_GRID)
 		return 0;
