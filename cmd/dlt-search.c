@@ -504,7 +504,7 @@ int main(int argc, char **argv)
 				rc = dlt_search_begin(&r, &s, outdir, &o);
 		}
 	}
-	if (rc == 0 && !quiet && s.method == DLT_SEARCH_ASHA && jobs > s.parallel)
+	if (rc == 0 && s.method == DLT_SEARCH_ASHA && jobs > s.parallel)
 		fprintf(stderr, "%s: warning: -j %lld is more than parallel: %d of %s; %lld slots "
 			"stay idle\n", prog, jobs, s.parallel, s.path, jobs - s.parallel);
 	u.quiet = quiet;
