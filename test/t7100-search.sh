@@ -154,7 +154,7 @@ test_expect_success 'a trial that always fails is retried, then marked failed; t
 # DLT_TEST_STEP_DELAY makes the trial slow enough for a kill -9 to land in
 # it; the search goes on with the trial from the checkpoint SIGTERM left.
 test_expect_success 'a trial killed by a signal is retried from its checkpoint' '
-	DLT_TEST_STEP_DELAY=0.01 dlt-search -q -c cfg/grid.yaml -o sig --retries 1 -f json >sig.json &
+	DLT_TEST_STEP_DELAY=0.02 dlt-search -q -c cfg/grid.yaml -o sig --retries 1 -f json >sig.json &
 	i=0 && until grep -q "\"event\":\"launch\"" sig/journal.jsonl 2>/dev/null &&
 		test -s sig/trials/000/ckpt/step-00000030.dlt 2>/dev/null; do
 		i=$((i + 1)); [ $i -lt 400 ] || break; sleep 0.05; done &&
