@@ -1,7 +1,6 @@
 /* dlt-search: hyper-parameter search over dlt-train runs (grid, random,
  * ASHA).  The scheduler, journal and launcher are lib/search's; this is
  * the command line, the live table and the leaderboard. */
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
