@@ -1,6 +1,6 @@
-/* dlt-search: hyper-parameter search over dlt-train runs (grid, random). */
-#include <errno.h>
-#include <fcntl.h>
+/* dlt-search: hyper-parameter search over dlt-train runs (grid, random,
+ * ASHA).  The scheduler, journal and launcher are lib/search's; this is
+ * the command line, the live table and the leaderboard. */
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -8,36 +8,48 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "cli.h"
-#include "runs/runs.h"
 #include "search/search.h"
 
 static const char prog[] = "dlt-search";
 
 static const char usage[] =
-	"usage: dlt-search -c SEARCH -o DIR [-j N] [-f FORMAT]\n"
+	"usage: dlt-search -c SEARCH -o DIR [-j N] [--gpus LIST] [--gpus-per-trial K] [--retries N] [--keep-checkpoints] [-f FORMAT] [-q]\n"
+	"       dlt-search --resume DIR [-j N] [--gpus LIST] [--gpus-per-trial K] [--retries N] [--keep-checkpoints] [-f FORMAT] [-q]\n"
+	"       dlt-search status DIR [-f FORMAT]\n"
 	"\n"
-	"  -c, --config FILE   the search config (YAML)\n"
-	"  -o, --output DIR    the search directory: journal.jsonl, trials/NNN/,\n"
-	"                      logs/NNN.log, best.yaml\n"
-	"  -j, --jobs N        trials run at the same time (default 1); each trains\n"
-	"                      with cores / N threads\n"
-	"  -f, --format FORMAT the leaderboard on stdout: table (default), csv or json\n"
-	"  -h, --help          this text\n"
-	"      --version       the version\n";
+	"  -c, --config FILE     the search config (YAML)\n"
+	"  -o, --output DIR      the search directory: journal.jsonl, trials/NNN/,\n"
+	"                        logs/NNN.log, best.yaml, best.dlt\n"
+	"  -r, --resume DIR      go on with the search in DIR after its searcher died\n"
+	"  -j, --jobs N          trials run at the same time (default 1, or one per GPU\n"
+	"                        slot); CPU trials train with cores / N threads each\n"
+	"      --gpus LIST       GPUs for the trials, e.g. 0,1,2,3: each trial sees its\n"
+	"                        own (CUDA_VISIBLE_DEVICES) and trains on device cuda\n"
+	"      --gpus-per-trial K  GPUs a trial gets from LIST (default 1)\n"
+	"      --retries N       run a crashed trial again up to N times (default 0)\n"
+	"      --keep-checkpoints  keep the checkpoints of trials ASHA stopped early\n"
+	"  -f, --format FORMAT   the leaderboard on stdout: table (default), csv or json\n"
+	"  -q, --quiet           no progress on stderr\n"
+	"  -h, --help            this text\n"
+	"      --version         the version\n";
 
-enum { OPT_VERSION = 256 };
+enum { OPT_VERSION = 256, OPT_GPUS, OPT_GPUS_PER_TRIAL, OPT_RETRIES, OPT_KEEP };
 
 static const struct option longopts[] = {
 	{ "config", required_argument, NULL, 'c' },
 	{ "output", required_argument, NULL, 'o' },
+	{ "resume", required_argument, NULL, 'r' },
 	{ "jobs", required_argument, NULL, 'j' },
+	{ "gpus", required_argument, NULL, OPT_GPUS },
+	{ "gpus-per-trial", required_argument, NULL, OPT_GPUS_PER_TRIAL },
+	{ "retries", required_argument, NULL, OPT_RETRIES },
+	{ "keep-checkpoints", no_argument, NULL, OPT_KEEP },
 	{ "format", required_argument, NULL, 'f' },
+	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -45,170 +57,126 @@ static const struct option longopts[] = {
 
 enum { FMT_TABLE, FMT_CSV, FMT_JSON };
 
-typedef struct trial {
-	long long id;
-	char **ov;		/* the params' "key=value" */
-	size_t nov;
-	pid_t pid;
-	int state;		/* 0 waiting, 1 running, 2 done, 3 failed */
-	int exit;		/* exit status; 128 + signal for a signal */
-	long long epochs;
-	double value;		/* the metric's last value; NaN none */
-} trial;
+/* What the progress display needs between calls. */
+typedef struct ui {
+	int tty, quiet;
+	int drawn;		/* lines of the live table now on the terminal */
+	const char *dir;
+} ui;
 
-static const char *outdir;
-static int journal = -1;
-static const dlt_search *search;
+static volatile sig_atomic_t got_stop;
 
-static const char *value_of(const char *assignment)
+static void on_signal(int sig)
 {
-	return strchr(assignment, '=') + 1;
+	(void)sig;
+	got_stop = 1;
 }
 
-/* One line of the journal, on disk before the decision it records acts. */
-static int journal_write(dlt_json *j)
+static int on_stopping(void *ctx)
 {
-	int rc = 0;
-
-	dlt_json_num(j, "time", dlt_wall());
-	dlt_json_end(j);
-	if (dlt_json_ok(j) < 0 || dlt_buf_append(&j->buf, "\n", 1) < 0)
-		rc = DLT_ENOMEM;
-	else if (write(journal, j->buf.data, j->buf.len) != (ssize_t)j->buf.len ||
-		 fsync(journal) < 0)
-		rc = dlt_error_errno(DLT_EIO, "%s/journal.jsonl", outdir);
-	dlt_json_free(j);
-	return rc;
+	(void)ctx;
+	return got_stop;
 }
 
-static void json_params(dlt_json *j, const trial *t)
+static void params_text(char *buf, size_t n, const dlt_trial *t, const char *sep)
 {
-	dlt_json_object_begin(j, "params");
-	for (size_t i = 0; i < t->nov; i++) {
-		const char *v = value_of(t->ov[i]);
-		char key[256];
-		dlt_jval jv;
-		int num = dlt_json_parse(v, strlen(v), &jv) == 0 && jv.type == DLT_JNUM;
-		if (num)
-			dlt_jval_free(&jv);
-		snprintf(key, sizeof(key), "%.*s", (int)(strchr(t->ov[i], '=') - t->ov[i]), t->ov[i]);
-		if (num)
-			dlt_json_raw(j, key, v);
-		else
-			dlt_json_str(j, key, v);
-	}
-	dlt_json_end(j);
+	size_t len = 0;
+	buf[0] = 0;
+	for (size_t i = 0; i < t->nov && len < n; i++)
+		len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? sep : "", t->ov[i]);
 }
 
-/* The trainer beside this program, so a search runs the dlt-train of its
- * own build; PATH's when /proc is not there. */
-static char *trainer_path(void)
+static void metric_text(char *buf, size_t n, double v)
 {
-	static char path[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 32);
-	char *slash;
-
-	if (n <= 0)
-		return "dlt-train";
-	path[n] = 0;
-	if (!(slash = strrchr(path, '/')))
-		return "dlt-train";
-	strcpy(slash + 1, "dlt-train");
-	return path;
+	if (isnan(v))
+		snprintf(buf, n, "-");
+	else
+		snprintf(buf, n, "%.6g", v);
 }
 
-static int start(trial *t, const char *train, const char *threads)
+/* The live table: the started trials best first, as many as the
+ * terminal has rows for, redrawn in place. */
+static void draw(ui *u, const dlt_search_run *r)
 {
-	char dir[PATH_MAX], log[PATH_MAX];
-	dlt_json j;
+	const dlt_search *s = dlt_search_of(r);
+	const dlt_trial *const *o;
+	struct winsize ws;
+	size_t n, shown = 0, started = 0, rows = 24;
+	char params[512], metric[32];
 
-	snprintf(dir, sizeof(dir), "%s/trials/%03lld", outdir, t->id);
-	snprintf(log, sizeof(log), "%s/logs/%03lld.log", outdir, t->id);
-	dlt_json_begin(&j);
-	dlt_json_str(&j, "event", "start");
-	dlt_json_int(&j, "trial", t->id);
-	json_params(&j, t);
-	DLT_TRY_RC(journal_write(&j));
-
-	fflush(NULL);
-	t->pid = fork();
-	if (t->pid < 0)
-		return dlt_error_errno(DLT_EIO, "fork");
-	if (t->pid == 0) {
-		char **argv = calloc(2 * t->nov + 12, sizeof(*argv));
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0666), k = 0;
-		int in = open("/dev/null", O_RDONLY);
-		/* a trial ends with its searcher rather than train on unwatched */
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (!argv || fd < 0 || in < 0)
-			_exit(127);
-		dup2(in, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		argv[k++] = "dlt-train";
-		argv[k++] = "-c";
-		argv[k++] = search->base;
-		argv[k++] = "-o";
-		argv[k++] = dir;
-		argv[k++] = "-q";
-		argv[k++] = "-s";
-		argv[k++] = (char *)threads;
-		for (size_t i = 0; i < t->nov; i++) {
-			argv[k++] = "-s";
-			argv[k++] = t->ov[i];
+	if (ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 4)
+		rows = ws.ws_row;
+	o = dlt_search_leaderboard(r, &n);
+	for (size_t i = 0; i < n; i++)
+		started += o[i]->state != DLT_TRIAL_WAITING;
+	if (u->drawn)
+		fprintf(stderr, "\033[%dA", u->drawn);
+	fprintf(stderr, "\r\033[K%-5s  %-4s  %-6s  %-10s  %-8s  %s\n", "trial", "rung", "epochs",
+		s->metric, "status", "params");
+	u->drawn = 1;
+	for (size_t i = 0; i < n; i++) {
+		const dlt_trial *t = o[i];
+		if (t->state == DLT_TRIAL_WAITING)
+			continue;
+		/* a table taller than the terminal would scroll away from
+		 * the cursor that redraws it */
+		if (shown++ == rows - 3) {
+			fprintf(stderr, "\r\033[K... %zu more\n", started - shown + 1);
+			u->drawn++;
+			break;
 		}
-		execvp(train, argv);
-		fprintf(stderr, "%s: %s: %s\n", prog, train, strerror(errno));
-		_exit(127);
+		params_text(params, sizeof(params), t, " ");
+		metric_text(metric, sizeof(metric), t->value);
+		fprintf(stderr, "\r\033[K%03lld    %-4d  %-6d  %-10s  %-8s  %s\n", t->id, t->rung,
+			t->epochs, metric, dlt_trial_state_name(t->state), params);
+		u->drawn++;
 	}
-	t->state = 1;
-	return 0;
+	fflush(stderr);
 }
 
-static int finish(trial *t, int status)
+static void on_trial(void *ctx, const dlt_search_run *r, const dlt_trial *t, const char *what)
 {
-	char dir[PATH_MAX];
-	dlt_runinfo r;
-	dlt_json j;
+	ui *u = ctx;
+	const dlt_search *s = dlt_search_of(r);
+	char params[512], metric[32];
+	int nrungs;
+	const int *rungs = dlt_search_rungs(r, &nrungs);
 
-	snprintf(dir, sizeof(dir), "%s/trials/%03lld", outdir, t->id);
-	t->exit = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-	t->state = t->exit ? 3 : 2;
-	t->value = NAN;
-	if (dlt_runs_is_run(dir) && dlt_runs_load(&r, dir) == 0) {
-		const dlt_series *s = dlt_runs_series(&r, search->metric);
-		t->epochs = r.epoch;
-		if (s && s->n && t->state == 2)
-			t->value = s->p[s->n - 1].value;
-		dlt_runs_free(&r);
-	}
-	dlt_json_begin(&j);
-	dlt_json_str(&j, "event", "finish");
-	dlt_json_int(&j, "trial", t->id);
-	dlt_json_str(&j, "status", t->state == 2 ? "done" : "failed");
-	dlt_json_int(&j, "exit", t->exit);
-	dlt_json_int(&j, "epochs", t->epochs);
-	dlt_json_str(&j, "metric", search->metric);
-	dlt_json_num(&j, "value", t->value);
-	DLT_TRY_RC(journal_write(&j));
-	if (t->state == 3)
+	if (!strcmp(what, "failed")) {
+		/* a failure is reported even with -q: the leaderboard says only its status */
+		if (u->tty && !u->quiet)
+			draw(u, r);
 		fprintf(stderr, "%s: trial %03lld failed (exit status %d), see %s/logs/%03lld.log\n",
-			prog, t->id, t->exit, outdir, t->id);
-	return 0;
+			prog, t->id, t->exit, u->dir, t->id);
+		u->drawn = 0;
+		return;
+	}
+	if (u->quiet)
+		return;
+	if (u->tty) {
+		draw(u, r);
+		return;
+	}
+	params_text(params, sizeof(params), t, " ");
+	metric_text(metric, sizeof(metric), t->value);
+	if (!strcmp(what, "start"))
+		fprintf(stderr, "%s: trial %03lld started: %s\n", prog, t->id, params);
+	else if (!strcmp(what, "promote"))
+		fprintf(stderr, "%s: trial %03lld promoted to rung %d (%d epochs)\n", prog, t->id,
+			t->rung + 1, rungs[t->rung + 1]);
+	else if (!strcmp(what, "retry"))
+		fprintf(stderr, "%s: trial %03lld crashed (exit status %d); retry %d\n", prog, t->id,
+			t->exit, t->attempt);
+	else
+		fprintf(stderr, "%s: trial %03lld rung %d (%d epoch%s): %s %s\n", prog, t->id,
+			t->rung, t->epochs, t->epochs == 1 ? "" : "s", s->metric, metric);
 }
 
-/* Best first; trials without a value last; then by number, so the order
- * never depends on which trial finished first. */
-static int by_metric(const void *a, const void *b)
+static void on_tick(void *ctx, const dlt_search_run *r)
 {
-	const trial *x = *(trial *const *)a, *y = *(trial *const *)b;
-	int nx = isnan(x->value), ny = isnan(y->value);
-
-	if (nx != ny)
-		return nx - ny;
-	if (!nx && x->value != y->value)
-		return (x->value < y->value) == (search->mode > 0) ? 1 : -1;
-	return (x->id > y->id) - (x->id < y->id);
+	ui *u = ctx;
+	if (u->tty && !u->quiet)
+		draw(u, r);
 }
 
 static void csv_field(const char *s)
@@ -226,68 +194,84 @@ static void csv_field(const char *s)
 	}
 }
 
-static int leaderboard(trial **order, size_t n, int format)
+/* One trial as a JSON line; rungs: with its rung (status). */
+static int json_trial(const dlt_search *s, const dlt_trial *t, int rungs)
 {
-	size_t np = search->nparams, ncol = np + 5;
-	char ***cells = calloc(n + 1, sizeof(*cells));
-	size_t *width = calloc(ncol, sizeof(*width));
+	dlt_json j;
+	dlt_json_begin(&j);
+	dlt_json_int(&j, "trial", t->id);
+	dlt_trial_json_params(&j, "params", t);
+	if (rungs)
+		dlt_json_int(&j, "rung", t->rung);
+	dlt_json_int(&j, "epochs", t->epochs);
+	dlt_json_str(&j, "metric", s->metric);
+	dlt_json_num(&j, "value", t->value);
+	dlt_json_str(&j, "status", dlt_trial_state_name(t->state));
+	dlt_json_int(&j, "exit", t->exit);
+	if (t->state == DLT_TRIAL_FAILED && t->tail)
+		dlt_json_str(&j, "log", t->tail);
+	dlt_json_end(&j);
+	if (dlt_json_ok(&j) < 0)
+		return DLT_ENOMEM;
+	printf("%.*s\n", (int)j.buf.len, j.buf.data);
+	dlt_json_free(&j);
+	return 0;
+}
 
-	if (!cells || !width)
-		return dlt_error(DLT_ENOMEM, "out of memory");
+/* The trials in order as a table, CSV or JSON Lines; rungs: with a rung
+ * column (status). */
+static int print_trials(const dlt_search *s, const dlt_trial *const *order, size_t n,
+			int format, int rungs)
+{
+	size_t np = s->nparams, ncol = np + 5 + (size_t)rungs;
+	char ***cells;
+	size_t *width;
+
 	if (format == FMT_JSON) {
-		for (size_t i = 0; i < n; i++) {
-			const trial *t = order[i];
-			dlt_json j;
-			dlt_json_begin(&j);
-			dlt_json_int(&j, "trial", t->id);
-			json_params(&j, t);
-			dlt_json_int(&j, "epochs", t->epochs);
-			dlt_json_str(&j, "metric", search->metric);
-			dlt_json_num(&j, "value", t->value);
-			dlt_json_str(&j, "status", t->state == 2 ? "done" : "failed");
-			dlt_json_int(&j, "exit", t->exit);
-			dlt_json_end(&j);
-			if (dlt_json_ok(&j) < 0)
-				return DLT_ENOMEM;
-			printf("%.*s\n", (int)j.buf.len, j.buf.data);
-			dlt_json_free(&j);
-		}
-		free(cells);
-		free(width);
+		for (size_t i = 0; i < n; i++)
+			DLT_TRY_RC(json_trial(s, order[i], rungs));
 		return 0;
 	}
+	cells = dlt_calloc(n + 1, sizeof(*cells));
+	width = dlt_calloc(ncol, sizeof(*width));
+	if (!cells || !width)
+		return DLT_ENOMEM;
 	for (size_t r = 0; r <= n; r++) {
 		char buf[64];
-		if (!(cells[r] = calloc(ncol, sizeof(**cells))))
-			return dlt_error(DLT_ENOMEM, "out of memory");
+		size_t c = 0;
+		if (!(cells[r] = dlt_calloc(ncol, sizeof(**cells))))
+			return DLT_ENOMEM;
 		if (r == 0) {
-			cells[0][0] = strdup("trial");
+			cells[0][c++] = dlt_strdup("trial");
 			for (size_t i = 0; i < np; i++)
-				cells[0][1 + i] = strdup(search->params[i].key);
-			cells[0][np + 1] = strdup("epochs");
-			cells[0][np + 2] = strdup(search->metric);
-			cells[0][np + 3] = strdup("status");
-			cells[0][np + 4] = strdup("exit");
+				cells[0][c++] = dlt_strdup(s->params[i].key);
+			if (rungs)
+				cells[0][c++] = dlt_strdup("rung");
+			cells[0][c++] = dlt_strdup("epochs");
+			cells[0][c++] = dlt_strdup(s->metric);
+			cells[0][c++] = dlt_strdup("status");
+			cells[0][c++] = dlt_strdup("exit");
 		} else {
-			const trial *t = order[r - 1];
+			const dlt_trial *t = order[r - 1];
 			snprintf(buf, sizeof(buf), "%03lld", t->id);
-			cells[r][0] = strdup(buf);
+			cells[r][c++] = dlt_strdup(buf);
 			for (size_t i = 0; i < np; i++)
-				cells[r][1 + i] = strdup(value_of(t->ov[i]));
-			snprintf(buf, sizeof(buf), "%lld", t->epochs);
-			cells[r][np + 1] = strdup(buf);
-			if (isnan(t->value))
-				snprintf(buf, sizeof(buf), "-");
-			else
-				snprintf(buf, sizeof(buf), "%.6g", t->value);
-			cells[r][np + 2] = strdup(buf);
-			cells[r][np + 3] = strdup(t->state == 2 ? "done" : "failed");
+				cells[r][c++] = dlt_strdup(dlt_trial_value(t->ov[i]));
+			if (rungs) {
+				snprintf(buf, sizeof(buf), "%d", t->rung);
+				cells[r][c++] = dlt_strdup(buf);
+			}
+			snprintf(buf, sizeof(buf), "%d", t->epochs);
+			cells[r][c++] = dlt_strdup(buf);
+			metric_text(buf, sizeof(buf), t->value);
+			cells[r][c++] = dlt_strdup(buf);
+			cells[r][c++] = dlt_strdup(dlt_trial_state_name(t->state));
 			snprintf(buf, sizeof(buf), "%d", t->exit);
-			cells[r][np + 4] = strdup(buf);
+			cells[r][c++] = dlt_strdup(buf);
 		}
-		for (size_t c = 0; c < ncol; c++) {
+		for (c = 0; c < ncol; c++) {
 			if (!cells[r][c])
-				return dlt_error(DLT_ENOMEM, "out of memory");
+				return DLT_ENOMEM;
 			if (strlen(cells[r][c]) > width[c])
 				width[c] = strlen(cells[r][c]);
 		}
@@ -313,129 +297,136 @@ static int leaderboard(trial **order, size_t n, int format)
 	return 0;
 }
 
-static int copy_best(const trial *best)
+/* "0,1,2,3" in groups of k: each slot's CUDA_VISIBLE_DEVICES. */
+static int gpu_slots(const char *list, long long k, char ***slots, long long *n)
 {
-	char src[PATH_MAX], dst[PATH_MAX];
-	char *data;
-	size_t len;
-	int rc;
+	char *copy = strdup(list), *save = NULL, **ids = NULL;
+	long long count = 0, id;
 
-	snprintf(src, sizeof(src), "%s/trials/%03lld/config.yaml", outdir, best->id);
-	snprintf(dst, sizeof(dst), "%s/best.yaml", outdir);
-	DLT_TRY_RC(dlt_read_file(src, 0, &data, &len));
-	rc = dlt_write_file_atomic(dst, data, len);
-	free(data);
-	return rc;
+	if (!copy)
+		return cli_fail(prog, DLT_ENOMEM);
+	for (char *p = strtok_r(copy, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+		if (dlt_parse_i64(p, 0, 1023, &id, "--gpus") < 0)
+			return cli_usage(prog, "%s", dlt_errmsg());
+		if (!(ids = realloc(ids, (size_t)(count + 1) * sizeof(*ids))))
+			return cli_fail(prog, DLT_ENOMEM);
+		ids[count++] = p;
+	}
+	if (count == 0)
+		return cli_usage(prog, "--gpus: '%s' names no GPU", list);
+	if (count % k)
+		return cli_usage(prog, "--gpus-per-trial %lld: %lld GPUs do not split into groups "
+				 "of %lld", k, count, k);
+	*n = count / k;
+	if (!(*slots = calloc((size_t)*n, sizeof(**slots))))
+		return cli_fail(prog, DLT_ENOMEM);
+	for (long long s = 0; s < *n; s++) {
+		dlt_buf b = { 0 };
+		for (long long i = 0; i < k; i++)
+			if (dlt_buf_printf(&b, "%s%s", i ? "," : "", ids[s * k + i]) < 0)
+				return cli_fail(prog, DLT_ENOMEM);
+		(*slots)[s] = b.data;
+	}
+	free(ids);
+	return 0;
 }
 
-static int run(const dlt_search *s, long long jobs, int format)
+/* The trainer beside this program, so a search runs the dlt-train of its
+ * own build; PATH's when /proc is not there. */
+static const char *trainer_path(void)
 {
-	long long count = dlt_search_count(s), next = 0, running = 0;
-	trial *t = calloc((size_t)count, sizeof(*t));
-	trial **order = calloc((size_t)count, sizeof(*order));
-	char threads[64], path[PATH_MAX];
-	const char *train = trainer_path();
-	int cores = dlt_env_threads(), rc = 0;
-	dlt_json j;
+	static char path[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 32);
+	char *slash;
 
-	if (!t || !order)
-		return dlt_error(DLT_ENOMEM, "out of memory");
-	if (cores < 0)
-		return cores;
-	snprintf(threads, sizeof(threads), "train.threads=%lld", cores / jobs > 0 ? cores / jobs : 1);
-	{
-		char *extra = threads;
-		DLT_TRY_RC(dlt_search_check(s, &extra, 1));
-	}
-	for (long long i = 0; i < count; i++) {
-		t[i].id = i;
-		t[i].value = NAN;
-		DLT_TRY_RC(dlt_search_trial(s, i, &t[i].ov, &t[i].nov));
-	}
-	snprintf(path, sizeof(path), "%s/trials", outdir);
-	DLT_TRY_RC(dlt_mkdir_p(path));
-	snprintf(path, sizeof(path), "%s/logs", outdir);
-	DLT_TRY_RC(dlt_mkdir_p(path));
-	snprintf(path, sizeof(path), "%s/journal.jsonl", outdir);
-	journal = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0666);
-	if (journal < 0 && errno == EEXIST)
-		return dlt_error(DLT_EINPUT, "%s: holds a search already", outdir);
-	if (journal < 0)
-		return dlt_error_errno(DLT_EIO, "%s", path);
+	if (n <= 0)
+		return "dlt-train";
+	path[n] = 0;
+	if (!(slash = strrchr(path, '/')))
+		return "dlt-train";
+	strcpy(slash + 1, "dlt-train");
+	return path;
+}
 
-	dlt_json_begin(&j);
-	dlt_json_str(&j, "event", "search");
-	dlt_json_str(&j, "config", s->path);
-	dlt_json_str(&j, "base", s->base);
-	dlt_json_str(&j, "metric", s->metric);
-	dlt_json_str(&j, "mode", s->mode > 0 ? "max" : "min");
-	dlt_json_str(&j, "method", s->method == DLT_SEARCH_GRID ? "grid" : "random");
-	dlt_json_int(&j, "trials", count);
-	dlt_json_int(&j, "seed", s->seed);
-	dlt_json_int(&j, "jobs", jobs);
-	DLT_TRY_RC(journal_write(&j));
-
-	while (next < count || running > 0) {
-		int status;
-		pid_t pid;
-
-		while (rc == 0 && running < jobs && next < count) {
-			if ((rc = start(&t[next], train, threads)) < 0)
-				break;
-			next++;
-			running++;
-		}
-		if (rc < 0)
-			next = count;	/* start no more; wait for the running ones */
-		if (running == 0)
-			break;
-		pid = wait(&status);
-		if (pid < 0) {
-			if (errno == EINTR)
-				continue;
-			return dlt_error_errno(DLT_EIO, "wait");
-		}
-		for (long long i = 0; i < count; i++) {
-			if (t[i].state == 1 && t[i].pid == pid) {
-				running--;
-				int frc = finish(&t[i], status);
-				if (frc < 0 && rc == 0)
-					rc = frc;
-			}
-		}
-	}
-	if (rc < 0)
-		return rc;
-	for (long long i = 0; i < count; i++)
-		order[i] = &t[i];
-	qsort(order, (size_t)count, sizeof(*order), by_metric);
-	DLT_TRY_RC(leaderboard(order, (size_t)count, format));
-	fflush(stdout);
-
-	dlt_json_begin(&j);
-	dlt_json_str(&j, "event", "end");
-	if (!isnan(order[0]->value))
-		dlt_json_int(&j, "best", order[0]->id);
-	DLT_TRY_RC(journal_write(&j));
-	if (isnan(order[0]->value))
-		return dlt_error(DLT_EFAIL, "no trial gave %s", s->metric);
-	DLT_TRY_RC(copy_best(order[0]));
-	for (long long i = 0; i < count; i++)
-		dlt_search_free_overrides(t[i].ov, t[i].nov);
-	free(t);
-	free(order);
+static int parse_format(const char *arg, int *format)
+{
+	if (!strcmp(arg, "table"))
+		*format = FMT_TABLE;
+	else if (!strcmp(arg, "csv"))
+		*format = FMT_CSV;
+	else if (!strcmp(arg, "json"))
+		*format = FMT_JSON;
+	else
+		return cli_usage(prog, "--format: '%s' is not table, csv or json", arg);
 	return 0;
+}
+
+/* dlt-search status DIR [-f FORMAT] */
+static int status_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "format", required_argument, NULL, 'f' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const char *const methods[] = { "", "grid", "random", "asha" };
+	dlt_search_run *r = NULL;
+	const dlt_trial *const *o;
+	dlt_search s;
+	int c, format = FMT_TABLE, running, rc, ended;
+	long long started = 0, live = 0;
+	size_t n;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":f:", opts, NULL)) != -1) {
+		if (c != 'f')
+			return cli_bad_option(prog, c, argv, opts);
+		if ((rc = parse_format(optarg, &format)))
+			return rc;
+	}
+	if (optind + 1 != argc)
+		return cli_usage(prog, "status takes one search directory (see -h)");
+	if ((rc = dlt_search_status(&r, &s, argv[optind], &running)) < 0) {
+		dlt_search_run_free(r);
+		dlt_search_free(&s);
+		return cli_fail(prog, rc);
+	}
+	o = dlt_search_leaderboard(r, &n);
+	ended = 1;
+	for (size_t i = 0; i < n; i++) {
+		started += o[i]->state != DLT_TRIAL_WAITING;
+		live += o[i]->state == DLT_TRIAL_RUNNING;
+		ended &= o[i]->state != DLT_TRIAL_WAITING && o[i]->state != DLT_TRIAL_RUNNING &&
+			 o[i]->state != DLT_TRIAL_PAUSED;
+	}
+	if (format == FMT_TABLE)
+		printf("%s: %s, %s %s, %zu trials, %lld started, %lld running, %lld epochs "
+		       "trained; %s\n", argv[optind], methods[s.method], s.metric,
+		       s.mode > 0 ? "max" : "min", n, started, live, dlt_search_epochs(r),
+		       running ? "searching" : ended ? "finished" : "stopped (dlt-search --resume)");
+	rc = print_trials(&s, o, n, format, 1);
+	dlt_search_run_free(r);
+	dlt_search_free(&s);
+	return rc < 0 ? cli_fail(prog, rc) : 0;
 }
 
 int main(int argc, char **argv)
 {
-	const char *config = NULL;
-	long long jobs = 1;
-	int c, format = FMT_TABLE, rc;
-	dlt_search s;
+	const char *config = NULL, *outdir = NULL, *resume = NULL, *gpus = NULL;
+	long long jobs = 0, per_trial = 1, retries = -1, nslots = 0;
+	int c, format = FMT_TABLE, rc, keep = 0, quiet = 0;
+	char **slot_gpus = NULL;
+	dlt_search_run *r = NULL;
+	dlt_launcher launcher;
+	dlt_search s = { 0 };
+	ui u = { .tty = isatty(2) };
+	dlt_search_hooks hooks = { .ctx = &u, .trial = on_trial, .tick = on_tick,
+				   .stopping = on_stopping };
+	struct sigaction sa = { .sa_handler = on_signal };
 
+	if (argc > 1 && !strcmp(argv[1], "status"))
+		return status_main(argc - 1, argv + 1);
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":c:o:j:f:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":c:o:r:j:f:qh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			config = optarg;
@@ -443,19 +434,33 @@ int main(int argc, char **argv)
 		case 'o':
 			outdir = optarg;
 			break;
+		case 'r':
+			resume = optarg;
+			break;
 		case 'j':
 			if (dlt_parse_i64(optarg, 1, 1024, &jobs, "-j") < 0)
 				return cli_usage(prog, "%s", dlt_errmsg());
 			break;
+		case OPT_GPUS:
+			gpus = optarg;
+			break;
+		case OPT_GPUS_PER_TRIAL:
+			if (dlt_parse_i64(optarg, 1, 1024, &per_trial, "--gpus-per-trial") < 0)
+				return cli_usage(prog, "%s", dlt_errmsg());
+			break;
+		case OPT_RETRIES:
+			if (dlt_parse_i64(optarg, 0, 100, &retries, "--retries") < 0)
+				return cli_usage(prog, "%s", dlt_errmsg());
+			break;
+		case OPT_KEEP:
+			keep = 1;
+			break;
 		case 'f':
-			if (!strcmp(optarg, "table"))
-				format = FMT_TABLE;
-			else if (!strcmp(optarg, "csv"))
-				format = FMT_CSV;
-			else if (!strcmp(optarg, "json"))
-				format = FMT_JSON;
-			else
-				return cli_usage(prog, "--format: '%s' is not table, csv or json", optarg);
+			if ((rc = parse_format(optarg, &format)))
+				return rc;
+			break;
+		case 'q':
+			quiet = 1;
 			break;
 		case 'h':
 			return cli_help(usage);
@@ -467,22 +472,61 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage(prog, "unexpected argument '%s'", argv[optind]);
-	if (!config)
+	if (resume && (config || outdir))
+		return cli_usage(prog, "--resume takes the search's own config: no -c or -o");
+	if (!resume && !config)
 		return cli_usage(prog, "missing -c SEARCH (see -h)");
-	if (!outdir)
+	if (!resume && !outdir)
 		return cli_usage(prog, "missing -o DIR (see -h)");
-	if ((rc = dlt_search_load(&s, config)) < 0)
-		return cli_fail(prog, rc);
-	search = &s;
-	if (s.method == DLT_SEARCH_ASHA) {
-		fprintf(stderr, "%s: %s:%d: method asha is not implemented yet\n", prog, s.path,
-			s.method_line);
-		dlt_search_free(&s);
-		return 2;
+	if (per_trial > 1 && !gpus)
+		return cli_usage(prog, "--gpus-per-trial needs --gpus");
+	if (gpus && (rc = gpu_slots(gpus, per_trial, &slot_gpus, &nslots)))
+		return rc;
+	if (gpus && jobs > nslots)
+		return cli_usage(prog, "-j %lld: --gpus has %lld slots of %lld GPUs", jobs, nslots,
+				 per_trial);
+	if (!jobs && (gpus || !resume))
+		jobs = gpus ? nslots : 1;
+
+	{
+		dlt_search_opts o = { .slots = jobs, .retries = resume || retries >= 0 ? (int)retries : 0,
+				      .keep_checkpoints = keep, .slot_gpus = slot_gpus,
+				      .trainer = trainer_path() };
+		if ((o.threads = dlt_env_threads()) < 0)
+			return cli_fail(prog, o.threads);
+		if (resume) {
+			u.dir = resume;
+			rc = dlt_search_reopen(&r, &s, resume, &o);
+		} else {
+			u.dir = outdir;
+			if ((rc = dlt_search_load(&s, config)) == 0)
+				rc = dlt_search_begin(&r, &s, outdir, &o);
+		}
 	}
-	rc = run(&s, jobs, format);
+	if (rc == 0 && s.method == DLT_SEARCH_ASHA && jobs > s.parallel)
+		fprintf(stderr, "%s: warning: -j %lld is more than parallel: %d of %s; %lld slots "
+			"stay idle\n", prog, jobs, s.parallel, s.path, jobs - s.parallel);
+	u.quiet = quiet;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	dlt_launcher_local(&launcher);
+	if (rc == 0)
+		rc = dlt_search_go(r, &launcher, &hooks);
+	if (rc == 0 && u.tty && !quiet)
+		draw(&u, r);	/* the trials ASHA stopped say so now */
+	if (rc == 0) {
+		size_t n;
+		const dlt_trial *const *o = dlt_search_leaderboard(r, &n);
+		rc = print_trials(&s, o, n, format, 0);
+		fflush(stdout);
+		if (rc == 0 && (!n || o[0]->state == DLT_TRIAL_FAILED || isnan(o[0]->value)))
+			rc = dlt_error(DLT_EFAIL, "no trial gave %s", s.metric);
+	}
+	dlt_search_run_free(r);
 	dlt_search_free(&s);
-	if (journal >= 0)
-		close(journal);
+	for (long long i = 0; i < nslots; i++)
+		free(slot_gpus[i]);
+	free(slot_gpus);
 	return rc < 0 ? cli_fail(prog, rc) : 0;
 }

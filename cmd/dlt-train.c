@@ -22,12 +22,14 @@ static const char prog[] = "dlt-train";
 static const char usage[] =
 	"usage: dlt-train -c CONFIG [-o RUNDIR] [-s KEY=VALUE]... [--gpus N | --ranks N]\n"
 	"                 [--restarts N] [--json] [-q] [-v]\n"
-	"       dlt-train --resume RUNDIR [--gpus N | --ranks N] [--restarts N] [--json] [-q] [-v]\n"
+	"       dlt-train --resume RUNDIR [-s train.epochs=N] [--gpus N | --ranks N]\n"
+	"                 [--restarts N] [--json] [-q] [-v]\n"
 	"\n"
 	"  -c, --config FILE   the training config (YAML; - for stdin)\n"
 	"  -o, --output DIR    the run directory (default runs/CONFIG-DATE-TIME)\n"
 	"  -s, --set KEY=VAL   override a config key, e.g. -s train.optimizer.adam.lr=3e-4\n"
-	"  -r, --resume DIR    continue the run in DIR from its newest valid checkpoint\n"
+	"  -r, --resume DIR    continue the run in DIR from its newest valid checkpoint;\n"
+	"                      -s train.epochs=N may raise its epochs, even when done\n"
 	"      --gpus N        data parallel on N GPUs of this machine (device: cuda)\n"
 	"      --ranks N       data parallel in N processes of this machine: GPUs as\n"
 	"                      --gpus, CPU ranks through mpirun\n"
@@ -165,6 +167,7 @@ struct args {
 	int restarts;
 	int ranks;		/* --ranks N or --gpus N */
 	int gpus;		/* the ranks are GPUs' (forked), else mpirun's */
+	int resume_epochs;	/* -s train.epochs=N with --resume; 0: the run's */
 	int json, quiet, verbose, help, version;
 	double t_start;
 	dlt_rank_info job;	/* from the launcher that started this process */
@@ -251,8 +254,20 @@ static int parse_args(struct args *a, int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage(prog, "unexpected argument '%s'", argv[optind]);
-	if (a->resume && (a->config || a->rundir || a->n_overrides))
-		return cli_usage(prog, "--resume takes the run's own config: no -c, -o or -s");
+	if (a->resume && (a->config || a->rundir))
+		return cli_usage(prog, "--resume takes the run's own config: no -c or -o");
+	/* a resume may go on for longer (dlt-search's promotions), not change
+	 * what it trains */
+	for (int i = 0; a->resume && i < a->n_overrides; i++) {
+		static const char epochs[] = "train.epochs=";
+		if (strncmp(a->overrides[i], epochs, sizeof(epochs) - 1))
+			return cli_usage(prog, "--resume: -s %s: only train.epochs can change "
+					 "on resume", a->overrides[i]);
+		if (dlt_parse_i64(a->overrides[i] + sizeof(epochs) - 1, 1, 1000000, &n,
+				  "train.epochs") < 0)
+			return cli_usage(prog, "--resume: -s %s", dlt_errmsg());
+		a->resume_epochs = (int)n;
+	}
 	if (!a->config && !a->resume)
 		return cli_usage(prog, "no config: give -c FILE or --resume RUNDIR (see -h)");
 	if (dlt_rank_info_get(&a->job) < 0)
@@ -329,7 +344,7 @@ static int train(const struct args *a, const dlt_rank_info *job, const char *run
 		return cli_fail(prog, rc);
 	hooks.comm = comm;
 	if (resume) {
-		rc = dlt_train_resume(resume, &hooks, &res);
+		rc = dlt_train_resume(resume, a->resume_epochs, &hooks, &res);
 		rundir = resume;
 	} else {
 		if ((rc = dlt_config_load(&c, a->config, a->overrides, a->n_overrides)) < 0)
@@ -390,6 +405,12 @@ static char **rank_argv(const struct args *a, const char *rundir, const char *re
 	if (resume) {
 		v[n++] = "--resume";
 		v[n++] = (char *)resume;
+		/* a user's --resume passes on its -s train.epochs=N; a restart
+		 * of a new run does not pass that run's -s to --resume */
+		for (int i = 0; a->resume && i < a->n_overrides; i++) {
+			v[n++] = "-s";
+			v[n++] = a->overrides[i];
+		}
 	} else {
 		v[n++] = "-c";
 		v[n++] = (char *)a->config;

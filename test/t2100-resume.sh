@@ -128,12 +128,34 @@ test_expect_success 'a finished run is not resumed' '
 	test_must_fail 2 "dlt-train: ref: the run is done; nothing to resume" dlt-train --resume ref
 '
 
-test_expect_success '--resume refuses -c, -o and -s, and a directory without a run' '
+test_expect_success '--resume refuses -c, -o and -s other than train.epochs, and a directory without a run' '
 	test_must_fail 2 "dlt-train: --resume takes the run" dlt-train --resume ref -c mlp.yaml &&
-	test_must_fail 2 "dlt-train: --resume takes the run" dlt-train --resume ref -s train.batch=2 &&
+	test_must_fail 2 "dlt-train: --resume: -s train.batch=2: only train.epochs can change on resume" \
+		dlt-train --resume ref -s train.batch=2 &&
+	test_must_fail 2 "dlt-train: --resume: -s train.epochs: " dlt-train --resume ref -s train.epochs=0 &&
+	test_must_fail 2 "dlt-train: ref: the run is done; nothing to resume" \
+		dlt-train --resume ref -s train.epochs=3 &&
 	mkdir empty &&
 	test_must_fail 2 "empty/config.yaml" dlt-train --resume empty &&
 	test_must_fail 2 "dlt-train: --restarts" dlt-train -c mlp.yaml --restarts -1
+'
+
+# A constant learning rate, so the run to 1 epoch raised to 2, then 3, is
+# the run to 3 from the start (cosine's steps depend on the total); the
+# second resume keeps the records after the first one's resume record.
+test_expect_success '--resume -s train.epochs raises a done run twice: the run trained to 3 epochs at once' '
+	sed "/schedule:/d" mlp.yaml >const.yaml &&
+	DLT_TEST_STEP_DELAY= dlt-train -c const.yaml -o three -q >/dev/null &&
+	DLT_TEST_STEP_DELAY= dlt-train -c const.yaml -o one -q -s train.epochs=1 >/dev/null &&
+	DLT_TEST_STEP_DELAY= dlt-train --resume one -q -s train.epochs=2 >/dev/null &&
+	DLT_TEST_STEP_DELAY= dlt-train --resume one -q -s train.epochs=3 >/dev/null &&
+	cmp three/$FINAL one/$FINAL &&
+	untimed three/metrics.jsonl >want && untimed one/metrics.jsonl >got && test_cmp want got &&
+	grep -q "^{\"event\":\"resume\",\"epoch\":2,\"step\":27,\"epochs\":2," one/metrics.jsonl &&
+	grep -q "^{\"event\":\"resume\",\"epoch\":3,\"step\":54,\"epochs\":3," one/metrics.jsonl &&
+	grep -q "^  epochs: 3$" one/config.yaml &&
+	test_must_fail 2 "dlt-train: one: the run is done; nothing to resume" \
+		dlt-train --resume one -s train.epochs=2
 '
 
 test_expect_success 'checkpoint: every N steps, keep and best' '

@@ -39,8 +39,10 @@ test_expect_success 'setup: data' '
 
 test_expect_success 'grid: 2x2 choices run 4 trials with their overrides' '
 	dlt-search -c cfg/grid.yaml -o g >out 2>err &&
-	test ! -s err &&
-	cat out &&
+	cat out err &&
+	test $(grep -c "^dlt-search: trial 00[0-3] started: train.optimizer.adam.lr=[0-9.e-]* model.0.dense=[0-9]*$" err) = 4 &&
+	test $(grep -c "^dlt-search: trial 00[0-3] rung 0 (2 epochs): test.acc [0-9.]*$" err) = 4 &&
+	test $(wc -l <err) = 8 &&
 	head -1 out | grep -q "^trial  *train.optimizer.adam.lr  *model.0.dense  *epochs  *test.acc  *status  *exit$" &&
 	test $(wc -l <out) = 5 &&
 	test $(grep -c " done  *0$" out) = 4 &&
@@ -60,8 +62,9 @@ test_expect_success 'grid: 2x2 choices run 4 trials with their overrides' '
 '
 
 test_expect_success 'random: the same seed gives the same trials and leaderboard' '
-	dlt-search -c cfg/random.yaml -o r1 >out1 &&
-	dlt-search -c cfg/random.yaml -o r2 >out2 &&
+	dlt-search -q -c cfg/random.yaml -o r1 >out1 2>err &&
+	test ! -s err &&
+	dlt-search -q -c cfg/random.yaml -o r2 >out2 &&
 	cat out1 &&
 	test $(wc -l <out1) = 6 &&
 	test_cmp out1 out2 &&
@@ -124,7 +127,7 @@ test_expect_success 'bad search files name file:line, exit 2' '
 	test ! -e bad
 '
 
-test_expect_success 'a trial that fails is marked failed; the search finishes' '
+test_expect_success 'a trial that always fails is retried, then marked failed; the search finishes' '
 	cat >cfg/fail.yaml <<-\YAML &&
 	base: mlp.yaml
 	metric: test.acc
@@ -132,15 +135,48 @@ test_expect_success 'a trial that fails is marked failed; the search finishes' '
 	params:
 	  data.train: {choice: [train.dlt, nosuch.dlt]}
 	YAML
-	dlt-search -c cfg/fail.yaml -o f >out 2>err &&
+	dlt-search -q -c cfg/fail.yaml -o f --retries 2 >out 2>err &&
 	cat out err &&
 	grep -q "^000  *train.dlt  *2  *[0-9.]*  *done  *0$" out &&
 	grep -q "^001  *nosuch.dlt  *0  *-  *failed  *2$" out &&
-	grep -q "trial 001 failed (exit status 2)" err &&
-	grep -q nosuch.dlt f/logs/001.log &&
-	grep -q "\"event\":\"finish\",\"trial\":1,\"status\":\"failed\",\"exit\":2," f/journal.jsonl &&
+	test "$(cat err)" = "dlt-search: trial 001 failed (exit status 2), see f/logs/001.log" &&
+	test $(grep -c "nosuch.dlt" f/logs/001.log) = 3 &&
+	test $(grep -c "\"event\":\"launch\",\"trial\":1," f/journal.jsonl) = 3 &&
+	grep -q "\"event\":\"retry\",\"trial\":1,\"job\":1,\"attempt\":1,\"exit\":2," f/journal.jsonl &&
+	grep -q "\"event\":\"retry\",\"trial\":1,\"job\":1,\"attempt\":2,\"exit\":2," f/journal.jsonl &&
+	grep -q "\"event\":\"finish\",\"trial\":1,\"status\":\"failed\",\"exit\":2,.*\"log\":\"dlt-train: .*nosuch.dlt" f/journal.jsonl &&
 	test_cmp f/trials/000/config.yaml f/best.yaml &&
+	dlt-search status -f json f >st &&
+	grep -q "^{\"trial\":1,.*\"status\":\"failed\",\"exit\":2,\"log\":\"dlt-train: .*nosuch.dlt" st &&
 	test_must_fail 2 "f: holds a search already" dlt-search -c cfg/fail.yaml -o f
+'
+
+# DLT_TEST_STEP_DELAY makes the trial slow enough for a kill -9 to land in
+# it; the search goes on with the trial from the checkpoint SIGTERM left.
+test_expect_success 'a trial killed by a signal is retried from its checkpoint' '
+	DLT_TEST_STEP_DELAY=0.02 dlt-search -q -c cfg/grid.yaml -o sig --retries 1 -f json >sig.json &
+	i=0 && until grep -q "\"event\":\"launch\"" sig/journal.jsonl 2>/dev/null &&
+		test -s sig/trials/000/ckpt/step-00000030.dlt 2>/dev/null; do
+		i=$((i + 1)); [ $i -lt 400 ] || break; sleep 0.05; done &&
+	pid=$(sed -n "s/.*\"event\":\"launch\",\"trial\":0,.*\"pid\":\([0-9]*\),.*/\1/p" sig/journal.jsonl) &&
+	kill -9 $pid && wait $! &&
+	grep -q "\"event\":\"retry\",\"trial\":0,\"job\":0,\"attempt\":1,\"exit\":137," sig/journal.jsonl &&
+	grep -q "\"event\":\"resume\",\"epoch\":2,\"step\":30,\"from\":\"sig/trials/000/ckpt/step-00000030.dlt\"" sig/trials/000/metrics.jsonl &&
+	dlt-search -q -c cfg/grid.yaml -o nosig -f json >nosig.json &&
+	test_cmp nosig.json sig.json
+'
+
+# GPUs 7 and 9 are on no test machine: CUDA_VISIBLE_DEVICES hides every
+# GPU from the trials, which fail as a CPU-only build does.
+test_expect_success '--gpus: a slot per GPU, each trial on device cuda' '
+	dlt-search -q -c cfg/grid.yaml -o gpu --gpus 7,9 -f json >gpu.json 2>err
+	test $? = 1 &&
+	tail -1 err | grep -q "^dlt-search: no trial gave test.acc$" &&
+	test $(grep -c "\"status\":\"failed\",\"exit\":1," gpu.json) = 4 &&
+	grep -q "\"event\":\"launch\",\"trial\":0,.*\"slot\":0," gpu/journal.jsonl &&
+	grep -q "\"event\":\"launch\",\"trial\":1,.*\"slot\":1," gpu/journal.jsonl &&
+	grep -q "\"jobs\":2," gpu/journal.jsonl &&
+	grep -q "^dlt-train: no CUDA device" gpu/logs/000.log
 '
 
 test_done

@@ -158,6 +158,11 @@ static int check(dlt_search *s, const dlt_node *root)
 			return dlt_node_error(root, "asha needs min_epochs and max_epochs");
 		if (s->min_epochs > s->max_epochs)
 			return dlt_node_error(root, "min_epochs > max_epochs");
+		for (size_t i = 0; i < s->nparams; i++)
+			if (!strcmp(s->params[i].key, "train.epochs"))
+				return dlt_error(DLT_EINPUT, "%s:%d: train.epochs: asha sets it "
+						 "(min_epochs, max_epochs)", s->path,
+						 s->params[i].line);
 	}
 	if (s->method != DLT_SEARCH_GRID)
 		return 0;
@@ -186,6 +191,7 @@ int dlt_search_load(dlt_search *s, const char *path)
 
 	memset(s, 0, sizeof(*s));
 	s->eta = 3;
+	s->parallel = 4;
 	if (!(s->path = dlt_strdup(path)))
 		return DLT_ENOMEM;
 	DLT_TRY(dlt_read_file(path, 1 << 20, &text, &len));
@@ -246,6 +252,9 @@ int dlt_search_load(dlt_search *s, const char *path)
 		} else if (!strcmp(k, "eta")) {
 			DLT_TRY(get_int(n, k, 2, 100, &v));
 			s->eta = (int)v;
+		} else if (!strcmp(k, "parallel")) {
+			DLT_TRY(get_int(n, k, 1, 4096, &v));
+			s->parallel = (int)v;
 		} else if (!strcmp(k, "min_epochs")) {
 			DLT_TRY(get_int(n, k, 1, 1000000, &v));
 			s->min_epochs = (int)v;

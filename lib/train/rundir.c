@@ -45,10 +45,24 @@ int dlt_run_status(dlt_run *r, const char *status)
 	return rc;
 }
 
-int dlt_run_open(dlt_run *r, const char *dir, const dlt_config *c)
+int dlt_run_write_config(const dlt_run *r, const dlt_config *c)
 {
 	dlt_buf yaml = { 0 };
-	char *metrics = NULL, *config = NULL;
+	char *path = dlt_run_file(r, "config.yaml");
+	int rc;
+
+	if (!path)
+		return DLT_ENOMEM;
+	if ((rc = dlt_config_write_yaml(c, &yaml)) == 0)
+		rc = dlt_write_file_atomic(path, yaml.data, yaml.len);
+	dlt_buf_free(&yaml);
+	free(path);
+	return rc;
+}
+
+int dlt_run_open(dlt_run *r, const char *dir, const dlt_config *c)
+{
+	char *metrics = NULL;
 	struct stat st;
 	int rc;
 
@@ -58,8 +72,7 @@ int dlt_run_open(dlt_run *r, const char *dir, const dlt_config *c)
 		return 0;
 	if (!(r->dir = dlt_strdup(dir)))
 		return DLT_ENOMEM;
-	if (!(metrics = dlt_run_file(r, "metrics.jsonl")) ||
-	    !(config = dlt_run_file(r, "config.yaml"))) {
+	if (!(metrics = dlt_run_file(r, "metrics.jsonl"))) {
 		rc = DLT_ENOMEM;
 		goto fail;
 	}
@@ -69,8 +82,7 @@ int dlt_run_open(dlt_run *r, const char *dir, const dlt_config *c)
 		goto fail;
 	}
 	DLT_TRY(dlt_mkdir_p(dir));
-	DLT_TRY(dlt_config_write_yaml(c, &yaml));
-	DLT_TRY(dlt_write_file_atomic(config, yaml.data, yaml.len));
+	DLT_TRY(dlt_run_write_config(r, c));
 	if (!(r->metrics = fopen(metrics, "wx"))) {
 		rc = dlt_error_errno(errno == EEXIST ? DLT_EINPUT : DLT_EIO, "%s", metrics);
 		goto fail;
@@ -79,8 +91,6 @@ int dlt_run_open(dlt_run *r, const char *dir, const dlt_config *c)
 	rc = 0;
 fail:
 	free(metrics);
-	free(config);
-	dlt_buf_free(&yaml);
 	if (rc < 0)
 		dlt_run_close(r);
 	return rc;
@@ -88,7 +98,8 @@ fail:
 
 static int is_resume(const char *line)
 {
-	return !strncmp(line, "{\"event\":\"resume\"", 18);
+	static const char prefix[] = "{\"event\":\"resume\"";
+	return !strncmp(line, prefix, sizeof(prefix) - 1);
 }
 
 /* The "time" of a record, 0 if it has none. */

@@ -22,6 +22,8 @@ int dlt_run_open(dlt_run *r, const char *dir, const dlt_config *c);
  * it lacks some, it is written anew from kept.  *time gets the "time" of
  * the last record kept (0 if none). */
 int dlt_run_reopen(dlt_run *r, const char *dir, const char *kept, double *time);
+/* Writes config.yaml (resolved c) anew, atomically. */
+int dlt_run_write_config(const dlt_run *r, const dlt_config *c);
 int dlt_run_record(dlt_run *r, const char *json);	/* a line of metrics.jsonl */
 int dlt_run_status(dlt_run *r, const char *status);	/* running, stopped, done, failed */
 int dlt_run_close(dlt_run *r);

@@ -782,21 +782,18 @@ static int run_done(const char *rundir)
 	return done;
 }
 
-int dlt_train_resume(const char *rundir, const dlt_train_hooks *h, dlt_train_result *res)
+int dlt_train_resume(const char *rundir, int epochs, const dlt_train_hooks *h,
+		      dlt_train_result *res)
 {
 	run_state s = { .h = h, .res = res };
 	dlt_config c = { 0 };
 	dlt_ckpt k = { 0 };
 	char *yaml = NULL;
 	double time_before = 0;
-	int rc;
+	int rc, done = run_done(rundir), run_epochs;
 
 	memset(res, 0, sizeof(*res));
 	res->test_loss = res->test_acc = NAN;
-	if (run_done(rundir)) {
-		rc = dlt_error(DLT_EINPUT, "%s: the run is done; nothing to resume", rundir);
-		goto fail;
-	}
 	DLT_TRY(newest_ckpt(&s, rundir, &k, &c));
 	if (!k.a) {	/* none yet: from the start, with the run's config */
 		if (!(yaml = dlt_malloc(strlen(rundir) + 16))) {
@@ -806,15 +803,28 @@ int dlt_train_resume(const char *rundir, const dlt_train_hooks *h, dlt_train_res
 		sprintf(yaml, "%s/config.yaml", rundir);
 		DLT_TRY(dlt_config_load(&c, yaml, NULL, 0));
 	}
+	run_epochs = c.train.epochs;
+	if (done && epochs <= run_epochs) {
+		rc = dlt_error(DLT_EINPUT, "%s: the run is done; nothing to resume", rundir);
+		goto fail;
+	}
+	if (epochs)
+		c.train.epochs = epochs;
 	s.c = &c;
 	DLT_TRY(setup(&s));
 	if (k.a) {
 		DLT_TRY(dlt_ckpt_restore(&k, &s.m, &s.opt, &s.st));
-		if (s.st.epochs != c.train.epochs || s.st.step != (s.st.epoch - 1) * s.spe + s.st.batch) {
+		if (s.st.epochs != run_epochs || s.st.step != (s.st.epoch - 1) * s.spe + s.st.batch) {
 			rc = dlt_error(DLT_EINPUT, "%s: the checkpoint's position does not fit "
 				       "its config", dlt_archive_path(k.a));
 			goto fail;
 		}
+		if (s.st.epoch - 1 > c.train.epochs) {
+			rc = dlt_error(DLT_EINPUT, "%s: train.epochs=%d: the run has trained %d "
+				       "epochs already", rundir, c.train.epochs, s.st.epoch - 1);
+			goto fail;
+		}
+		s.st.epochs = c.train.epochs;
 	}
 	DLT_TRY(sync_start(&s));
 	if (s.rank) {	/* rank 0 alone writes the run */
@@ -825,6 +835,10 @@ int dlt_train_resume(const char *rundir, const dlt_train_hooks *h, dlt_train_res
 	DLT_TRY(dlt_run_reopen(&s.run, rundir, s.st.metrics.data ? s.st.metrics.data : "",
 			       &time_before));
 	s.run.start_mono = dlt_now() - time_before;
+	/* config.yaml says what the run now trains to, for dlt-runs and a
+	 * later resume without a checkpoint */
+	if (c.train.epochs != run_epochs)
+		DLT_TRY(dlt_run_write_config(&s.run, &c));
 	DLT_TRY(open_ckpt_dir(&s));
 	{
 		dlt_json j;
@@ -832,6 +846,8 @@ int dlt_train_resume(const char *rundir, const dlt_train_hooks *h, dlt_train_res
 		dlt_json_str(&j, "event", "resume");
 		dlt_json_int(&j, "epoch", s.st.epoch);
 		dlt_json_int(&j, "step", s.opt.step);
+		if (c.train.epochs != run_epochs)
+			dlt_json_int(&j, "epochs", c.train.epochs);
 		if (k.a)
 			dlt_json_str(&j, "from", dlt_archive_path(k.a));
 		if (h && h->note)

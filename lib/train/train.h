@@ -139,7 +139,10 @@ int dlt_train_run(const dlt_config *c, const char *rundir, const dlt_train_hooks
  * (a damaged one is reported through warn and the one before it used),
  * or from the start when it has none; bit for bit the run it would have
  * been.  metrics.jsonl loses what came after that checkpoint and gains a
- * "resume" record. */
-int dlt_train_resume(const char *rundir, const dlt_train_hooks *h, dlt_train_result *res);
+ * "resume" record.  epochs: 0 keeps the run's train.epochs; more raises it
+ * (a run that is done goes on from its last checkpoint, as dlt-search's
+ * promotions do), and config.yaml says so. */
+int dlt_train_resume(const char *rundir, int epochs, const dlt_train_hooks *h,
+		     dlt_train_result *res);
 
 #endif
