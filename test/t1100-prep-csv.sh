@@ -255,9 +255,13 @@ test_expect_success 'bad input: a class id too large for an output layer' '
 		dlt-prep csv huge.csv --label 1 -o out/d.dlt &&
 	is_empty out
 '
-test_expect_success '-o /dev/null writes to the device, and leaves it one' '
+test_expect_success '-o to a pipe or device writes through it and leaves it one' '
 	blobs_csv >dn.csv &&
-	dlt-prep csv -q -l kind -o /dev/null dn.csv &&
-	test -c /dev/null
+	mkfifo fifo &&
+	{ cat fifo >through.dlt & } &&
+	dlt-prep csv -q -l kind -o fifo dn.csv && wait &&
+	test -p fifo &&
+	dlt-prep csv -q -l kind -o direct.dlt dn.csv &&
+	cmp direct.dlt through.dlt
 '
 test_done
