@@ -176,8 +176,36 @@ static void cnn(void)
 	adam(np, w, dw, m, v);
 	bwd = total - fwd;
 	printf("  forward %.3f ms, backward+adam %.3f ms, step %.3f ms: %.0f samples/s, "
-	       "%.1f GF/s\n\n", fwd * 1e3, bwd * 1e3, total * 1e3, BATCH / total,
+	       "%.1f GF/s\n", fwd * 1e3, bwd * 1e3, total * 1e3, BATCH / total,
 	       24.995e6 * BATCH / total * 1e-9);
+	/* the calls back to back, as a training step makes them: each one
+	 * finds in the caches what the one before left, not its own data */
+	{
+		double best = 1e9;
+		for (int r = 0; r <= reps; r++) {
+			double t = now();
+			be->conv_forward(0, &c1, x, w1, b1, y1, DLT_ACT_RELU, 0.0f, work);
+			be->maxpool_forward(&p1, y1, y2, arg1);
+			be->conv_forward(0, &c2, y2, w2, b2, y3, DLT_ACT_RELU, 0.0f, work);
+			be->maxpool_forward(&p2, y3, y4, arg2);
+			be->gemm(0, 0, 1, BATCH, 128, 3136, 1.0f, y4, 3136, w3, 3136, 0.0f, y5, 128);
+			be->bias_act(y5, b3, BATCH, 128, DLT_ACT_RELU, 0.0f);
+			be->gemm(0, 0, 1, BATCH, 10, 128, 1.0f, y5, 128, w4, 128, 0.0f, y6, 10);
+			be->gemm(0, 0, 0, BATCH, 3136, 128, 1.0f, g5, 128, w3, 3136, 0.0f, g4, 3136);
+			be->maxpool_backward(&p2, g4, arg2, g3);
+			be->act_backward(y3, y3, g3, g3, a3, DLT_ACT_RELU, 0.0f);
+			be->conv_backward(0, &c2, y2, w2, g3, g2, dw, dw + 18432, work);
+			be->maxpool_backward(&p1, g2, arg1, g1);
+			be->act_backward(y1, y1, g1, g1, a1, DLT_ACT_RELU, 0.0f);
+			be->conv_backward(0, &c1, x, w1, g1, NULL, dw, dw + 288, work);
+			be->adam(w, dw, m, v, np, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0, 10);
+			t = now() - t;
+			if (r && t < best)
+				best = t;
+		}
+		printf("  in sequence (the main calls): %.3f ms: %.0f samples/s\n\n", best * 1e3,
+		       BATCH / best);
+	}
 }
 
 static void mlp(void)

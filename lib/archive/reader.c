@@ -4,6 +4,7 @@
  * never a crash, a hang or a huge allocation. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -338,6 +339,39 @@ static int decode_planes(const dlt_archive *a, const struct rec *r, const char *
 	return rc;
 }
 
+/* A large raw record is hashed twice, for its record checksum and for
+ * its raw one, each pass bound by the integer multiplier (xxh64: 8
+ * multiplies a 32-byte stripe), 5 ms each for a 47 MB training set on Zen 3:
+ * most of dlt-train's start-up.  From this size on the raw hash runs on a
+ * thread of its own beside the record's, and the record's pages are
+ * mapped in one call rather than a fault every 64 KiB. */
+#define RAW_HASH_THREAD (4u << 20)
+
+struct raw_hash_job {
+	const void *p;
+	size_t n;
+	uint64_t hash;
+};
+
+static void *raw_hash_thread(void *arg)
+{
+	struct raw_hash_job *j = arg;
+	j->hash = ar_xxh64(j->p, j->n);
+	return NULL;
+}
+
+static void populate(const void *p, size_t n)
+{
+#ifdef MADV_POPULATE_READ
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p & ~(page - 1);
+	/* an old kernel says EINVAL: the faults then map it as before */
+	madvise((void *)a, (uintptr_t)p + n - a, MADV_POPULATE_READ);
+#else
+	(void)p;
+	(void)n;
+#endif
+}
+
 /* Checks both checksums of a record and decodes it into out (raw_size
  * bytes); out may be NULL for a raw record, to check it only.  Of a's
  * state it uses only its bytes and the kept zstd context, so that threads
@@ -351,13 +385,30 @@ static int decode(dlt_archive *a, const struct rec *r, void *out)
 	ZSTD_DCtx *d;
 	int rc = 0;
 
+	struct raw_hash_job job = { src, n, 0 };
+	pthread_t th;
+	int threaded = 0;
+
 	rec_label(where, r);
-	if (ar_hash(h, r->hsize - 8, src, r->info.stored_size) != r->rec_hash)
+	if (r->format == AR_CODEC_RAW && n >= RAW_HASH_THREAD && n <= r->info.stored_size) {
+		if (a->map)
+			populate(h, r->hsize + n);
+		threaded = pthread_create(&th, NULL, raw_hash_thread, &job) == 0;
+	}
+	if (ar_hash(h, r->hsize - 8, src, r->info.stored_size) != r->rec_hash) {
+		if (threaded)
+			pthread_join(th, NULL);
 		return bad(a, where, "checksum mismatch");
+	}
 	if (r->format == AR_CODEC_RAW) {
 		if (out && n)
 			memcpy(out, src, n);
-		hash = ar_xxh64(src, n);
+		if (threaded) {
+			pthread_join(th, NULL);
+			hash = job.hash;
+		} else {
+			hash = ar_xxh64(src, n);
+		}
 	} else {
 		if (!(d = dctx_take(a)))
 			return dlt_error(DLT_ENOMEM, "out of memory (zstd context)");

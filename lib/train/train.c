@@ -9,9 +9,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "archive/archive.h"
@@ -51,6 +53,13 @@ typedef struct run_state {
 	dlt_comm *comm;
 	int rank, ranks, local_ranks;
 	dlt_buckets buckets;
+	/* a new run's directory, opened on a thread of its own while the
+	 * first step runs (open_run_start) */
+	const char *rundir;
+	pthread_t open_thread;
+	int open_pending, open_rc;
+	double open_mono;
+	char open_msg[1024];
 } run_state;
 
 static void warn(run_state *s, const char *msg)
@@ -577,6 +586,71 @@ static int done_record(run_state *s, double train_time, double startup, double s
 	return emit(s, &j, timed);
 }
 
+static int open_ckpt_dir(run_state *s);
+
+/* A new run's directory takes a few fsyncs (config.yaml and status are
+ * written atomically), 3 to 20 ms on a busy disk: it is opened on a thread
+ * of its own while the first step runs, and the loop waits for it before
+ * the first thing it writes there.  Bad input has been ruled out by then
+ * (setup), so that no run directory is left behind for it; an error of
+ * the opening itself ends the run after its first step. */
+static void *open_run_thread(void *arg)
+{
+	run_state *s = arg;
+	int rc = dlt_run_open(&s->run, s->rundir, s->c);
+	if (rc == 0) {
+		s->run.start_mono = s->open_mono;
+		if ((rc = open_ckpt_dir(s)) < 0) {
+			snprintf(s->open_msg, sizeof(s->open_msg), "%s", dlt_errmsg());
+			dlt_run_close(&s->run);
+		}
+	} else {
+		snprintf(s->open_msg, sizeof(s->open_msg), "%s", dlt_errmsg());
+	}
+	s->open_rc = rc;
+	return NULL;
+}
+
+static int open_run_start(run_state *s, const char *rundir)
+{
+	int rc;
+	char *metrics;
+	struct stat st;
+	s->rundir = rundir;
+	s->open_mono = dlt_now();
+	/* a directory that holds a run already: the error now, not after a step */
+	if (rundir && (metrics = dlt_malloc(strlen(rundir) + 16))) {
+		sprintf(metrics, "%s/metrics.jsonl", rundir);
+		rc = stat(metrics, &st);
+		free(metrics);
+		if (rc == 0)
+			return dlt_run_open(&s->run, rundir, s->c);
+	}
+	if (pthread_create(&s->open_thread, NULL, open_run_thread, s) == 0) {
+		s->open_pending = 1;
+		return 0;
+	}
+	/* no thread: here and now */
+	if ((rc = dlt_run_open(&s->run, rundir, s->c)) < 0)
+		return rc;
+	s->run.start_mono = s->open_mono;
+	if ((rc = open_ckpt_dir(s)) < 0)
+		dlt_run_close(&s->run);
+	return rc;
+}
+
+/* Waits for the run directory; its error, if it could not be opened */
+static int open_run_wait(run_state *s)
+{
+	if (!s->open_pending)
+		return 0;
+	pthread_join(s->open_thread, NULL);
+	s->open_pending = 0;
+	if (s->open_rc < 0)
+		return dlt_error(s->open_rc, "%s", s->open_msg);
+	return 0;
+}
+
 /* The loop, from wherever s->st stands. */
 static int train_loop(run_state *s)
 {
@@ -635,6 +709,8 @@ static int train_loop(run_state *s)
 			if (s->comm)
 				DLT_TRY_RC(sync_step(s, &loss, &correct, &ask));
 			t_train += dlt_now() - t0;
+			/* all below may write to the run directory */
+			DLT_TRY_RC(open_run_wait(s));
 
 			st->win_loss += loss;
 			st->win_correct += correct;
@@ -680,7 +756,9 @@ static int train_loop(run_state *s)
 /* Runs the loop on a set-up state; the run's status tells how it ended. */
 static int run(run_state *s)
 {
-	int rc = train_loop(s);
+	int rc = train_loop(s), orc = open_run_wait(s);
+	if (orc < 0)
+		return orc;	/* no run directory to say how it ended */
 	if (rc == 0)
 		rc = dlt_run_status(&s->run, s->res->stopped ? "stopped" : "done");
 	if (rc == 0)
@@ -716,12 +794,8 @@ int dlt_train_run(const dlt_config *c, const char *rundir, const dlt_train_hooks
 	DLT_TRY(setup(&s));
 	DLT_TRY(sync_start(&s));
 	/* the run directory last: bad input must not leave one behind */
-	DLT_TRY(dlt_run_open(&s.run, s.rank ? NULL : rundir, c));
-	s.run.start_mono = dlt_now();
-	if ((rc = open_ckpt_dir(&s)) < 0) {
-		dlt_run_close(&s.run);
+	if ((rc = open_run_start(&s, s.rank ? NULL : rundir)) < 0)
 		goto fail;
-	}
 	rc = run(&s);
 fail:
 	teardown(&s);
