@@ -328,18 +328,16 @@ static int copy_best(const trial *best)
 	return rc;
 }
 
-static int run(const dlt_search *s, long long jobs, int format)
+/* The search with count trials t, and order to rank them in. */
+static int search_trials(const dlt_search *s, long long jobs, int format, trial *t,
+			 trial **order, long long count)
 {
-	long long count = dlt_search_count(s), next = 0, running = 0;
-	trial *t = calloc((size_t)count, sizeof(*t));
-	trial **order = calloc((size_t)count, sizeof(*order));
+	long long next = 0, running = 0;
 	char threads[64], path[PATH_MAX];
 	const char *train = trainer_path();
 	int cores = dlt_env_threads(), rc = 0;
 	dlt_json j;
 
-	if (!t || !order)
-		return dlt_error(DLT_ENOMEM, "out of memory");
 	if (cores < 0)
 		return cores;
 	snprintf(threads, sizeof(threads), "train.threads=%lld", cores / jobs > 0 ? cores / jobs : 1);
@@ -419,12 +417,22 @@ static int run(const dlt_search *s, long long jobs, int format)
 	DLT_TRY_RC(journal_write(&j));
 	if (isnan(order[0]->value))
 		return dlt_error(DLT_EFAIL, "no trial gave %s", s->metric);
-	DLT_TRY_RC(copy_best(order[0]));
-	for (long long i = 0; i < count; i++)
+	return copy_best(order[0]);
+}
+
+static int run(const dlt_search *s, long long jobs, int format)
+{
+	long long count = dlt_search_count(s);
+	trial *t = calloc((size_t)count, sizeof(*t));
+	trial **order = calloc((size_t)count, sizeof(*order));
+	int rc = t && order ? search_trials(s, jobs, format, t, order, count)
+		: dlt_error(DLT_ENOMEM, "out of memory");
+
+	for (long long i = 0; t && i < count; i++)
 		dlt_search_free_overrides(t[i].ov, t[i].nov);
 	free(t);
 	free(order);
-	return 0;
+	return rc;
 }
 
 int main(int argc, char **argv)

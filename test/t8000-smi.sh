@@ -4,7 +4,7 @@
 # says where there is no driver.
 . "$(dirname "$0")/lib.sh"
 
-FAKE=$ROOT/build/test/libfake-nvml.so
+FAKE=$BUILD/test/libfake-nvml.so
 DLT_FAKE_NVML=$TRASH/gpus.txt
 export DLT_FAKE_NVML
 unset DLT_NVML_LIBRARY DLT_RUNS
