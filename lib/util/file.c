@@ -47,6 +47,16 @@ static void ofile_clear(dlt_ofile *f)
 	memset(f, 0, sizeof(*f));
 }
 
+/* The status of a failure to create a file or directory, from errno: a
+ * path that cannot take one (no such directory, not a directory, no
+ * permission, a read-only file system) is bad usage, as the user named
+ * it; anything else (a full disk, EIO) is the job failing. */
+static int unwritable(void)
+{
+	return errno == ENOENT || errno == ENOTDIR || errno == EACCES || errno == EPERM ||
+		errno == EROFS ? DLT_EINPUT : DLT_EIO;
+}
+
 int dlt_ofile_open(dlt_ofile *f, const char *path)
 {
 	const char *slash = strrchr(path, '/');
@@ -70,8 +80,7 @@ int dlt_ofile_open(dlt_ofile *f, const char *path)
 	/* a dot file beside the target, so that the rename stays in one file system */
 	sprintf(f->tmp, "%.*s.%s.XXXXXX", (int)dirlen, path, path + dirlen);
 	if ((fd = mkstemp(f->tmp)) < 0) {
-		int rc = dlt_error_errno(errno == ENOENT || errno == ENOTDIR ? DLT_EINPUT : DLT_EIO,
-					 "%s", path);
+		int rc = dlt_error_errno(unwritable(), "%s", path);
 		ofile_clear(f);
 		return rc;
 	}
@@ -199,8 +208,7 @@ int dlt_mkdir_p(const char *path)
 			char c = *s;
 			*s = 0;
 			if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-				rc = dlt_error_errno(errno == EACCES || errno == EROFS || errno == ENOTDIR ?
-						     DLT_EINPUT : DLT_EIO, "%s", p);
+				rc = dlt_error_errno(unwritable(), "%s", p);
 				break;
 			}
 			*s = c;

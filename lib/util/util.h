@@ -48,6 +48,8 @@ char *dlt_strdup(const char *s);
 int dlt_grow(void *array, size_t *cap, size_t n, size_t size);
 /* a*b with overflow check: returns 0 on overflow */
 int dlt_mul_ok(size_t a, size_t b, size_t *out);
+/* Bytes of physical memory of the machine; 0 if unknown. */
+double dlt_mem_total(void);
 
 /* Growable byte buffer. */
 typedef struct dlt_buf {
