@@ -130,7 +130,8 @@ check: deps
 # dlt-smi -l that runs for days.  The tests set DLT_THREADS=2, so the few
 # OpenMP threads are the ones libgomp keeps, which LeakSanitizer does not
 # mind.
-SANITIZE = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+SANITIZE = -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer \
+	-fno-sanitize-recover=undefined,float-cast-overflow
 ASAN_MAKE = BUILD=build-asan BIN=bin-asan CUDA=0 CFLAGS='-O1 -g $(SANITIZE)'
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \

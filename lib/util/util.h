@@ -152,6 +152,9 @@ typedef struct dlt_jval {
 int dlt_json_parse(const char *s, size_t n, dlt_jval *out);
 void dlt_jval_free(dlt_jval *v);
 const dlt_jval *dlt_jval_get(const dlt_jval *obj, const char *key);	/* NULL if absent */
+/* Whether v is a whole number in [lo, hi] (|lo|, |hi| at most 2^53);
+ * sets *out when it is. */
+int dlt_jval_int(const dlt_jval *v, long long lo, long long hi, long long *out);
 
 /* Time. */
 double dlt_now(void);		/* monotonic seconds */
