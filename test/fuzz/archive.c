@@ -1,7 +1,8 @@
 /* The .dlt archive reader (lib/archive), on any bytes: open from memory,
  * every tensor read, viewed and found by name, verify; then the same bytes
- * as a file, opened by mapping and described as a dataset (dlt-prep info,
- * lib/prep/info.c).
+ * as a file, opened by mapping, described as a dataset (dlt-prep info,
+ * lib/prep/info.c) and loaded as one (dlt-train and dlt-infer,
+ * lib/train/data.c).
  *
  * The checksums would stop a fuzzer at the first byte it changes, so the
  * harness first sets those it can compute where the structure allows:
@@ -11,6 +12,7 @@
 #include "archive/archive.h"
 #include "archive/format.h"
 #include "prep/prep.h"
+#include "train/train.h"
 #include "util/util.h"
 
 #include "fuzz.h"
@@ -80,6 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsigned char *p = malloc(size ? size : 1);
 	dlt_archive *a;
 	dlt_buf info = { 0 };
+	dlt_dataset d;
 	const char *path;
 
 	memcpy(p, data, size);
@@ -97,6 +100,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	info.len = 0;
 	dlt_prep_info(path, 1, &info);
 	dlt_buf_free(&info);
+	if (dlt_dataset_load(&d, path) == 0)
+		dlt_dataset_free(&d);
 	free(p);
 	return 0;
 }

@@ -3,8 +3,9 @@
  * checksums do not protect from whoever wrote it.  Input: the metadata
  * JSON.  The harness writes it into a checkpoint with the tensors of a
  * small model (dense 8, relu, dense 3 on 4 features, Adam), opens it,
- * reads its "input", restores the model and optimiser from it and
- * describes it. */
+ * reads its "input", restores the model and optimiser from it, describes
+ * it, strips it, and exports it to safetensors and imports that back
+ * (dlt-ckpt info, strip, export, import). */
 #include "archive/archive.h"
 #include "ckpt/ckpt.h"
 #include "kernels/kernels.h"
@@ -95,5 +96,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	info.len = 0;
 	dlt_ckpt_info(path, 1, &info);
 	dlt_buf_free(&info);
+	dlt_ckpt_strip(path, fuzz_path("stripped.dlt"));
+	if (dlt_ckpt_export(path, DLT_EXPORT_SAFETENSORS, fuzz_path("ckpt.safetensors"), 0) == 0)
+		dlt_ckpt_import(fuzz_path("ckpt.safetensors"), fuzz_path("imported.dlt"), NULL);
 	return 0;
 }
