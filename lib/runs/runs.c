@@ -337,6 +337,7 @@ static int add_record(dlt_runinfo *r, size_t *cap, const dlt_jval *rec)
 		const dlt_jval *f = &rec->items[i];
 		char name[128];
 		dlt_series *s;
+		int len;
 
 		if (f->type != DLT_JNUM || is_meta(f->key))
 			continue;
@@ -345,10 +346,14 @@ static int add_record(dlt_runinfo *r, size_t *cap, const dlt_jval *rec)
 		if (done) {
 			if (!strchr(f->key, '.') || dlt_runs_series(r, f->key))
 				continue;
-			snprintf(name, sizeof(name), "%s", f->key);
+			len = snprintf(name, sizeof(name), "%s", f->key);
 		} else {
-			snprintf(name, sizeof(name), "%s.%s", prefix, f->key);
+			len = snprintf(name, sizeof(name), "%s.%s", prefix, f->key);
 		}
+		/* no metric dlt writes has such a name; cut short, it could
+		 * lose its dot or become another's */
+		if (len >= (int)sizeof(name))
+			continue;
 		if (!(s = series(r, cap, name)) ||
 		    dlt_grow(&s->p, &s->cap, s->n + 1, sizeof(dlt_point)) < 0)
 			return DLT_ENOMEM;
