@@ -105,13 +105,15 @@ $(BUILD)/test/fuzz-%: $(BUILD)/test/fuzz/%.o $(BUILD)/test/fuzz/replay.o $(BUILD
 	$(call say,LD)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/test/fuzz/replay.o $(BUILD)/libdlt.a $(LDLIBS)
 
-# A fake libnvidia-ml.so.1 for the tests of dlt-smi (test/t8000-smi.sh)
+# A fake libnvidia-ml.so.1 for the tests of dlt-smi (test/t8000-smi.sh),
+# and a sysconf that fakes the machine's memory (test/t9100-resources.sh)
 FAKE_NVML = $(BUILD)/test/libfake-nvml.so
-all: $(FAKE_NVML)
-$(FAKE_NVML): test/fake-nvml.c
+FAKE_MEM = $(BUILD)/test/libfake-mem.so
+all: $(FAKE_NVML) $(FAKE_MEM)
+$(BUILD)/test/libfake-%.so: test/fake-%.c
 	@mkdir -p $(@D)
 	$(call say,CC)
-	$(Q)$(CC) -std=gnu11 $(WARN) $(CFLAGS) -shared -fPIC -o $@ $<
+	$(Q)$(CC) -std=gnu11 $(WARN) $(CFLAGS) -shared -fPIC -o $@ $< -ldl
 
 deps:
 	@scripts/install-deps

@@ -114,6 +114,28 @@ test_expect_success 'a model too large for memory: exit 1, out of memory, no run
 	test ! -e huge
 '
 
+# A machine of 2 MiB (test/fake-mem.c): a stream stops at half of it,
+# a model must fit in it.  ASan wants its runtime first of the libraries.
+small_machine() {
+	env LD_PRELOAD="$BUILD/test/libfake-mem.so" DLT_FAKE_PHYS_PAGES=$((2097152 / $(getconf PAGESIZE))) \
+		ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" "$@"
+}
+
+test_expect_success 'an endless stream stops at half the memory: exit 2' '
+	test_must_fail 2 "/dev/zero: larger than 1048576 bytes" small_machine dlt-prep info /dev/zero &&
+	test_must_fail 2 "/dev/zero: larger than 1048576 bytes" \
+		small_machine dlt-prep csv -l 0 -o x.dlt /dev/zero &&
+	test_must_fail 2 "standard input: larger than 1048576 bytes" \
+		small_machine sh -c "head -c 3000000 /dev/zero | dlt-prep info -" &&
+	test ! -e x.dlt
+'
+
+test_expect_success 'a model larger than the memory: exit 1, what it needs and what there is' '
+	test_must_fail 1 "out of memory: the model needs 49 MiB for a batch of 32, the machine has 2 MiB" \
+		small_machine dlt-train -c mlp.yaml -q -o huge -s model.0.dense=100000 &&
+	test ! -e huge
+'
+
 test_expect_success 'a dense layer of 1e12 units: exit 2, its limit named' '
 	test_must_fail 2 "model.0.dense: must be <= 2147483647, got 1e12" \
 		dlt-train -c mlp.yaml -q -o huge -s model.0.dense=1e12 &&
