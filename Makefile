@@ -37,8 +37,8 @@ ALL_NVCCFLAGS = -std=c++17 $(CUDA_ARCH) $(NVCCFLAGS) -Werror all-warnings \
 	-Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-fPIC,-fvisibility=hidden \
 	-Ilib -I. -MMD -MP
 ifeq ($(CUDA),1)
-CUDA_OBJ = $(CUDA_SRC:%.cu=build/%.o)
-CUDA_SO = build/libdlt-cuda.so
+CUDA_OBJ = $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+CUDA_SO = $(BUILD)/libdlt-cuda.so
 CUDA_SO_LIBS = -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublasLt \
 	-lcublas -lnccl -Xlinker --no-undefined
 endif
@@ -52,19 +52,28 @@ ifeq ($(MPI),1)
 MPI_SO = build/libdlt-mpi.so
 endif
 
+# Objects, libraries and tests go under BUILD, programs under BIN: the
+# sanitizer build (make check-asan) uses build-asan/ and bin-asan/.
+BUILD ?= build
+BIN ?= bin
 LIB_SRC = $(wildcard lib/*/*.c kernels/cpu/*.c) kernels/cuda_open.c
-LIB_OBJ = $(LIB_SRC:%.c=build/%.o)
-PROGS = $(patsubst cmd/%.c,bin/%,$(wildcard cmd/dlt-*.c))
-UNIT = $(patsubst test/unit/%.c,build/test/%,$(wildcard test/unit/test-*.c))
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
+PROGS = $(patsubst cmd/%.c,$(BIN)/%,$(wildcard cmd/dlt-*.c))
+UNIT = $(patsubst test/unit/%.c,$(BUILD)/test/%,$(wildcard test/unit/test-*.c))
+# The fuzz harnesses of test/fuzz/, each one reader, built with replay.c's
+# main for make check (test/t0100-fuzz-corpus.sh) and with libFuzzer for
+# make fuzz.
+FUZZ_NAMES = $(patsubst test/fuzz/%.c,%,$(filter-out test/fuzz/replay.c,$(wildcard test/fuzz/*.c)))
+FUZZ_REPLAY = $(FUZZ_NAMES:%=$(BUILD)/test/fuzz-%)
 
-all: $(PROGS) $(UNIT) $(CUDA_SO) $(MPI_SO)
+all: $(PROGS) $(UNIT) $(FUZZ_REPLAY) $(CUDA_SO) $(MPI_SO)
 
-build/%.o: %.c
+$(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(call say,CC)
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-build/%.o: %.cu
+$(BUILD)/%.o: %.cu
 	@mkdir -p $(@D)
 	$(call say,NVCC)
 	$(Q)$(NVCC) $(ALL_NVCCFLAGS) -c -o $@ $<
@@ -73,8 +82,8 @@ $(CUDA_SO): $(CUDA_OBJ)
 	$(call say,NVCC)
 	$(Q)$(NVCC) $(CUDA_ARCH) -shared -o $@ $(CUDA_OBJ) $(CUDA_SO_LIBS)
 
-build/kernels/cuda_open.o: ALL_CFLAGS += -DDLT_CUDA=$(CUDA)
-build/lib/comm/comm.o: ALL_CFLAGS += -DDLT_MPI=$(MPI)
+$(BUILD)/kernels/cuda_open.o: ALL_CFLAGS += -DDLT_CUDA=$(CUDA)
+$(BUILD)/lib/comm/comm.o: ALL_CFLAGS += -DDLT_MPI=$(MPI)
 
 $(MPI_SO): lib/comm/mpi/mpi.c lib/comm/comm.h
 	@mkdir -p $(@D)
@@ -82,38 +91,45 @@ $(MPI_SO): lib/comm/mpi/mpi.c lib/comm/comm.h
 	$(Q)$(MPICC) -std=gnu11 $(WARN) $(CFLAGS) -Ilib -I. -shared -fPIC -fvisibility=hidden \
 		-o $@ $< -Wl,--no-undefined
 
-build/libdlt.a: $(LIB_OBJ)
+$(BUILD)/libdlt.a: $(LIB_OBJ)
 	@rm -f $@
 	$(call say,AR)
 	$(Q)ar rcs $@ $(LIB_OBJ)
 
-bin/%: build/cmd/%.o build/libdlt.a
+$(BIN)/%: $(BUILD)/cmd/%.o $(BUILD)/libdlt.a
 	@mkdir -p $(@D)
 	$(call say,LD)
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< build/libdlt.a $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libdlt.a $(LDLIBS)
 
-build/bench/%: bench/%.c build/libdlt.a
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libdlt.a
 	@mkdir -p $(@D)
 	$(call say,CC)
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< build/libdlt.a $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libdlt.a $(LDLIBS)
 
-build/test/%: build/test/unit/%.o build/test/unit/tap.o build/libdlt.a
+$(BUILD)/test/%: $(BUILD)/test/unit/%.o $(BUILD)/test/unit/tap.o $(BUILD)/libdlt.a
 	@mkdir -p $(@D)
 	$(call say,LD)
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< build/test/unit/tap.o build/libdlt.a $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/test/unit/tap.o $(BUILD)/libdlt.a $(LDLIBS)
 
-build/test/unit/%.o: test/unit/%.c
+$(BUILD)/test/unit/%.o: test/unit/%.c
 	@mkdir -p $(@D)
 	$(call say,CC)
 	$(Q)$(CC) $(ALL_CFLAGS) -Itest/unit -c -o $@ $<
 
-# A fake libnvidia-ml.so.1 for the tests of dlt-smi (test/t8000-smi.sh)
-FAKE_NVML = build/test/libfake-nvml.so
-all: $(FAKE_NVML)
-$(FAKE_NVML): test/fake-nvml.c
+$(BUILD)/test/fuzz-%: $(BUILD)/test/fuzz/%.o $(BUILD)/test/fuzz/replay.o $(BUILD)/libdlt.a
+	@mkdir -p $(@D)
+	$(call say,LD)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/test/fuzz/replay.o $(BUILD)/libdlt.a $(LDLIBS)
+
+# A fake libnvidia-ml.so.1 for the tests of dlt-smi (test/t8000-smi.sh),
+# and a sysconf that fakes the machine's memory (test/t9100-resources.sh)
+FAKE_NVML = $(BUILD)/test/libfake-nvml.so
+FAKE_MEM = $(BUILD)/test/libfake-mem.so
+all: $(FAKE_NVML) $(FAKE_MEM)
+$(BUILD)/test/libfake-%.so: test/fake-%.c
 	@mkdir -p $(@D)
 	$(call say,CC)
-	$(Q)$(CC) -std=gnu11 $(WARN) $(CFLAGS) -shared -fPIC -o $@ $<
+	$(Q)$(CC) -std=gnu11 $(WARN) $(CFLAGS) -shared -fPIC -o $@ $< -ldl
 
 deps:
 	@scripts/install-deps
@@ -122,6 +138,51 @@ deps:
 check: deps
 	@$(MAKE) --no-print-directory all
 	@prove -j2 --timer $(UNIT) test/t[0-9]*.sh
+	@$(MAKE) --no-print-directory check-asan
+
+# The same suite on a build with AddressSanitizer and UndefinedBehavior-
+# Sanitizer (build-asan/, bin-asan/; no CUDA: the sanitizers do not see
+# into the GPU's memory, make check-gpu runs compute-sanitizer there).
+# Every report is fatal (exit 86, which no test expects).  Leaks are
+# reported too (detect_leaks=1): the programs free what they allocate, and
+# a leak in the library is a leak in a dlt-search or a dlt-smi -l that runs
+# for days.  libgomp is not instrumented: ASan sees the OpenMP loops' own
+# reads and writes, not the runtime's, and its thread pool is no leak.
+SANITIZE = -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer \
+	-fno-sanitize-recover=undefined,float-cast-overflow
+ASAN_MAKE = BUILD=build-asan BIN=bin-asan CUDA=0 CFLAGS='-O1 -g $(SANITIZE)'
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \
+	DLT_TEST_BUILD=$(CURDIR)/build-asan DLT_TEST_BIN=$(CURDIR)/bin-asan
+check-asan: deps
+	@$(MAKE) --no-print-directory $(ASAN_MAKE) all
+	@$(ASAN_ENV) prove -j2 --timer $(UNIT:$(BUILD)/%=build-asan/%) test/t[0-9]*.sh
+
+# make fuzz FUZZ_SECONDS=N: each harness of test/fuzz/ under libFuzzer
+# (clang, with ASan and UBSan) for N seconds, from its corpus test/fuzz/NAME/;
+# what it finds goes to build-fuzz/corpus/NAME/, a crash to
+# build-fuzz/crash-NAME-*, which becomes a file of test/fuzz/NAME/ once
+# fixed.  FUZZ=NAME runs one harness.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ ?= $(FUZZ_NAMES)
+FUZZ_MAKE = BUILD=build-fuzz BIN=bin-fuzz CUDA=0 CC=$(FUZZ_CC) WERROR= \
+	CFLAGS='-O1 -g -fsanitize=fuzzer-no-link $(SANITIZE) -Wno-pass-failed'
+fuzz:
+	@$(MAKE) --no-print-directory $(FUZZ_MAKE) $(FUZZ:%=build-fuzz/libfuzzer-%)
+	@for n in $(FUZZ); do \
+		mkdir -p build-fuzz/corpus/$$n && \
+		echo "fuzz: $$n for $(FUZZ_SECONDS) s" && \
+		build-fuzz/libfuzzer-$$n -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -timeout=30 \
+			-print_final_stats=1 \
+			-artifact_prefix=build-fuzz/crash-$$n- build-fuzz/corpus/$$n test/fuzz/$$n \
+			2>build-fuzz/$$n.log || { tail -60 build-fuzz/$$n.log; exit 1; }; \
+		grep -E '^(stat::number_of_executed_units|Done)' build-fuzz/$$n.log; \
+	done
+
+build-fuzz/libfuzzer-%: build-fuzz/test/fuzz/%.o build-fuzz/libdlt.a
+	$(call say,LD)
+	$(Q)$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< build-fuzz/libdlt.a $(LDLIBS)
 
 # Trains the MLP of examples/mlp.yaml on Fashion-MNIST and prints test accuracy.
 demo: deps
@@ -133,7 +194,7 @@ demo: deps
 # make bench BENCH=quick: a few hundred steps a run and short accuracy runs;
 # BENCH_ARGS: more options of bench/run, e.g. BENCH_ARGS='--reps 3'.
 BENCH ?= full
-bench: all build/bench/gemm build/bench/codec
+bench: all $(BUILD)/bench/gemm $(BUILD)/bench/codec
 	@/usr/bin/python3 bench/run --mode $(BENCH) $(BENCH_ARGS)
 	@bench/gpu
 
@@ -145,11 +206,15 @@ install: all
 	cp man/*.7 $(DESTDIR)$(PREFIX)/share/man/man7/
 
 clean:
-	rm -rf build bin
+	rm -rf build bin build-asan bin-asan build-fuzz
 
 help:
 	@echo 'make            build libdlt.a, the programs (bin/) and the unit tests'
-	@echo 'make check      install missing packages, build, run every test (prove)'
+	@echo 'make check      install missing packages, build, run every test (prove), then'
+	@echo '                make check-asan'
+	@echo 'make check-asan every test again on a build with ASan and UBSan (build-asan/)'
+	@echo 'make fuzz       each fuzz harness of test/fuzz/ under libFuzzer (clang) for'
+	@echo '                FUZZ_SECONDS (60); FUZZ=NAME for one'
 	@echo 'make demo       install, build, train an MLP on Fashion-MNIST, print test accuracy'
 	@echo 'make bench      dlt against PyTorch on the CPU, side by side (BENCH=quick: minutes)'
 	@echo 'make install    copy programs and man pages under PREFIX (default /usr/local)'
@@ -158,10 +223,10 @@ help:
 	@echo 'make check-gpu  the GPU suite: CUDA kernels against the CPU reference, GPU training'
 	@echo '                against CPU training (says skipped where there is no CUDA device)'
 
-.PHONY: all deps check demo bench install clean help
-.PRECIOUS: build/%.o build/test/unit/%.o build/cmd/%.o
+.PHONY: all deps check check-asan fuzz demo bench install clean help
+.PRECIOUS: $(BUILD)/%.o $(BUILD)/test/unit/%.o $(BUILD)/cmd/%.o $(BUILD)/test/fuzz/%.o
 
--include $(LIB_OBJ:.o=.d) $(CUDA_OBJ:.o=.d) $(wildcard build/cmd/*.d build/test/unit/*.d)
+-include $(LIB_OBJ:.o=.d) $(CUDA_OBJ:.o=.d) $(wildcard $(BUILD)/cmd/*.d $(BUILD)/test/unit/*.d $(BUILD)/test/fuzz/*.d)
 
 # ---- The GPU suite: make check-gpu -------------------------------------
 # build/gpu/test-cuda checks every entry of the CUDA backend against the
@@ -174,20 +239,20 @@ help:
 # The CUDA backend is built without fused multiply-add contraction, so
 # that a * b + c rounds twice as in the CPU's plain x86-64 code: its
 # element-wise kernels give the CPU's bits.
-build/kernels/cuda/%.o: NVCCFLAGS += -fmad=false
+$(BUILD)/kernels/cuda/%.o: NVCCFLAGS += -fmad=false
 
-GPU_TEST = build/gpu/test-cuda
+GPU_TEST = $(BUILD)/gpu/test-cuda
 SANITIZER = $(shell command -v compute-sanitizer 2>/dev/null)
 
-build/gpu/%.o: test/gpu/%.c
+$(BUILD)/gpu/%.o: test/gpu/%.c
 	@mkdir -p $(@D)
 	$(call say,CC)
 	$(Q)$(CC) $(ALL_CFLAGS) -Itest/unit -c -o $@ $<
 
-$(GPU_TEST): build/gpu/test-cuda.o build/test/unit/tap.o build/libdlt.a
+$(GPU_TEST): $(BUILD)/gpu/test-cuda.o $(BUILD)/test/unit/tap.o $(BUILD)/libdlt.a
 	@mkdir -p $(@D)
 	$(call say,LD)
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< build/test/unit/tap.o build/libdlt.a $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/test/unit/tap.o $(BUILD)/libdlt.a $(LDLIBS)
 
 check-gpu: all $(GPU_TEST)
 	@if ! why=$$($(GPU_TEST) --probe); then \
@@ -195,13 +260,13 @@ check-gpu: all $(GPU_TEST)
 	fi; \
 	prove --timer $(GPU_TEST) test/gpu/t-train.sh || exit 1; \
 	if [ -n "$(SANITIZER)" ]; then \
-		echo "compute-sanitizer memcheck: $(GPU_TEST) (log in build/gpu/memcheck.log)"; \
+		echo "compute-sanitizer memcheck: $(GPU_TEST) (log in $(BUILD)/gpu/memcheck.log)"; \
 		DLT_TEST_NO_TIMINGS=1 $(SANITIZER) --error-exitcode 1 --report-api-errors no \
-			$(GPU_TEST) >build/gpu/memcheck.log 2>&1 || \
-			{ grep -v '^ok ' build/gpu/memcheck.log | tail -40; exit 1; }; \
-		tail -1 build/gpu/memcheck.log; \
+			$(GPU_TEST) >$(BUILD)/gpu/memcheck.log 2>&1 || \
+			{ grep -v '^ok ' $(BUILD)/gpu/memcheck.log | tail -40; exit 1; }; \
+		tail -1 $(BUILD)/gpu/memcheck.log; \
 	fi
 
 .PHONY: check-gpu
-.PRECIOUS: build/gpu/%.o
--include $(wildcard build/gpu/*.d)
+.PRECIOUS: $(BUILD)/gpu/%.o
+-include $(wildcard $(BUILD)/gpu/*.d)

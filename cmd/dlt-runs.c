@@ -487,11 +487,14 @@ static int print_out(struct out *o)
 static int when(struct out *o, double t)
 {
 	char s[32];
-	time_t sec = (time_t)t;
+	time_t sec;
 	struct tm tm;
 
-	if (t <= 0)
+	/* a time before 1970 or after the year 30000 is no start of a run
+	 * (nor would every one convert to a time_t and a struct tm) */
+	if (!(t > 0 && t < 9e11))
 		return number(o, NAN, NULL);
+	sec = (time_t)t;
 	if (o->format == TABLE)
 		strftime(s, sizeof(s), "%Y-%m-%d %H:%M", localtime_r(&sec, &tm));
 	else
@@ -507,7 +510,9 @@ static int how_long(struct out *o, double s)
 		return cell(o, "%.1fs", s);
 	if (s < 3600)
 		return cell(o, "%dm%02ds", (int)s / 60, (int)s % 60);
-	return cell(o, "%dh%02dm", (int)(s / 3600), (int)s / 60 % 60);
+	if (s < 3.6e9)
+		return cell(o, "%lldh%02lldm", (long long)s / 3600, (long long)s / 60 % 60);
+	return cell(o, "%.3gh", s / 3600);	/* a million hours: a damaged record */
 }
 
 static int ls(const struct args *a)

@@ -311,10 +311,13 @@ static void job_gpus(const struct sample *s, long long pid, char *buf, size_t si
 
 static const char *fmt_eta(double eta, char *buf, size_t size)
 {
-	long long t = (long long)(eta + 0.5);
+	long long t;
 
 	if (isnan(eta))
 		return NULL;
+	/* a stalled run's estimate may be anything: at most a million hours,
+	 * and converted only once it fits */
+	t = eta < 3.6e9 ? (long long)(eta + 0.5) : 3600000000LL;
 	if (t >= 3600)
 		snprintf(buf, size, "%lldh%02lldm", t / 3600, t / 60 % 60);
 	else

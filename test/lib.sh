@@ -4,7 +4,10 @@
 set -u
 TEST_DIR=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$TEST_DIR/.." && pwd)
-BIN=$ROOT/bin
+# make check-asan runs the tests on the sanitizer build: DLT_TEST_BUILD and
+# DLT_TEST_BIN name its build/ and bin/.
+BUILD=${DLT_TEST_BUILD:-$ROOT/build}
+BIN=${DLT_TEST_BIN:-$ROOT/bin}
 DATA=$TEST_DIR/data
 PATH=$BIN:$PATH
 export PATH

@@ -11,7 +11,7 @@
 # values; b drops 1.beta, reshapes 3.b to [1, 3], adds 4.w and adds 1 to
 # 0.b[3]; plus1 and plus05 add 1 and 0.5 to every 0.b.
 fixture() {
-	"$ROOT/build/test/test-safetensors" --write-ckpt "$1" "$2"
+	"$BUILD/test/test-safetensors" --write-ckpt "$1" "$2"
 }
 
 # mkst FILE HEADER [N [DATA_BYTES]]: a safetensors file by hand: u64 N

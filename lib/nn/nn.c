@@ -471,6 +471,30 @@ static int root(const dlt_model *m, int i, int grad)
 	return i;
 }
 
+/* Whether the model can fit in the machine's memory at all.  Linux
+ * overcommits: a model larger than the memory would be allocated, then
+ * killed by the kernel without a word as its pages are touched.  The
+ * params count four times (w, g and up to two optimiser moments); on a
+ * host backend the activations and their gradients count too, once for
+ * each tensor that owns its memory. */
+static int check_memory(const dlt_model *m)
+{
+	double need = 0, have = dlt_mem_total();
+	for (int k = 0; k < m->n_params; k++)
+		need += 4.0 * (double)m->params[k].n;
+	for (int k = 0; k < m->n_bufs; k++)
+		need += (double)m->bufs[k].n;
+	for (int i = 0; m->be->host && i < m->n_t; i++)
+		need += (double)m->max_batch * (double)m->t[i].n *
+			((root(m, i, 0) == i) + (root(m, i, 1) == i));
+	need *= sizeof(float);
+	if (have > 0 && need > have)
+		return dlt_error(DLT_ENOMEM, "out of memory: the model needs %.0f MiB for a batch "
+				 "of %d, the machine has %.0f MiB", need / (1 << 20), m->max_batch,
+				 have / (1 << 20));
+	return 0;
+}
+
 static int make_buffers(dlt_model *m)
 {
 	size_t work = 0;
@@ -546,6 +570,7 @@ int dlt_model_init(dlt_model *m, const dlt_config *c, const dlt_backend *be,
 			       m->t[cur].n, n_classes);
 		goto fail;
 	}
+	DLT_TRY(check_memory(m));
 	DLT_TRY(make_params(m));
 	DLT_TRY(make_buffers(m));
 	return 0;

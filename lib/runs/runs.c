@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -175,8 +176,9 @@ static void read_status(dlt_runinfo *r)
 		goto out;
 	if ((v = dlt_jval_get(&j, "status")) && v->type == DLT_JSTR)
 		snprintf(r->status, sizeof(r->status), "%s", v->str);
-	if ((v = dlt_jval_get(&j, "pid")) && v->type == DLT_JNUM)
-		r->pid = (long long)v->num;
+	/* a pid that is no pid is unknown: kill(-1, 0) would ask every process */
+	if (!dlt_jval_int(dlt_jval_get(&j, "pid"), 1, INT_MAX, &r->pid))
+		r->pid = 0;
 	if ((v = dlt_jval_get(&j, "host")) && v->type == DLT_JSTR)
 		snprintf(r->host, sizeof(r->host), "%s", v->str);
 	if ((v = dlt_jval_get(&j, "start")) && v->type == DLT_JNUM)
@@ -322,9 +324,10 @@ static int add_record(dlt_runinfo *r, size_t *cap, const dlt_jval *rec)
 		prefix = split->str;
 	else if (!done)
 		return 0;	/* resume, and events to come */
-	if (at.step > r->step)
+	/* no run reaches 2^53 steps; a larger number would not convert */
+	if (at.step > r->step && at.step <= 0x1p53)
 		r->step = (long long)at.step;
-	if (at.epoch > r->epoch)
+	if (at.epoch > r->epoch && at.epoch <= 0x1p53)
 		r->epoch = (long long)at.epoch;
 	if (at.time > 0)
 		r->duration = at.time;
@@ -334,6 +337,7 @@ static int add_record(dlt_runinfo *r, size_t *cap, const dlt_jval *rec)
 		const dlt_jval *f = &rec->items[i];
 		char name[128];
 		dlt_series *s;
+		int len;
 
 		if (f->type != DLT_JNUM || is_meta(f->key))
 			continue;
@@ -342,10 +346,14 @@ static int add_record(dlt_runinfo *r, size_t *cap, const dlt_jval *rec)
 		if (done) {
 			if (!strchr(f->key, '.') || dlt_runs_series(r, f->key))
 				continue;
-			snprintf(name, sizeof(name), "%s", f->key);
+			len = snprintf(name, sizeof(name), "%s", f->key);
 		} else {
-			snprintf(name, sizeof(name), "%s.%s", prefix, f->key);
+			len = snprintf(name, sizeof(name), "%s.%s", prefix, f->key);
 		}
+		/* no metric dlt writes has such a name; cut short, it could
+		 * lose its dot or become another's */
+		if (len >= (int)sizeof(name))
+			continue;
 		if (!(s = series(r, cap, name)) ||
 		    dlt_grow(&s->p, &s->cap, s->n + 1, sizeof(dlt_point)) < 0)
 			return DLT_ENOMEM;

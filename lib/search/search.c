@@ -424,8 +424,11 @@ static int try_config(const dlt_search *s, char *const *extra, size_t nextra, ch
 
 	if (!all)
 		return DLT_ENOMEM;
-	memcpy(all, extra, nextra * sizeof(*all));
-	memcpy(all + nextra, ov, n * sizeof(*all));
+	/* memcpy from NULL is undefined even for 0 bytes */
+	if (nextra)
+		memcpy(all, extra, nextra * sizeof(*all));
+	if (n)
+		memcpy(all + nextra, ov, n * sizeof(*all));
 	rc = dlt_config_load(&c, s->base, all, (int)(nextra + n));
 	dlt_config_free(&c);
 	free(all);

@@ -144,12 +144,7 @@ static int bad_meta(const dlt_ckpt *k, const char *key)
 static int meta_int(const dlt_ckpt *k, const dlt_jval *obj, const char *key, long long lo,
 		    long long hi, long long *out)
 {
-	const dlt_jval *v = dlt_jval_get(obj, key);
-	if (!v || v->type != DLT_JNUM || !(v->num >= lo && v->num <= hi) ||
-	    v->num != floor(v->num))
-		return bad_meta(k, key);
-	*out = (long long)v->num;
-	return 0;
+	return dlt_jval_int(dlt_jval_get(obj, key), lo, hi, out) ? 0 : bad_meta(k, key);
 }
 
 static int meta_num(const dlt_ckpt *k, const dlt_jval *obj, const char *key, double *out)

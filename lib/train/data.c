@@ -39,7 +39,7 @@ static int load_stats(dlt_dataset *d, const char *meta)
 	if (meta && (rc = dlt_json_parse(meta, strlen(meta), &v)) < 0)
 		return dlt_error_prefix(DLT_EINPUT, "%s: metadata", d->path);
 	if ((s = dlt_jval_get(&v, "scale"))) {
-		if (s->type != DLT_JNUM || !(s->num > 0) || !isfinite(s->num)) {
+		if (s->type != DLT_JNUM || !((float)s->num > 0) || !isfinite((float)s->num)) {
 			rc = dlt_error(DLT_EINPUT, "%s: metadata 'scale' must be a positive number", d->path);
 			goto fail;
 		}

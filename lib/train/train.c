@@ -778,6 +778,8 @@ static int open_ckpt_dir(run_state *s)
 {
 	if (!s->run.dir)
 		return 0;
+	/* a resume has looked for checkpoints in the same directory */
+	free(s->ckpt_dir);
 	if (!(s->ckpt_dir = dlt_run_file(&s->run, "ckpt")))
 		return DLT_ENOMEM;
 	return dlt_mkdir_p(s->ckpt_dir);

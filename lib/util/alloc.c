@@ -1,12 +1,19 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util.h"
 
 int dlt_mul_ok(size_t a, size_t b, size_t *out)
 {
 	return !__builtin_mul_overflow(a, b, out);
+}
+
+double dlt_mem_total(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+	return pages > 0 && size > 0 ? (double)pages * (double)size : 0;
 }
 
 int dlt_grow(void *array, size_t *cap, size_t n, size_t size)

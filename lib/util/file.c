@@ -47,6 +47,16 @@ static void ofile_clear(dlt_ofile *f)
 	memset(f, 0, sizeof(*f));
 }
 
+/* The status of a failure to create a file or directory, from errno: a
+ * path that cannot take one (no such directory, not a directory, no
+ * permission, a read-only file system) is bad usage, as the user named
+ * it; anything else (a full disk, EIO) is the job failing. */
+static int unwritable(void)
+{
+	return errno == ENOENT || errno == ENOTDIR || errno == EACCES || errno == EPERM ||
+		errno == EROFS ? DLT_EINPUT : DLT_EIO;
+}
+
 int dlt_ofile_open(dlt_ofile *f, const char *path)
 {
 	const char *slash = strrchr(path, '/');
@@ -83,8 +93,7 @@ int dlt_ofile_open(dlt_ofile *f, const char *path)
 	/* a dot file beside the target, so that the rename stays in one file system */
 	sprintf(f->tmp, "%.*s.%s.XXXXXX", (int)dirlen, path, path + dirlen);
 	if ((fd = mkstemp(f->tmp)) < 0) {
-		int rc = dlt_error_errno(errno == ENOENT || errno == ENOTDIR ? DLT_EINPUT : DLT_EIO,
-					 "%s", path);
+		int rc = dlt_error_errno(unwritable(), "%s", path);
 		ofile_clear(f);
 		return rc;
 	}
@@ -170,6 +179,15 @@ int dlt_write_file_atomic(const char *path, const void *p, size_t n)
 	return dlt_ofile_commit(&f);
 }
 
+/* What a stream may bring into memory: max, or with max 0 half the
+ * machine's memory, so that /dev/zero or an endless pipe is an error and
+ * not the kernel's OOM killer. */
+static size_t stream_max(size_t max)
+{
+	double half = dlt_mem_total() / 2;
+	return max ? max : half >= 1 && half < (double)SIZE_MAX ? (size_t)half : SIZE_MAX;
+}
+
 int dlt_read_file(const char *path, size_t max, char **data, size_t *len)
 {
 	int is_stdin = strcmp(path, "-") == 0;
@@ -182,8 +200,9 @@ int dlt_read_file(const char *path, size_t max, char **data, size_t *len)
 	if (!fp)
 		return dlt_error_errno(errno == ENOENT || errno == EACCES || errno == ENOTDIR ||
 				       errno == EISDIR ? DLT_EINPUT : DLT_EIO, "%s", path);
+	max = stream_max(max);
 	while ((n = fread(chunk, 1, sizeof(chunk), fp)) > 0) {
-		if (max && b.len + n > max) {
+		if (b.len + n > max) {
 			rc = dlt_error(DLT_EINPUT, "%s: larger than %zu bytes",
 				       is_stdin ? "standard input" : path, max);
 			break;
@@ -218,8 +237,7 @@ int dlt_mkdir_p(const char *path)
 			char c = *s;
 			*s = 0;
 			if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-				rc = dlt_error_errno(errno == EACCES || errno == EROFS || errno == ENOTDIR ?
-						     DLT_EINPUT : DLT_EIO, "%s", p);
+				rc = dlt_error_errno(unwritable(), "%s", p);
 				break;
 			}
 			*s = c;
@@ -242,11 +260,14 @@ static int read_fd(int fd, const char *path, char **mem, size_t *size)
 {
 	dlt_buf b = { 0 };
 	char chunk[65536];
+	size_t max = stream_max(0);
 	ssize_t n;
 	int rc = 0;
 
 	while (rc == 0 && (n = read(fd, chunk, sizeof(chunk))) != 0) {
-		if (n > 0)
+		if (n > 0 && b.len + (size_t)n > max)
+			rc = dlt_error(DLT_EINPUT, "%s: larger than %zu bytes", path, max);
+		else if (n > 0)
 			rc = dlt_buf_append(&b, chunk, n);
 		else if (errno != EINTR)
 			rc = dlt_error_errno(errno == EISDIR ? DLT_EINPUT : DLT_EIO, "%s", path);

@@ -443,3 +443,13 @@ const dlt_jval *dlt_jval_get(const dlt_jval *obj, const char *key)
 			return &obj->items[i];
 	return NULL;
 }
+
+int dlt_jval_int(const dlt_jval *v, long long lo, long long hi, long long *out)
+{
+	/* the range first: converting a double outside long long's is undefined */
+	if (!v || v->type != DLT_JNUM || !(v->num >= (double)lo && v->num <= (double)hi) ||
+	    v->num != floor(v->num))
+		return 0;
+	*out = (long long)v->num;
+	return 1;
+}

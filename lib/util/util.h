@@ -48,6 +48,8 @@ char *dlt_strdup(const char *s);
 int dlt_grow(void *array, size_t *cap, size_t n, size_t size);
 /* a*b with overflow check: returns 0 on overflow */
 int dlt_mul_ok(size_t a, size_t b, size_t *out);
+/* Bytes of physical memory of the machine; 0 if unknown. */
+double dlt_mem_total(void);
 
 /* Growable byte buffer. */
 typedef struct dlt_buf {
@@ -99,13 +101,15 @@ int dlt_ofile_commit(dlt_ofile *f);	/* flush, fsync, rename, fsync dir */
 void dlt_ofile_abort(dlt_ofile *f);	/* removes the temporary file */
 int dlt_write_file_atomic(const char *path, const void *p, size_t n);
 /* Reads a whole file (or "-" for stdin) into memory, NUL-terminated;
- * more than max bytes (0: no limit) is an input error, found before
- * reading them all, so /dev/zero or an endless pipe cannot exhaust memory. */
+ * more than max bytes (0: half the machine's memory) is an input error,
+ * found before reading them all, so /dev/zero or an endless pipe cannot
+ * exhaust memory. */
 int dlt_read_file(const char *path, size_t max, char **data, size_t *len);
 /* The bytes of path, in place: a regular file is mapped (*map, to
  * munmap(*map, *size)); a pipe, a device, a /proc file or "-" (standard
- * input) is read to its end into *mem (to free).  Errors name the file; a
- * missing or unreadable one is DLT_EINPUT. */
+ * input) is read to its end into *mem (to free), at most half the
+ * machine's memory of it.  Errors name the file; a missing or unreadable
+ * one is DLT_EINPUT. */
 int dlt_file_bytes(const char *path, void **map, char **mem, size_t *size);
 int dlt_mkdir_p(const char *path);
 int dlt_fsync_dir(const char *dir);
@@ -150,6 +154,9 @@ typedef struct dlt_jval {
 int dlt_json_parse(const char *s, size_t n, dlt_jval *out);
 void dlt_jval_free(dlt_jval *v);
 const dlt_jval *dlt_jval_get(const dlt_jval *obj, const char *key);	/* NULL if absent */
+/* Whether v is a whole number in [lo, hi] (|lo|, |hi| at most 2^53);
+ * sets *out when it is. */
+int dlt_jval_int(const dlt_jval *v, long long lo, long long hi, long long *out);
 
 /* Time. */
 double dlt_now(void);		/* monotonic seconds */

@@ -259,7 +259,7 @@ static void *thread_main(void *arg)
 {
 	intptr_t id = (intptr_t)arg, bad = 0;
 	uint64_t dims[1] = { TCOUNT };
-	char path[512], name[8];
+	char path[512], name[16];
 	float *back = malloc(4 * TCOUNT);
 
 	snprintf(path, sizeof(path), "%s/thread-%d.dlt", tap_tmpdir(), (int)id);
