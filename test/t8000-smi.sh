@@ -26,8 +26,9 @@ mem 2619
 pstate 0
 throttle 0x4
 ecc 2
-proc 4242 1073741824
-proc 4243 536870912
+# pids above Linux's PID_MAX_LIMIT (4194304): no process on this machine has them
+proc 4194401 1073741824
+proc 4194402 536870912
 gpu
 lost
 gpu
@@ -57,8 +58,8 @@ test_expect_success 'table: the fake values, the lost GPU in its row, n/a' '
 	grep -q "^0  *NVIDIA Fake H100 80GB  *00000000:3B:00.0  *87  *45  *20480  *81920  *312.456  *700  *64  *1980  *2619  *n/a  *P0  *0x4  *2$" out &&
 	grep -q "^1  *error: GPU is lost$" out &&
 	grep -q "^2  *NVIDIA Fake A100  *00000000:86:00.0  *3  *1  *1  *40960  *55  *400  *31  *210  *1593  *30  *P8  *0x1  *0$" out &&
-	grep -q "^0  *4242  .*  1024$" out &&
-	grep -q "^0  *4243  .*  512$" out &&
+	grep -q "^0  *4194401  .*  1024$" out &&
+	grep -q "^0  *4194402  .*  512$" out &&
 	grep -q "load [0-9.]* [0-9.]* [0-9.]* ([0-9]* cpus)  memory [0-9]*/[0-9]* MiB used" out
 '
 
@@ -79,7 +80,7 @@ test_expect_success 'JSON: the fake values exactly, processes, the lost GPU' '
 	grep -q "^{\"time\":[0-9.]*,\"host\":{\"load1\":" out &&
 	sed -e "s/^.*,\"gpus\"/{\"gpus\"/" out >got &&
 	cat >want <<-\EOF2 &&
-	{"gpus":[{"index":0,"name":"NVIDIA Fake H100 80GB","pci.bus_id":"00000000:3B:00.0","utilization.gpu":87,"utilization.memory":45,"memory.used":20480,"memory.total":81920,"power.draw":312.456,"power.limit":700,"temperature.gpu":64,"clocks.sm":1980,"clocks.mem":2619,"fan.speed":null,"pstate":"P0","clocks_throttle_reasons.active":"0x4","ecc.errors":2,"processes":[{"pid":4242,"name":"","memory.used":1024},{"pid":4243,"name":"","memory.used":512}]},{"index":1,"error":"GPU is lost"},{"index":2,"name":"NVIDIA Fake A100","pci.bus_id":"00000000:86:00.0","utilization.gpu":3,"utilization.memory":1,"memory.used":1,"memory.total":40960,"power.draw":55,"power.limit":400,"temperature.gpu":31,"clocks.sm":210,"clocks.mem":1593,"fan.speed":30,"pstate":"P8","clocks_throttle_reasons.active":"0x1","ecc.errors":0,"processes":[]}],"jobs":[]}
+	{"gpus":[{"index":0,"name":"NVIDIA Fake H100 80GB","pci.bus_id":"00000000:3B:00.0","utilization.gpu":87,"utilization.memory":45,"memory.used":20480,"memory.total":81920,"power.draw":312.456,"power.limit":700,"temperature.gpu":64,"clocks.sm":1980,"clocks.mem":2619,"fan.speed":null,"pstate":"P0","clocks_throttle_reasons.active":"0x4","ecc.errors":2,"processes":[{"pid":4194401,"name":"","memory.used":1024},{"pid":4194402,"name":"","memory.used":512}]},{"index":1,"error":"GPU is lost"},{"index":2,"name":"NVIDIA Fake A100","pci.bus_id":"00000000:86:00.0","utilization.gpu":3,"utilization.memory":1,"memory.used":1,"memory.total":40960,"power.draw":55,"power.limit":400,"temperature.gpu":31,"clocks.sm":210,"clocks.mem":1593,"fan.speed":30,"pstate":"P8","clocks_throttle_reasons.active":"0x1","ecc.errors":0,"processes":[]}],"jobs":[]}
 	EOF2
 	test_cmp want got
 '
@@ -169,7 +170,7 @@ test_expect_success 'jobs: a running dlt-train advances, and is on the GPU of it
 	EOF2
 	field eta_s <out | awk "{ if (!(\$1 > 0)) exit 1; n++ } END { exit n != 2 }" &&
 	grep -q "\"epochs\":50," out &&
-	sed "s/^proc 4243 .*/proc $(cat train.pid) 268435456/" gpus.txt >with-job.txt &&
+	sed "s/^proc 4194402 .*/proc $(cat train.pid) 268435456/" gpus.txt >with-job.txt &&
 	DLT_FAKE_NVML=with-job.txt smi --format json >out &&
 	grep -q "\"name\":\"mlp\",\"status\":\"running\".*\"gpus\":\[0\]}" out &&
 	DLT_FAKE_NVML=with-job.txt smi >table &&
