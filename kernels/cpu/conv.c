@@ -295,6 +295,9 @@ static void col2im(const dlt_conv *s, float *col, size_t ld, float *dx, const in
  * The sums differ from the direct ones by rounding only; the tests hold
  * both to the reference. */
 
+/* Floats of dW summed at a time */
+#define DW_BLOCK 256
+
 /* Whether the Winograd path runs for s at prec */
 static int conv_is_wino(int prec, const dlt_conv *s)
 {
@@ -567,18 +570,158 @@ static void wino_conv(const dlt_conv *s, const wino_plan *p, int cin, int cout, 
 	}
 }
 
+/* E's columns for tile row ty of dy's plane [h, w]: A dY A^T, dY the 2x2
+ * block of dy at row 2 ty, column 2 tx (zero outside), A = [1 0; 1 1;
+ * 1 -1; 0 -1]: what a tile's 16 products pass back to them (the adjoint
+ * of wino_out_row without its activation).  8 tiles at a time; as
+ * wino_in_row, up to 7 floats past the row's tw are written. */
+__attribute__((target("avx2,fma")))
+static void wino_dy_row(const float *plane, int h, int w, int tw, int ty, float *e, size_t es,
+			const float *lo, const float *hi)
+{
+	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	for (int tx = 0; tx < tw; tx += 8) {
+		__m256 a[2], b[2];
+		#pragma GCC unroll 2
+		for (int i = 0; i < 2; i++) {
+			__m256 v[2];
+			int y = 2 * ty + i;
+			#pragma GCC unroll 2
+			for (int c = 0; c < 2; c++) {
+				int c0 = 2 * tx + 8 * c;
+				const float *at = plane + (size_t)y * w + c0;
+				__m256i col = _mm256_add_epi32(_mm256_set1_epi32(c0), lane);
+				__m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(w), col);
+				if (y >= h)
+					v[c] = _mm256_setzero_ps();
+				else if (at >= lo && at + 8 <= hi)
+					v[c] = _mm256_and_ps(_mm256_loadu_ps(at), _mm256_castsi256_ps(in));
+				else
+					v[c] = _mm256_maskload_ps(at, in);
+			}
+			a[i] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(
+				_mm256_shuffle_ps(v[0], v[1], 0x88)), 0xd8));
+			b[i] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(
+				_mm256_shuffle_ps(v[0], v[1], 0xdd)), 0xd8));
+		}
+		{
+			__m256 z = _mm256_setzero_ps();
+			/* rows: P[i] = (a, a + b, a - b, -b) */
+			__m256 p00 = a[0], p01 = _mm256_add_ps(a[0], b[0]);
+			__m256 p02 = _mm256_sub_ps(a[0], b[0]), p03 = _mm256_sub_ps(z, b[0]);
+			__m256 p10 = a[1], p11 = _mm256_add_ps(a[1], b[1]);
+			__m256 p12 = _mm256_sub_ps(a[1], b[1]), p13 = _mm256_sub_ps(z, b[1]);
+			/* columns: E[0] = P0, E[1] = P0 + P1, E[2] = P0 - P1, E[3] = -P1 */
+			float *q = e + tx;
+			_mm256_storeu_ps(q + 0 * es, p00);
+			_mm256_storeu_ps(q + 1 * es, p01);
+			_mm256_storeu_ps(q + 2 * es, p02);
+			_mm256_storeu_ps(q + 3 * es, p03);
+			_mm256_storeu_ps(q + 4 * es, _mm256_add_ps(p00, p10));
+			_mm256_storeu_ps(q + 5 * es, _mm256_add_ps(p01, p11));
+			_mm256_storeu_ps(q + 6 * es, _mm256_add_ps(p02, p12));
+			_mm256_storeu_ps(q + 7 * es, _mm256_add_ps(p03, p13));
+			_mm256_storeu_ps(q + 8 * es, _mm256_sub_ps(p00, p10));
+			_mm256_storeu_ps(q + 9 * es, _mm256_sub_ps(p01, p11));
+			_mm256_storeu_ps(q + 10 * es, _mm256_sub_ps(p02, p12));
+			_mm256_storeu_ps(q + 11 * es, _mm256_sub_ps(p03, p13));
+			_mm256_storeu_ps(q + 12 * es, _mm256_sub_ps(z, p10));
+			_mm256_storeu_ps(q + 13 * es, _mm256_sub_ps(z, p11));
+			_mm256_storeu_ps(q + 14 * es, _mm256_sub_ps(z, p12));
+			_mm256_storeu_ps(q + 15 * es, _mm256_sub_ps(z, p13));
+		}
+	}
+}
+
+/* dW by Winograd: Z[xi] = sum over tiles of E[xi] V[xi]^T (E from dy,
+ * V from x, as the forward's), a GEMM of K = a block's tiles; each block's
+ * Z to its own part, the parts summed in block order (the same bits on
+ * any thread count), then dw = G^T Z G. */
+static void wino_dw(const dlt_conv *s, const wino_plan *p, const float *x, const float *dy,
+		    float *dw, float *work, size_t slot, int slots, float *parts)
+{
+	int trows = s->n * p->th, blocks = (trows + p->rows - 1) / p->rows;
+	int threads = omp_get_max_threads() < slots ? omp_get_max_threads() : slots;
+	int c = s->c, k = s->k;
+	size_t hw = (size_t)s->h * s->w, vs = wino_xi_stride(p, c), es = wino_xi_stride(p, k);
+	size_t zn = 16 * (size_t)k * c;
+
+	#pragma omp parallel num_threads(blocks < threads ? blocks : threads)
+	{
+		float *v = work + omp_get_thread_num() * slot, *e = v + 16 * wino_xi_stride(p, p->cmax);
+		#pragma omp for schedule(static)
+		for (int blk = 0; blk < blocks; blk++) {
+			int r0 = blk * p->rows, nr = trows - r0 < p->rows ? trows - r0 : p->rows;
+			int nt = nr * p->tw;
+			for (int r = 0; r < nr;) {
+				int n = (r0 + r) / p->th, ty0 = (r0 + r) % p->th;
+				int m_rows = p->th - ty0 < nr - r ? p->th - ty0 : nr - r;
+				for (int ci = 0; ci < c; ci++)
+					for (int j = 0; j < m_rows; j++)
+						wino_in_row(x + ((size_t)n * c + ci) * hw, s->h, s->w,
+							    p->tw, ty0 + j,
+							    v + (size_t)ci * p->ld + (r + j) * p->tw, vs,
+							    x, x + s->n * c * hw);
+				for (int co = 0; co < k; co++)
+					for (int j = 0; j < m_rows; j++)
+						wino_dy_row(dy + ((size_t)n * k + co) * hw, s->h, s->w,
+							    p->tw, ty0 + j,
+							    e + (size_t)co * p->ld + (r + j) * p->tw, es,
+							    dy, dy + s->n * k * hw);
+				r += m_rows;
+			}
+			for (int xi = 0; xi < 16; xi++)
+				dlt_cpu_sgemm(DLT_PREC_F32, 0, 1, k, c, nt, 1.0f, e + xi * es, p->ld,
+					      v + xi * vs, p->ld, 0.0f,
+					      parts + blk * zn + (size_t)xi * k * c, c);
+		}
+	}
+	/* the parts summed in block order, a run of 256 at a time, into the
+	 * first */
+	#pragma omp parallel for schedule(static)
+	for (size_t j0 = 0; j0 < zn; j0 += DW_BLOCK) {
+		double acc[DW_BLOCK] = { 0 };
+		size_t m = zn - j0 < DW_BLOCK ? zn - j0 : DW_BLOCK;
+		for (int blk = 0; blk < blocks; blk++) {
+			const float *part = parts + blk * zn + j0;
+			#pragma omp simd
+			for (size_t j = 0; j < m; j++)
+				acc[j] += part[j];
+		}
+		for (size_t j = 0; j < m; j++)
+			parts[j0 + j] = (float)acc[j];
+	}
+	#pragma omp parallel for schedule(static)
+	for (int o = 0; o < k; o++) {
+		for (int i = 0; i < c; i++) {
+			float zf[16], t[3][4];
+			for (int xi = 0; xi < 16; xi++)
+				zf[xi] = parts[((size_t)xi * k + o) * c + i];
+			/* G^T Z G, G^T = [1 .5 .5 0; 0 .5 -.5 0; 0 .5 .5 1] */
+			for (int j = 0; j < 4; j++) {
+				t[0][j] = zf[j] + 0.5f * (zf[4 + j] + zf[8 + j]);
+				t[1][j] = 0.5f * (zf[4 + j] - zf[8 + j]);
+				t[2][j] = 0.5f * (zf[4 + j] + zf[8 + j]) + zf[12 + j];
+			}
+			for (int r = 0; r < 3; r++) {
+				float *g = dw + ((size_t)o * c + i) * 9 + r * 3;
+				g[0] = t[r][0] + 0.5f * (t[r][1] + t[r][2]);
+				g[1] = 0.5f * (t[r][1] - t[r][2]);
+				g[2] = 0.5f * (t[r][1] + t[r][2]) + t[r][3];
+			}
+		}
+	}
+}
+
 /* Samples per task: sums of dW in a fixed order; small enough that a
  * training batch gives every thread work. */
 #define CONV_CHUNK 4
-/* Floats of dW summed at a time */
-#define DW_BLOCK 256
-
 /* Where the workspace's parts lie, in floats: slots (col, ybuf or dybuf,
  * the taps' masks), then each chunk's partial dW, then each chunk's partial db in
  * doubles. */
 typedef struct conv_plan {
 	int kg, kk, p, chunks, slots;
-	size_t col, masks, slot, wn, parts, u, dbs, total;
+	size_t col, masks, slot, wn, parts, u, zparts, dbs, total;
 } conv_plan;
 
 static conv_plan conv_plan_of(const dlt_conv *s)
@@ -605,7 +748,15 @@ static conv_plan conv_plan_of(const dlt_conv *s)
 	q.wn = (size_t)s->k * q.kk;
 	q.parts = q.slots * q.slot;
 	q.u = q.parts + q.chunks * q.wn;	/* Winograd's kernels, 16 (k c) */
-	q.dbs = (q.u + 16 * (size_t)s->k * s->c + 1) & ~(size_t)1;
+	q.zparts = q.u + 16 * (size_t)s->k * s->c;
+	if (conv_is_wino(DLT_PREC_F32, s)) {
+		/* Winograd dW's partial sums, 16 (k c) a block */
+		wino_plan wp = wino_plan_of(s);
+		int blocks = (s->n * wp.th + wp.rows - 1) / wp.rows;
+		q.dbs = (q.zparts + (size_t)blocks * 16 * s->k * s->c + 1) & ~(size_t)1;
+	} else {
+		q.dbs = (q.zparts + 1) & ~(size_t)1;
+	}
 	q.total = q.dbs + 2 * (size_t)q.chunks * s->k;
 	return q;
 }
@@ -909,6 +1060,36 @@ void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const fl
 	double *dbs = (double *)(work + q.dbs);
 	int wino = dx && conv_is_wino(prec, s);
 
+	if (conv_is_wino(prec, s)) {
+		wino_plan wp = wino_plan_of(s);
+		/* db: each chunk's sums as conv_gather_dy makes them */
+		#pragma omp parallel num_threads(conv_threads(&q))
+		{
+			int t = omp_get_thread_num();
+			float *scratch = work + t * q.slot + q.masks;
+			int avx2 = __builtin_cpu_supports("avx2");
+			for (int ch = t; ch < q.chunks; ch += omp_get_num_threads()) {
+				int n0 = ch * CONV_CHUNK;
+				int ns = s->n - n0 < CONV_CHUNK ? s->n - n0 : CONV_CHUNK;
+				for (int k = 0; k < s->k; k++) {
+					double acc = 0.0;
+					for (int j = 0; j < ns; j++) {
+						const float *from = dy + ((size_t)(n0 + j) * s->k + k) * q.p;
+						acc += avx2 ? copy_sum_avx2(from, scratch, q.p)
+							    : copy_sum(from, scratch, q.p);
+					}
+					dbs[(size_t)ch * s->k + k] = acc;
+				}
+			}
+		}
+		wino_dw(s, &wp, x, dy, dw, work, q.slot, q.slots, work + q.zparts);
+		if (dx) {
+			wino_kernels(w, s->c, s->k, 1, work + q.u);
+			wino_conv(s, &wp, s->k, s->c, dy, work + q.u, NULL, 0, DLT_ACT_NONE, 0.0f,
+				  dx, work, q.slot, q.slots);
+		}
+		goto db;
+	}
 	#pragma omp parallel num_threads(conv_threads(&q))
 	{
 		int t = omp_get_thread_num();
@@ -940,6 +1121,7 @@ void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const fl
 		for (size_t j = 0; j < m; j++)
 			dw[j0 + j] = (float)acc[j];
 	}
+db:
 	for (int k = 0; db && k < s->k; k++) {
 		double acc = 0.0;
 		for (int ch = 0; ch < q.chunks; ch++)
