@@ -275,18 +275,453 @@ static void col2im(const dlt_conv *s, float *col, size_t ld, float *dx, const in
 	}
 }
 
-/* Samples per task: sums of dW in a fixed order; small enough that a
- * training batch gives every thread work. */
-#define CONV_CHUNK 4
+/* ---- Winograd F(2x2, 3x3): 3x3 convolutions of stride 1, padding 1 ----
+ *
+ * Each 2x2 block of output (a tile) comes from the 4x4 input around it:
+ * Y = A^T [(G g G^T) . (B^T d B)] A (Lavin and Gray 2015), 16 products a
+ * tile and channel pair where the direct sum takes 36.  Over all channels
+ * the products are 16 GEMMs, one per point xi of the 4x4 transform:
+ * M[xi] = U[xi] V[xi], U[xi] [cout, cin] the transformed kernels, V[xi]
+ * [cin, tiles] the transformed inputs: 2.25 times fewer multiply-adds than
+ * im2col and GEMM, and no im2col.  The forward runs so, and so does dx,
+ * which is the convolution of dy with the kernel flipped and its in and
+ * out channels swapped (conv_dx_wino).  Only for f32 (bf16 and fp16 round
+ * the products' inputs, which the transforms would not keep) and AVX2.
+ *
+ * Tiles go in blocks of whole tile rows (a sample's row of tw tiles), as
+ * many as make about a multiple of 16 tiles (the micro-kernel's NR); the
+ * transforms run on 8 tiles of a row at once.  Each output is computed the
+ * same whatever the block and thread: the same bits on any thread count.
+ * The sums differ from the direct ones by rounding only; the tests hold
+ * both to the reference. */
+
 /* Floats of dW summed at a time */
 #define DW_BLOCK 256
 
+/* Whether the Winograd path runs for s at prec */
+static int conv_is_wino(int prec, const dlt_conv *s)
+{
+	/* in and out channels are the GEMMs' K: too few and they are all edge */
+	return prec == DLT_PREC_F32 && s->c >= 16 && s->k >= 16 && s->kh == 3 && s->kw == 3 &&
+	       s->sh == 1 && s->sw == 1 &&
+	       s->ph == 1 && s->pw == 1 && s->dh == 1 && s->dw == 1 && s->groups == 1 &&
+	       dlt_cpu_gemm_kind() != DLT_GEMM_OPENBLAS && __builtin_cpu_supports("avx2") &&
+	       __builtin_cpu_supports("fma");
+}
+
+typedef struct wino_plan {
+	int th, tw;		/* tiles down and across a plane */
+	int rows;		/* tile rows a block */
+	int ld;			/* floats from one V or M row to the next: a block's
+				 * tiles and 8 of room for a row's spill */
+	int cmax;		/* the larger channel count: V and M are sized by it */
+} wino_plan;
+
+static wino_plan wino_plan_of(const dlt_conv *s)
+{
+	wino_plan p;
+	int g = 16;
+	p.th = (s->h + 1) / 2;
+	p.tw = (s->w + 1) / 2;
+	while (p.tw % g)
+		g /= 2;
+	p.rows = 16 / g;	/* rows tw = a multiple of 16 */
+	/* about 224 tiles: fewer and the GEMMs' packing of U weighs more */
+	while (p.rows * p.tw * 2 <= 256)
+		p.rows *= 2;
+	p.ld = p.rows * p.tw + 8;
+	p.cmax = s->c > s->k ? s->c : s->k;
+	return p;
+}
+
+/* A thread's scratch: V then M, [16, cmax, ld] each, each xi's matrix
+ * a line more than its size from the next (wino_xi_stride) */
+static size_t wino_scratch(const wino_plan *p)
+{
+	return 2 * 16 * ((size_t)p->cmax * p->ld + 16);
+}
+
+/* Floats from one xi's matrix of c rows to the next: a line more than its
+ * size, so that the transforms' 16 streams, one a xi, do not fall on the
+ * same few sets of L1 as they would at a multiple of 4 KiB apart */
+static size_t wino_xi_stride(const wino_plan *p, int c)
+{
+	return (size_t)c * p->ld + 16;
+}
+
+/* U [16, cout, cin] from w [cout, cin, 3, 3] (or, flip, from w [cin,
+ * cout, 3, 3] with each 3x3 reversed: dx's) */
+static void wino_kernels(const float *w, int cout, int cin, int flip, float *u)
+{
+	for (int o = 0; o < cout; o++) {
+		for (int i = 0; i < cin; i++) {
+			const float *g0 = flip ? w + ((size_t)i * cout + o) * 9 : w + ((size_t)o * cin + i) * 9;
+			float g[9], q[4][3], t[4][4];
+			for (int r = 0; r < 9; r++)
+				g[r] = flip ? g0[8 - r] : g0[r];
+			for (int c = 0; c < 3; c++) {
+				q[0][c] = g[c];
+				q[1][c] = 0.5f * (g[c] + g[3 + c] + g[6 + c]);
+				q[2][c] = 0.5f * (g[c] - g[3 + c] + g[6 + c]);
+				q[3][c] = g[6 + c];
+			}
+			for (int r = 0; r < 4; r++) {
+				t[r][0] = q[r][0];
+				t[r][1] = 0.5f * (q[r][0] + q[r][1] + q[r][2]);
+				t[r][2] = 0.5f * (q[r][0] - q[r][1] + q[r][2]);
+				t[r][3] = q[r][2];
+			}
+			for (int xi = 0; xi < 16; xi++)
+				u[((size_t)xi * cout + o) * cin + i] = t[xi / 4][xi % 4];
+		}
+	}
+}
+
+/* The first n (0 .. 8) floats of v to p */
+__attribute__((target("avx2"), always_inline))
+static inline void store_part(float *p, __m256 v, int n)
+{
+	__m128 x = _mm256_castps256_ps128(v);
+	if (n >= 8) {
+		_mm256_storeu_ps(p, v);
+		return;
+	}
+	if (n >= 4) {
+		_mm_storeu_ps(p, x);
+		x = _mm256_extractf128_ps(v, 1);
+		p += 4;
+		n -= 4;
+	}
+	if (n >= 2) {
+		_mm_storel_pi((__m64 *)p, x);
+		x = _mm_movehl_ps(x, x);
+		p += 2;
+		n -= 2;
+	}
+	if (n)
+		_mm_store_ss(p, x);
+}
+
+/* V's columns for tile row ty of a plane [h, w] (B^T d B, d the 4x4
+ * input from row 2 ty - 1, column 2 tx - 1, zero outside), 8 tiles at a
+ * time, all in registers; V's rows are vs floats apart per xi, and up to 7
+ * floats past the row's tw are written (the next row's, or the block's
+ * room).  Columns outside the row are and-ed away; a read that would
+ * leave the tensor [lo, hi) is a masked load, which does not touch them. */
+__attribute__((target("avx2,fma")))
+static void wino_in_row(const float *plane, int h, int w, int tw, int ty, float *v, size_t vs,
+			const float *lo, const float *hi)
+{
+	const float *rows[4];
+	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	const __m256i rot = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0);
+	for (int i = 0; i < 4; i++) {
+		int y = 2 * ty - 1 + i;
+		rows[i] = y >= 0 && y < h ? plane + (size_t)y * w : NULL;
+	}
+	for (int tx = 0; tx < tw; tx += 8) {
+		__m256 t[4][3];
+		#pragma GCC unroll 3
+		for (int c = 0; c < 3; c++) {
+			int c0 = 2 * tx - 1 + 8 * c;
+			__m256i col = _mm256_add_epi32(_mm256_set1_epi32(c0), lane);
+			__m256i in = _mm256_andnot_si256(
+				_mm256_cmpgt_epi32(_mm256_setzero_si256(), col),
+				_mm256_cmpgt_epi32(_mm256_set1_epi32(w), col));
+			__m256 d[4];
+			#pragma GCC unroll 4
+			for (int i = 0; i < 4; i++) {
+				const float *at = rows[i] + c0;
+				if (!rows[i])
+					d[i] = _mm256_setzero_ps();
+				else if (at >= lo && at + 8 <= hi)
+					d[i] = _mm256_and_ps(_mm256_loadu_ps(at), _mm256_castsi256_ps(in));
+				else
+					d[i] = _mm256_maskload_ps(at, in);
+			}
+			t[0][c] = _mm256_sub_ps(d[0], d[2]);
+			t[1][c] = _mm256_add_ps(d[1], d[2]);
+			t[2][c] = _mm256_sub_ps(d[2], d[1]);
+			t[3][c] = _mm256_sub_ps(d[1], d[3]);
+		}
+		#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++) {
+			__m256 a = t[i][0], b = t[i][1], c = t[i][2];
+			/* e = columns 0, 2 .. 14, o = 1 .. 15, e2 = 2 .. 16, o3 = 3 .. 17 */
+			__m256 e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(
+				_mm256_shuffle_ps(a, b, 0x88)), 0xd8));
+			__m256 o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(
+				_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));
+			__m256 e2 = _mm256_blend_ps(_mm256_permutevar8x32_ps(e, rot),
+						    _mm256_permutevar8x32_ps(c, _mm256_setzero_si256()),
+						    0x80);
+			__m256 o3 = _mm256_blend_ps(_mm256_permutevar8x32_ps(o, rot),
+						    _mm256_permutevar8x32_ps(c, _mm256_set1_epi32(1)),
+						    0x80);
+			_mm256_storeu_ps(v + (4 * i + 0) * vs + tx, _mm256_sub_ps(e, e2));
+			_mm256_storeu_ps(v + (4 * i + 1) * vs + tx, _mm256_add_ps(o, e2));
+			_mm256_storeu_ps(v + (4 * i + 2) * vs + tx, _mm256_sub_ps(e2, o));
+			_mm256_storeu_ps(v + (4 * i + 3) * vs + tx, _mm256_sub_ps(o, o3));
+		}
+	}
+}
+
+/* Tile row ty of output plane [h, w] from M's columns (A^T m A), then
+ * act(+ bias) as conv_bias_act computes it where add */
+__attribute__((target("avx2,fma")))
+static void wino_out_row(const float *m, size_t ms, int h, int w, int tw, int ty, float *plane,
+			 int add, float bias, int act, float slope)
+{
+	__m256 bv = _mm256_set1_ps(bias);
+	int nrows = h - 2 * ty < 2 ? h - 2 * ty : 2;
+	for (int tx = 0; tx < tw; tx += 8) {
+		/* straight-line, so that it all stays in registers */
+		const float *q = m + tx;
+#define WX(i, j) _mm256_loadu_ps(q + (4 * (i) + (j)) * ms)
+		__m256 s00 = _mm256_add_ps(_mm256_add_ps(WX(0, 0), WX(1, 0)), WX(2, 0));
+		__m256 s01 = _mm256_add_ps(_mm256_add_ps(WX(0, 1), WX(1, 1)), WX(2, 1));
+		__m256 s02 = _mm256_add_ps(_mm256_add_ps(WX(0, 2), WX(1, 2)), WX(2, 2));
+		__m256 s03 = _mm256_add_ps(_mm256_add_ps(WX(0, 3), WX(1, 3)), WX(2, 3));
+		__m256 s10 = _mm256_sub_ps(_mm256_sub_ps(WX(1, 0), WX(2, 0)), WX(3, 0));
+		__m256 s11 = _mm256_sub_ps(_mm256_sub_ps(WX(1, 1), WX(2, 1)), WX(3, 1));
+		__m256 s12 = _mm256_sub_ps(_mm256_sub_ps(WX(1, 2), WX(2, 2)), WX(3, 2));
+		__m256 s13 = _mm256_sub_ps(_mm256_sub_ps(WX(1, 3), WX(2, 3)), WX(3, 3));
+#undef WX
+		__m256 y0 = _mm256_add_ps(_mm256_add_ps(s00, s01), s02);
+		__m256 y1 = _mm256_sub_ps(_mm256_sub_ps(s01, s02), s03);
+		__m256 y2 = _mm256_add_ps(_mm256_add_ps(s10, s11), s12);
+		__m256 y3 = _mm256_sub_ps(_mm256_sub_ps(s11, s12), s13);
+		if (add) {
+			y0 = _mm256_add_ps(y0, bv);
+			y1 = _mm256_add_ps(y1, bv);
+			y2 = _mm256_add_ps(y2, bv);
+			y3 = _mm256_add_ps(y3, bv);
+		}
+		if (act == DLT_ACT_RELU) {
+			__m256 z = _mm256_setzero_ps();
+			y0 = _mm256_andnot_ps(_mm256_cmp_ps(y0, z, _CMP_LT_OQ), y0);
+			y1 = _mm256_andnot_ps(_mm256_cmp_ps(y1, z, _CMP_LT_OQ), y1);
+			y2 = _mm256_andnot_ps(_mm256_cmp_ps(y2, z, _CMP_LT_OQ), y2);
+			y3 = _mm256_andnot_ps(_mm256_cmp_ps(y3, z, _CMP_LT_OQ), y3);
+		}
+		for (int i = 0; i < nrows; i++) {
+			__m256 ya = i ? y2 : y0, yb = i ? y3 : y1;
+			__m256 lo = _mm256_unpacklo_ps(ya, yb);
+			__m256 hi = _mm256_unpackhi_ps(ya, yb);
+			float *row = plane + (size_t)(2 * ty + i) * w + 2 * tx;
+			int n = w - 2 * tx;
+			store_part(row, _mm256_permute2f128_ps(lo, hi, 0x20), n);
+			if (n > 8)
+				store_part(row + 8, _mm256_permute2f128_ps(lo, hi, 0x31), n - 8);
+			if (act != DLT_ACT_NONE && act != DLT_ACT_RELU)
+				for (int c = 0; c < n && c < 16; c++)
+					row[c] = dlt_act(row[c], act, slope);
+		}
+	}
+}
+
+/* out [n, cout, h, w] = the 3x3 convolution (padding 1) of in [n, cin,
+ * h, w] whose kernels transformed are u, then act(+ b) (add: the bias, 0
+ * without b, is added as conv_bias_act does) */
+static void wino_conv(const dlt_conv *s, const wino_plan *p, int cin, int cout, const float *in,
+		      const float *u, const float *b, int add, int act, float slope, float *out,
+		      float *work, size_t slot, int slots)
+{
+	int trows = s->n * p->th, blocks = (trows + p->rows - 1) / p->rows;
+	int threads = omp_get_max_threads() < slots ? omp_get_max_threads() : slots;
+	size_t hw = (size_t)s->h * s->w, vs = wino_xi_stride(p, cin), ms = wino_xi_stride(p, cout);
+
+	#pragma omp parallel num_threads(blocks < threads ? blocks : threads)
+	{
+		float *v = work + omp_get_thread_num() * slot, *m = v + 16 * wino_xi_stride(p, p->cmax);
+		#pragma omp for schedule(static)
+		for (int blk = 0; blk < blocks; blk++) {
+			int r0 = blk * p->rows, nr = trows - r0 < p->rows ? trows - r0 : p->rows;
+			int nt = nr * p->tw;
+			/* a sample's rows of the block at a time, so that its planes
+			 * are read and written in the order they lie in memory */
+			for (int r = 0; r < nr;) {
+				int n = (r0 + r) / p->th, ty0 = (r0 + r) % p->th;
+				int m_rows = p->th - ty0 < nr - r ? p->th - ty0 : nr - r;
+				for (int ci = 0; ci < cin; ci++)
+					for (int j = 0; j < m_rows; j++)
+						wino_in_row(in + ((size_t)n * cin + ci) * hw, s->h, s->w,
+							    p->tw, ty0 + j,
+							    v + (size_t)ci * p->ld + (r + j) * p->tw, vs,
+							    in, in + s->n * cin * hw);
+				r += m_rows;
+			}
+			for (int xi = 0; xi < 16; xi++)
+				dlt_cpu_sgemm(DLT_PREC_F32, 0, 0, cout, nt, cin, 1.0f,
+					      u + (size_t)xi * cout * cin, cin, v + xi * vs, p->ld, 0.0f,
+					      m + xi * ms, p->ld);
+			for (int r = 0; r < nr;) {
+				int n = (r0 + r) / p->th, ty0 = (r0 + r) % p->th;
+				int m_rows = p->th - ty0 < nr - r ? p->th - ty0 : nr - r;
+				for (int co = 0; co < cout; co++)
+					for (int j = 0; j < m_rows; j++)
+						wino_out_row(m + (size_t)co * p->ld + (r + j) * p->tw, ms,
+							     s->h, s->w, p->tw, ty0 + j,
+							     out + ((size_t)n * cout + co) * hw, add,
+							     add && b ? b[co] : 0.0f, act, slope);
+				r += m_rows;
+			}
+		}
+	}
+}
+
+/* E's columns for tile row ty of dy's plane [h, w]: A dY A^T, dY the 2x2
+ * block of dy at row 2 ty, column 2 tx (zero outside), A = [1 0; 1 1;
+ * 1 -1; 0 -1]: what a tile's 16 products pass back to them (the adjoint
+ * of wino_out_row without its activation).  8 tiles at a time; as
+ * wino_in_row, up to 7 floats past the row's tw are written. */
+__attribute__((target("avx2,fma")))
+static void wino_dy_row(const float *plane, int h, int w, int tw, int ty, float *e, size_t es,
+			const float *lo, const float *hi)
+{
+	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	for (int tx = 0; tx < tw; tx += 8) {
+		__m256 a[2], b[2];
+		#pragma GCC unroll 2
+		for (int i = 0; i < 2; i++) {
+			__m256 v[2];
+			int y = 2 * ty + i;
+			#pragma GCC unroll 2
+			for (int c = 0; c < 2; c++) {
+				int c0 = 2 * tx + 8 * c;
+				const float *at = plane + (size_t)y * w + c0;
+				__m256i col = _mm256_add_epi32(_mm256_set1_epi32(c0), lane);
+				__m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(w), col);
+				if (y >= h)
+					v[c] = _mm256_setzero_ps();
+				else if (at >= lo && at + 8 <= hi)
+					v[c] = _mm256_and_ps(_mm256_loadu_ps(at), _mm256_castsi256_ps(in));
+				else
+					v[c] = _mm256_maskload_ps(at, in);
+			}
+			a[i] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(
+				_mm256_shuffle_ps(v[0], v[1], 0x88)), 0xd8));
+			b[i] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(
+				_mm256_shuffle_ps(v[0], v[1], 0xdd)), 0xd8));
+		}
+		{
+			__m256 z = _mm256_setzero_ps();
+			/* rows: P[i] = (a, a + b, a - b, -b) */
+			__m256 p00 = a[0], p01 = _mm256_add_ps(a[0], b[0]);
+			__m256 p02 = _mm256_sub_ps(a[0], b[0]), p03 = _mm256_sub_ps(z, b[0]);
+			__m256 p10 = a[1], p11 = _mm256_add_ps(a[1], b[1]);
+			__m256 p12 = _mm256_sub_ps(a[1], b[1]), p13 = _mm256_sub_ps(z, b[1]);
+			/* columns: E[0] = P0, E[1] = P0 + P1, E[2] = P0 - P1, E[3] = -P1 */
+			float *q = e + tx;
+			_mm256_storeu_ps(q + 0 * es, p00);
+			_mm256_storeu_ps(q + 1 * es, p01);
+			_mm256_storeu_ps(q + 2 * es, p02);
+			_mm256_storeu_ps(q + 3 * es, p03);
+			_mm256_storeu_ps(q + 4 * es, _mm256_add_ps(p00, p10));
+			_mm256_storeu_ps(q + 5 * es, _mm256_add_ps(p01, p11));
+			_mm256_storeu_ps(q + 6 * es, _mm256_add_ps(p02, p12));
+			_mm256_storeu_ps(q + 7 * es, _mm256_add_ps(p03, p13));
+			_mm256_storeu_ps(q + 8 * es, _mm256_sub_ps(p00, p10));
+			_mm256_storeu_ps(q + 9 * es, _mm256_sub_ps(p01, p11));
+			_mm256_storeu_ps(q + 10 * es, _mm256_sub_ps(p02, p12));
+			_mm256_storeu_ps(q + 11 * es, _mm256_sub_ps(p03, p13));
+			_mm256_storeu_ps(q + 12 * es, _mm256_sub_ps(z, p10));
+			_mm256_storeu_ps(q + 13 * es, _mm256_sub_ps(z, p11));
+			_mm256_storeu_ps(q + 14 * es, _mm256_sub_ps(z, p12));
+			_mm256_storeu_ps(q + 15 * es, _mm256_sub_ps(z, p13));
+		}
+	}
+}
+
+/* dW by Winograd: Z[xi] = sum over tiles of E[xi] V[xi]^T (E from dy,
+ * V from x, as the forward's), a GEMM of K = a block's tiles; each block's
+ * Z to its own part, the parts summed in block order (the same bits on
+ * any thread count), then dw = G^T Z G. */
+static void wino_dw(const dlt_conv *s, const wino_plan *p, const float *x, const float *dy,
+		    float *dw, float *work, size_t slot, int slots, float *parts)
+{
+	int trows = s->n * p->th, blocks = (trows + p->rows - 1) / p->rows;
+	int threads = omp_get_max_threads() < slots ? omp_get_max_threads() : slots;
+	int c = s->c, k = s->k;
+	size_t hw = (size_t)s->h * s->w, vs = wino_xi_stride(p, c), es = wino_xi_stride(p, k);
+	size_t zn = 16 * (size_t)k * c;
+
+	#pragma omp parallel num_threads(blocks < threads ? blocks : threads)
+	{
+		float *v = work + omp_get_thread_num() * slot, *e = v + 16 * wino_xi_stride(p, p->cmax);
+		#pragma omp for schedule(static)
+		for (int blk = 0; blk < blocks; blk++) {
+			int r0 = blk * p->rows, nr = trows - r0 < p->rows ? trows - r0 : p->rows;
+			int nt = nr * p->tw;
+			for (int r = 0; r < nr;) {
+				int n = (r0 + r) / p->th, ty0 = (r0 + r) % p->th;
+				int m_rows = p->th - ty0 < nr - r ? p->th - ty0 : nr - r;
+				for (int ci = 0; ci < c; ci++)
+					for (int j = 0; j < m_rows; j++)
+						wino_in_row(x + ((size_t)n * c + ci) * hw, s->h, s->w,
+							    p->tw, ty0 + j,
+							    v + (size_t)ci * p->ld + (r + j) * p->tw, vs,
+							    x, x + s->n * c * hw);
+				for (int co = 0; co < k; co++)
+					for (int j = 0; j < m_rows; j++)
+						wino_dy_row(dy + ((size_t)n * k + co) * hw, s->h, s->w,
+							    p->tw, ty0 + j,
+							    e + (size_t)co * p->ld + (r + j) * p->tw, es,
+							    dy, dy + s->n * k * hw);
+				r += m_rows;
+			}
+			for (int xi = 0; xi < 16; xi++)
+				dlt_cpu_sgemm(DLT_PREC_F32, 0, 1, k, c, nt, 1.0f, e + xi * es, p->ld,
+					      v + xi * vs, p->ld, 0.0f,
+					      parts + blk * zn + (size_t)xi * k * c, c);
+		}
+	}
+	/* the parts summed in block order, a run of 256 at a time, into the
+	 * first */
+	#pragma omp parallel for schedule(static)
+	for (size_t j0 = 0; j0 < zn; j0 += DW_BLOCK) {
+		double acc[DW_BLOCK] = { 0 };
+		size_t m = zn - j0 < DW_BLOCK ? zn - j0 : DW_BLOCK;
+		for (int blk = 0; blk < blocks; blk++) {
+			const float *part = parts + blk * zn + j0;
+			#pragma omp simd
+			for (size_t j = 0; j < m; j++)
+				acc[j] += part[j];
+		}
+		for (size_t j = 0; j < m; j++)
+			parts[j0 + j] = (float)acc[j];
+	}
+	#pragma omp parallel for schedule(static)
+	for (int o = 0; o < k; o++) {
+		for (int i = 0; i < c; i++) {
+			float zf[16], t[3][4];
+			for (int xi = 0; xi < 16; xi++)
+				zf[xi] = parts[((size_t)xi * k + o) * c + i];
+			/* G^T Z G, G^T = [1 .5 .5 0; 0 .5 -.5 0; 0 .5 .5 1] */
+			for (int j = 0; j < 4; j++) {
+				t[0][j] = zf[j] + 0.5f * (zf[4 + j] + zf[8 + j]);
+				t[1][j] = 0.5f * (zf[4 + j] - zf[8 + j]);
+				t[2][j] = 0.5f * (zf[4 + j] + zf[8 + j]) + zf[12 + j];
+			}
+			for (int r = 0; r < 3; r++) {
+				float *g = dw + ((size_t)o * c + i) * 9 + r * 3;
+				g[0] = t[r][0] + 0.5f * (t[r][1] + t[r][2]);
+				g[1] = 0.5f * (t[r][1] - t[r][2]);
+				g[2] = 0.5f * (t[r][1] + t[r][2]) + t[r][3];
+			}
+		}
+	}
+}
+
+/* Samples per task: sums of dW in a fixed order; small enough that a
+ * training batch gives every thread work. */
+#define CONV_CHUNK 4
 /* Where the workspace's parts lie, in floats: slots (col, ybuf or dybuf,
  * the taps' masks), then each chunk's partial dW, then each chunk's partial db in
  * doubles. */
 typedef struct conv_plan {
 	int kg, kk, p, chunks, slots;
-	size_t col, masks, slot, wn, parts, dbs, total;
+	size_t col, masks, slot, wn, parts, u, zparts, dbs, total;
 } conv_plan;
 
 static conv_plan conv_plan_of(const dlt_conv *s)
@@ -301,11 +736,27 @@ static conv_plan conv_plan_of(const dlt_conv *s)
 	 * that the workspace asked for at build time still fits later */
 	q.slots = q.chunks < procs ? q.chunks : procs > 0 ? procs : 1;
 	q.col = ((size_t)s->c * s->kh * s->kw * CONV_CHUNK * q.p + 15) & ~(size_t)15;
+	if (conv_is_wino(DLT_PREC_F32, s)) {
+		/* the Winograd scratch in a slot's col */
+		wino_plan wp = wino_plan_of(s);
+		size_t need = (wino_scratch(&wp) + 15) & ~(size_t)15;
+		if (q.col < need)
+			q.col = need;
+	}
 	q.masks = q.col + (((size_t)s->k * CONV_CHUNK * q.p + 15) & ~(size_t)15);
 	q.slot = q.masks + (((size_t)s->kh * s->kw * q.p + 15) & ~(size_t)15);
 	q.wn = (size_t)s->k * q.kk;
 	q.parts = q.slots * q.slot;
-	q.dbs = (q.parts + q.chunks * q.wn + 1) & ~(size_t)1;
+	q.u = q.parts + q.chunks * q.wn;	/* Winograd's kernels, 16 (k c) */
+	q.zparts = q.u + 16 * (size_t)s->k * s->c;
+	if (conv_is_wino(DLT_PREC_F32, s)) {
+		/* Winograd dW's partial sums, 16 (k c) a block */
+		wino_plan wp = wino_plan_of(s);
+		int blocks = (s->n * wp.th + wp.rows - 1) / wp.rows;
+		q.dbs = (q.zparts + (size_t)blocks * 16 * s->k * s->c + 1) & ~(size_t)1;
+	} else {
+		q.dbs = (q.zparts + 1) & ~(size_t)1;
+	}
 	q.total = q.dbs + 2 * (size_t)q.chunks * s->k;
 	return q;
 }
@@ -446,6 +897,13 @@ void dlt_cpu_conv_forward(int prec, const dlt_conv *s, const float *x, const flo
 {
 	conv_plan q = conv_plan_of(s);
 
+	if (conv_is_wino(prec, s)) {
+		wino_plan wp = wino_plan_of(s);
+		wino_kernels(w, s->k, s->c, 0, work + q.u);
+		wino_conv(s, &wp, s->c, s->k, x, work + q.u, b, 1, act, slope, y, work, q.slot,
+			  q.slots);
+		return;
+	}
 	#pragma omp parallel num_threads(conv_threads(&q))
 	{
 		int t = omp_get_thread_num();
@@ -600,15 +1058,53 @@ void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const fl
 	conv_plan q = conv_plan_of(s);
 	float *parts = work + q.parts;
 	double *dbs = (double *)(work + q.dbs);
+	int wino = dx && conv_is_wino(prec, s);
 
+	if (conv_is_wino(prec, s)) {
+		wino_plan wp = wino_plan_of(s);
+		/* db: each chunk's sums as conv_gather_dy makes them */
+		#pragma omp parallel num_threads(conv_threads(&q))
+		{
+			int t = omp_get_thread_num();
+			float *scratch = work + t * q.slot + q.masks;
+			int avx2 = __builtin_cpu_supports("avx2");
+			for (int ch = t; ch < q.chunks; ch += omp_get_num_threads()) {
+				int n0 = ch * CONV_CHUNK;
+				int ns = s->n - n0 < CONV_CHUNK ? s->n - n0 : CONV_CHUNK;
+				for (int k = 0; k < s->k; k++) {
+					double acc = 0.0;
+					for (int j = 0; j < ns; j++) {
+						const float *from = dy + ((size_t)(n0 + j) * s->k + k) * q.p;
+						acc += avx2 ? copy_sum_avx2(from, scratch, q.p)
+							    : copy_sum(from, scratch, q.p);
+					}
+					dbs[(size_t)ch * s->k + k] = acc;
+				}
+			}
+		}
+		wino_dw(s, &wp, x, dy, dw, work, q.slot, q.slots, work + q.zparts);
+		if (dx) {
+			wino_kernels(w, s->c, s->k, 1, work + q.u);
+			wino_conv(s, &wp, s->k, s->c, dy, work + q.u, NULL, 0, DLT_ACT_NONE, 0.0f,
+				  dx, work, q.slot, q.slots);
+		}
+		goto db;
+	}
 	#pragma omp parallel num_threads(conv_threads(&q))
 	{
 		int t = omp_get_thread_num();
 		float *slot = work + t * q.slot;
 		const int32_t *masks = conv_masks(s, (int32_t *)(slot + q.masks));
 		for (int ch = t; ch < q.chunks; ch += omp_get_num_threads())
-			conv_backward_chunk(prec, s, &q, x, w, dy, dx, slot, masks,
+			conv_backward_chunk(prec, s, &q, x, w, dy, wino ? NULL : dx, slot, masks,
 					    parts + ch * q.wn, dbs + (size_t)ch * s->k, ch);
+	}
+	if (wino) {
+		/* dx: dy convolved with the kernel flipped, in and out swapped */
+		wino_plan wp = wino_plan_of(s);
+		wino_kernels(w, s->c, s->k, 1, work + q.u);
+		wino_conv(s, &wp, s->k, s->c, dy, work + q.u, NULL, 0, DLT_ACT_NONE, 0.0f, dx, work,
+			  q.slot, q.slots);
 	}
 
 	/* dw = the chunks' partials added in chunk order, a block at a time */
@@ -625,6 +1121,7 @@ void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const fl
 		for (size_t j = 0; j < m; j++)
 			dw[j0 + j] = (float)acc[j];
 	}
+db:
 	for (int k = 0; db && k < s->k; k++) {
 		double acc = 0.0;
 		for (int ch = 0; ch < q.chunks; ch++)

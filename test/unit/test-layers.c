@@ -25,6 +25,7 @@ static int same(const void *a, const void *b, size_t bytes)
 #define NO_DB 4
 #define BF16 8		/* the products' inputs rounded to bf16 */
 #define F16 16		/* to fp16 */
+#define NO_FD 32	/* too big to difference */
 
 typedef struct conv_case {
 	int n, c, h, w, k, kh, kw, sh, sw, ph, pw, dh, dw, groups, act, flags;
@@ -53,6 +54,20 @@ static const conv_case convs[] = {
 	{ 3, 4, 9, 7, 4, 3, 5, 1, 2, 2, 1, 1, 1, 2, DLT_ACT_LEAKY_RELU, BF16 },
 	{ 2, 16, 9, 9, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, DLT_ACT_RELU, F16 },
 	{ 3, 5, 6, 6, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1, DLT_ACT_RELU, F16 | NO_DB },
+	/* Winograd F(2x2, 3x3) (3x3, stride 1, padding 1, 16 channels or
+	 * more): odd planes, a plane a tile high, rows of more than 8 tiles,
+	 * blocks that end inside a sample, every activation (not
+	 * differenced: the reference's gradients are checked on the others) */
+	{ 3, 16, 7, 9, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_LEAKY_RELU, NO_FD },
+	{ 5, 17, 5, 5, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_NONE, NO_BIAS | NO_FD },
+	{ 2, 16, 1, 9, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_RELU, NO_DB | NO_FD },
+	{ 2, 24, 17, 18, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_TANH, NO_FD },
+	{ 9, 16, 6, 4, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_GELU, NO_FD },
+	{ 3, 16, 2, 2, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_SIGMOID, NO_DX | NO_FD },
+	{ 2, 16, 14, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_RELU, BF16 },
+	/* the first layer's direct kernels: without bias, with dx, odd k */
+	{ 2, 1, 28, 28, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_NONE, NO_BIAS | NO_FD },
+	{ 3, 1, 8, 8, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_LEAKY_RELU, NO_FD },
 	{ 2, 16, 9, 9, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, DLT_ACT_RELU, 0 },
 	{ 2, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_RELU, NO_DX },
 	{ 2, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_RELU, 0 },
@@ -693,7 +708,7 @@ int main(void)
 	test_add(dlt_backend_cpu());
 	/* all but the last three, the models' shapes, too big to difference */
 	for (size_t i = 0; i + 3 < sizeof(convs) / sizeof(convs[0]); i++)
-		if (!(convs[i].flags & (BF16 | F16)))
+		if (!(convs[i].flags & (BF16 | F16 | NO_FD)))
 			test_conv_grad(&convs[i]);
 	for (size_t i = 1; i < sizeof(pools) / sizeof(pools[0]); i++)
 		test_pool_grad(&pools[i]);
