@@ -298,19 +298,18 @@ static int print_trials(const dlt_search *s, const dlt_trial *const *order, size
 }
 
 /* "0,1,2,3" in groups of k: each slot's CUDA_VISIBLE_DEVICES. */
-static int gpu_slots(const char *list, long long k, char ***slots, long long *n)
+static int split_slots(char *copy, const char *list, long long k, char ***slots, long long *n,
+		       char ***ids)
 {
-	char *copy = strdup(list), *save = NULL, **ids = NULL;
+	char *save = NULL;
 	long long count = 0, id;
 
-	if (!copy)
-		return cli_fail(prog, DLT_ENOMEM);
 	for (char *p = strtok_r(copy, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
 		if (dlt_parse_i64(p, 0, 1023, &id, "--gpus") < 0)
 			return cli_usage(prog, "%s", dlt_errmsg());
-		if (!(ids = realloc(ids, (size_t)(count + 1) * sizeof(*ids))))
+		if (!(*ids = realloc(*ids, (size_t)(count + 1) * sizeof(**ids))))
 			return cli_fail(prog, DLT_ENOMEM);
-		ids[count++] = p;
+		(*ids)[count++] = p;
 	}
 	if (count == 0)
 		return cli_usage(prog, "--gpus: '%s' names no GPU", list);
@@ -323,12 +322,23 @@ static int gpu_slots(const char *list, long long k, char ***slots, long long *n)
 	for (long long s = 0; s < *n; s++) {
 		dlt_buf b = { 0 };
 		for (long long i = 0; i < k; i++)
-			if (dlt_buf_printf(&b, "%s%s", i ? "," : "", ids[s * k + i]) < 0)
+			if (dlt_buf_printf(&b, "%s%s", i ? "," : "", (*ids)[s * k + i]) < 0)
 				return cli_fail(prog, DLT_ENOMEM);
 		(*slots)[s] = b.data;
 	}
-	free(ids);
 	return 0;
+}
+
+static int gpu_slots(const char *list, long long k, char ***slots, long long *n)
+{
+	char *copy = strdup(list), **ids = NULL;
+	int rc;
+	if (!copy)
+		return cli_fail(prog, DLT_ENOMEM);
+	rc = split_slots(copy, list, k, slots, n, &ids);
+	free(ids);
+	free(copy);
+	return rc;
 }
 
 /* The trainer beside this program, so a search runs the dlt-train of its

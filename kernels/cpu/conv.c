@@ -431,8 +431,8 @@ static void wino_in_row(const float *plane, int h, int w, int tw, int ty, float 
 			__m256 d[4];
 			#pragma GCC unroll 4
 			for (int i = 0; i < 4; i++) {
-				const float *at = rows[i] + c0;
-				if (!rows[i])
+				const float *at = rows[i] ? rows[i] + c0 : NULL;
+				if (!at)
 					d[i] = _mm256_setzero_ps();
 				else if (at >= lo && at + 8 <= hi)
 					d[i] = _mm256_and_ps(_mm256_loadu_ps(at), _mm256_castsi256_ps(in));
