@@ -329,6 +329,13 @@ static int split_slots(char *copy, const char *list, long long k, char ***slots,
 	return 0;
 }
 
+static void free_slots(char **slots, long long n)
+{
+	for (long long i = 0; slots && i < n; i++)
+		free(slots[i]);
+	free(slots);
+}
+
 static int gpu_slots(const char *list, long long k, char ***slots, long long *n)
 {
 	char *copy = strdup(list), **ids = NULL;
@@ -492,9 +499,11 @@ int main(int argc, char **argv)
 		return cli_usage(prog, "--gpus-per-trial needs --gpus");
 	if (gpus && (rc = gpu_slots(gpus, per_trial, &slot_gpus, &nslots)))
 		return rc;
-	if (gpus && jobs > nslots)
+	if (gpus && jobs > nslots) {
+		free_slots(slot_gpus, nslots);
 		return cli_usage(prog, "-j %lld: --gpus has %lld slots of %lld GPUs", jobs, nslots,
 				 per_trial);
+	}
 	if (!jobs && (gpus || !resume))
 		jobs = gpus ? nslots : 1;
 
@@ -535,8 +544,6 @@ int main(int argc, char **argv)
 	}
 	dlt_search_run_free(r);
 	dlt_search_free(&s);
-	for (long long i = 0; i < nslots; i++)
-		free(slot_gpus[i]);
-	free(slot_gpus);
+	free_slots(slot_gpus, nslots);
 	return rc < 0 ? cli_fail(prog, rc) : 0;
 }
