@@ -173,27 +173,34 @@ struct args {
 	dlt_rank_info job;	/* from the launcher that started this process */
 };
 
+/* The config of the job: the resumed run's own (RUNDIR/config.yaml), or
+ * -c's with the -s overrides. */
+static int job_config(const struct args *a, const char *resume, dlt_config *c)
+{
+	char *path;
+	int rc;
+
+	if (!resume)
+		return dlt_config_load(c, a->config, a->overrides, a->n_overrides);
+	if (!(path = dlt_malloc(strlen(resume) + 16)))
+		return DLT_ENOMEM;
+	sprintf(path, "%s/config.yaml", resume);
+	rc = dlt_config_load(c, path, NULL, 0);
+	free(path);
+	return rc;
+}
+
 /* --gpus N trains on GPUs whatever the config's device; --ranks N on
  * the config's device (a resumed run's own): forked ranks with NCCL on
  * GPUs, mpirun's on the CPU.  0, or the exit status of an error. */
 static int ranks_device(struct args *a)
 {
 	dlt_config c;
-	char *path = NULL;
 	int rc;
 
-	if (a->resume) {
-		if (!(path = dlt_malloc(strlen(a->resume) + 16)))
-			return cli_fail(prog, DLT_ENOMEM);
-		sprintf(path, "%s/config.yaml", a->resume);
-		rc = dlt_config_load(&c, path, NULL, 0);
-		free(path);
-	} else {
-		if (a->gpus)
-			a->overrides[a->n_overrides++] = "device=cuda";
-		rc = dlt_config_load(&c, a->config, a->overrides, a->n_overrides);
-	}
-	if (rc < 0)
+	if (!a->resume && a->gpus)
+		a->overrides[a->n_overrides++] = "device=cuda";
+	if ((rc = job_config(a, a->resume, &c)) < 0)
 		return cli_fail(prog, rc);
 	if (a->gpus && c.device < 0)
 		rc = cli_usage(prog, "--gpus: the run in %s trains on the CPU (use --ranks)",
@@ -283,33 +290,6 @@ static int parse_args(struct args *a, int argc, char **argv)
 
 /* One training process: a new run (note NULL, resume NULL) or the run in
  * resume continued.  Returns the exit status. */
-/* The comm of a job of several ranks, on the device of the run's config
- * (a resumed run's own). */
-static int open_comm(const struct args *a, const dlt_rank_info *job, const char *resume,
-		     dlt_comm **comm)
-{
-	dlt_config c;
-	char *path = NULL;
-	int rc;
-
-	*comm = NULL;
-	if (job->size == 1)
-		return 0;
-	if (resume) {
-		if (!(path = dlt_malloc(strlen(resume) + 16)))
-			return DLT_ENOMEM;
-		sprintf(path, "%s/config.yaml", resume);
-		rc = dlt_config_load(&c, path, NULL, 0);
-	} else {
-		rc = dlt_config_load(&c, a->config, a->overrides, a->n_overrides);
-	}
-	if (rc == 0)
-		rc = dlt_comm_open(comm, job, dlt_rank_device(job, c.device), c.dist.timeout);
-	dlt_config_free(&c);
-	free(path);
-	return rc;
-}
-
 /* One rank's failure: said with its rank, and the job ended on every rank
  * (MPI_Abort), so that none waits for it until the timeout. */
 static int rank_fail(dlt_comm *comm, int rc)
@@ -335,23 +315,28 @@ static int train(const struct args *a, const dlt_rank_info *job, const char *run
 				  .epoch = on_epoch, .warn = on_warn, .poll = on_poll,
 				  .t_start = a->t_start, .note = note, .ranks = job };
 	dlt_train_result res;
-	dlt_config c;
-	dlt_comm *comm;
+	dlt_config c = { 0 };
+	dlt_comm *comm = NULL;
 	int rc;
 
 	catch_signals(on_signal);
-	if ((rc = open_comm(a, job, resume, &comm)) < 0)
+	/* a resumed run's config is the library's to read, unless the
+	 * ranks need its device and timeout for their comm first */
+	if ((!resume || job->size > 1) && (rc = job_config(a, resume, &c)) < 0)
 		return cli_fail(prog, rc);
+	if (job->size > 1 && (rc = dlt_comm_open(&comm, job, dlt_rank_device(job, c.device),
+						 c.dist.timeout)) < 0) {
+		dlt_config_free(&c);
+		return cli_fail(prog, rc);
+	}
 	hooks.comm = comm;
 	if (resume) {
 		rc = dlt_train_resume(resume, a->resume_epochs, &hooks, &res);
 		rundir = resume;
 	} else {
-		if ((rc = dlt_config_load(&c, a->config, a->overrides, a->n_overrides)) < 0)
-			return rank_fail(comm, rc);
 		rc = dlt_train_run(&c, rundir, &hooks, &res);
-		dlt_config_free(&c);
 	}
+	dlt_config_free(&c);
 	if (u.tty)
 		fputs("\r\033[K", stderr);
 	if (rc < 0)
@@ -390,36 +375,43 @@ static void reap(pid_t pid, int *status)
 		;
 }
 
-/* The command line of one rank of the CPU job that mpirun starts:
- * this program with the run's options, less the launcher's. */
-static char **rank_argv(const struct args *a, const char *rundir, const char *resume)
+/* CPU ranks, in the child of job(): becomes mpirun -np N of this program
+ * with the run's options, less the launcher's; mpirun gives each rank its
+ * rank and MPI.  Its exit status is the job's: 128 + the signal when a
+ * rank was killed by one (mpirun names the rank and ends the others). */
+static void exec_mpirun(const struct args *a, const char *rundir, const char *resume)
 {
-	static char exe[PATH_MAX];
-	char **v = dlt_calloc((size_t)a->n_overrides * 2 + 16, sizeof(char *));
+	char np[16], exe[PATH_MAX];
+	char **v = dlt_calloc((size_t)a->n_overrides * 2 + 24, sizeof(char *));
 	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	int n = 0;
+
 	if (!v || len <= 0)
-		return NULL;
+		_exit(cli_fail(prog, v ? dlt_error_errno(DLT_EFAIL, "/proc/self/exe")
+				       : DLT_ENOMEM));
 	exe[len] = '\0';
+	snprintf(np, sizeof(np), "%d", a->ranks);
+	v[n++] = "mpirun";
+	v[n++] = "-np";
+	v[n++] = np;
+	v[n++] = "--oversubscribe";
+	v[n++] = "--bind-to";
+	v[n++] = "none";
 	v[n++] = exe;
 	if (resume) {
 		v[n++] = "--resume";
 		v[n++] = (char *)resume;
-		/* a user's --resume passes on its -s train.epochs=N; a restart
-		 * of a new run does not pass that run's -s to --resume */
-		for (int i = 0; a->resume && i < a->n_overrides; i++) {
-			v[n++] = "-s";
-			v[n++] = a->overrides[i];
-		}
 	} else {
 		v[n++] = "-c";
 		v[n++] = (char *)a->config;
 		v[n++] = "-o";
 		v[n++] = (char *)rundir;
-		for (int i = 0; i < a->n_overrides; i++) {
-			v[n++] = "-s";
-			v[n++] = a->overrides[i];
-		}
+	}
+	/* a new run's -s, or a user's --resume -s train.epochs=N; not a new
+	 * run's -s on the --resume of its restart */
+	for (int i = 0; (!resume || a->resume) && i < a->n_overrides; i++) {
+		v[n++] = "-s";
+		v[n++] = a->overrides[i];
 	}
 	if (a->json)
 		v[n++] = "--json";
@@ -427,27 +419,6 @@ static char **rank_argv(const struct args *a, const char *rundir, const char *re
 		v[n++] = "-q";
 	if (a->verbose)
 		v[n++] = "-v";
-	return v;
-}
-
-/* CPU ranks: mpirun -np N of this program, which gives each its rank and
- * MPI.  Returns what mpirun returns: 128 + the signal when a rank was
- * killed by one (mpirun names the rank and ends the others). */
-static int exec_mpirun(const struct args *a, const char *rundir, const char *resume)
-{
-	char np[16], **rv = rank_argv(a, rundir, resume);
-	const char *pre[] = { "mpirun", "-np", np, "--oversubscribe", "--bind-to", "none" };
-	char **v;
-	int n = 0;
-
-	snprintf(np, sizeof(np), "%d", a->ranks);
-	if (!rv || !(v = dlt_calloc(sizeof(pre) / sizeof(pre[0]) + (size_t)a->n_overrides * 2 + 16,
-				    sizeof(char *))))
-		_exit(cli_fail(prog, DLT_ENOMEM));
-	for (size_t i = 0; i < sizeof(pre) / sizeof(pre[0]); i++)
-		v[n++] = (char *)pre[i];
-	for (int i = 0; rv[i]; i++)
-		v[n++] = rv[i];
 	/* mpirun refuses root unless told; containers and CI run as root */
 	setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
 	setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);

@@ -96,6 +96,12 @@ test_expect_success 'mpirun -np 2: the parameters of one process within 1e-5 rel
 	test $(wc -l <one/metrics.jsonl) = $(wc -l <two/metrics.jsonl)
 '
 
+test_expect_success 'gradients summed in 0.1 MB buckets during backward: the same tensors as one bucket' '
+	mpirun -np 2 dlt-train -q -c mlp.yaml -o buckets -s dist.bucket_mb=0.1 >out 2>err &&
+	dlt-ckpt diff two/model.dlt buckets/model.dlt >diff && cat diff &&
+	! grep -q differs diff
+'
+
 test_expect_success 'rank 0 alone prints and writes: one result line, one run directory' '
 	mpirun -np 2 dlt-train -c mlp.yaml -o three >out 2>err &&
 	test $(grep -c "^test accuracy" out) = 1 &&

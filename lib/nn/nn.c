@@ -902,35 +902,44 @@ void dlt_model_backward(dlt_model *m, int batch)
 	}
 }
 
+/* Param k (0: w, 1: b) of op l, -1 if none: the ops of a residual block
+ * (FORK, ADD) carry no params of their own. */
+static int op_param(const dlt_layer *l, int k)
+{
+	if (l->kind == DLT_OP_FORK || l->kind == DLT_OP_ADD)
+		return -1;
+	return k ? l->b : l->w;
+}
+
 /* Where the gradients of ops i.. begin in the block: the smallest offset
  * of their params, if no op before i has a param beyond it (params are
  * made in op order, so that holds but where an op has none). */
 int dlt_model_on_grads(dlt_model *m, void (*ready)(void *ctx, size_t off), void *ctx)
 {
-	size_t *at = dlt_calloc(m->n_layers ? m->n_layers : 1, sizeof(*at)), lo = m->n_weights;
+	size_t *at = dlt_calloc(m->n_layers ? m->n_layers : 1, sizeof(*at));
+	size_t end = 0, lo = m->n_weights;
 	if (!at)
 		return DLT_ENOMEM;
+	/* at[i]: first the end of the params of the ops before i */
+	for (int i = 0; i < m->n_layers; i++) {
+		at[i] = end;
+		for (int k = 0; k < 2; k++) {
+			int p = op_param(&m->layers[i], k);
+			if (p >= 0 && m->params[p].off + m->params[p].n > end)
+				end = m->params[p].off + m->params[p].n;
+		}
+	}
 	for (int i = m->n_layers - 1; i >= 0; i--) {
-		const dlt_layer *l = &m->layers[i];
-		size_t end = 0;
 		int own = 0;
 		for (int k = 0; k < 2; k++) {
-			int p = k ? l->b : l->w;
-			if (p >= 0 && l->kind != DLT_OP_FORK && l->kind != DLT_OP_ADD) {
+			int p = op_param(&m->layers[i], k);
+			if (p >= 0) {
 				own = 1;
 				if (m->params[p].off < lo)
 					lo = m->params[p].off;
 			}
 		}
-		for (int j = 0; j < i; j++)
-			for (int k = 0; k < 2; k++) {
-				const dlt_layer *e = &m->layers[j];
-				int p = k ? e->b : e->w;
-				if (p >= 0 && e->kind != DLT_OP_FORK && e->kind != DLT_OP_ADD &&
-				    m->params[p].off + m->params[p].n > end)
-					end = m->params[p].off + m->params[p].n;
-			}
-		at[i] = own && end <= lo ? lo : SIZE_MAX;
+		at[i] = own && at[i] <= lo ? lo : SIZE_MAX;
 	}
 	free(m->ready_at);
 	m->ready_at = at;
