@@ -139,6 +139,7 @@ check: deps
 	@$(MAKE) --no-print-directory all
 	@prove -j2 --timer $(UNIT) test/t[0-9]*.sh
 	@$(MAKE) --no-print-directory check-asan
+	@$(MAKE) --no-print-directory check-slurm
 
 # The same suite on a build with AddressSanitizer and UndefinedBehavior-
 # Sanitizer (build-asan/, bin-asan/; no CUDA: the sanitizers do not see
@@ -157,6 +158,15 @@ ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 \
 check-asan: deps
 	@$(MAKE) --no-print-directory $(ASAN_MAKE) all
 	@$(ASAN_ENV) prove -j2 --timer $(UNIT:$(BUILD)/%=build-asan/%) test/t[0-9]*.sh
+
+# dlt under a real one-node Slurm (scripts/test-slurm starts it, installing
+# slurm-wlm and munge if missing, and stops it whatever the tests did): the
+# tests sNNNN-*.sh, one at a time, since they share the cluster's cores and
+# look at its whole queue.
+check-slurm: all
+	@scripts/test-slurm start
+	@export $$(scripts/test-slurm env); prove --timer test/s[0-9]*.sh; \
+		st=$$?; scripts/test-slurm stop; exit $$st
 
 # make fuzz FUZZ_SECONDS=N: each harness of test/fuzz/ under libFuzzer
 # (clang, with ASan and UBSan) for N seconds, from its corpus test/fuzz/NAME/;
@@ -211,8 +221,10 @@ clean:
 help:
 	@echo 'make            build libdlt.a, the programs (bin/) and the unit tests'
 	@echo 'make check      install missing packages, build, run every test (prove), then'
-	@echo '                make check-asan'
+	@echo '                make check-asan and make check-slurm'
 	@echo 'make check-asan every test again on a build with ASan and UBSan (build-asan/)'
+	@echo 'make check-slurm the tests of dlt under Slurm, on a one-node cluster that'
+	@echo '                scripts/test-slurm starts and stops'
 	@echo 'make fuzz       each fuzz harness of test/fuzz/ under libFuzzer (clang) for'
 	@echo '                FUZZ_SECONDS (60); FUZZ=NAME for one'
 	@echo 'make demo       install, build, train an MLP on Fashion-MNIST, print test accuracy'
@@ -223,7 +235,7 @@ help:
 	@echo 'make check-gpu  the GPU suite: CUDA kernels against the CPU reference, GPU training'
 	@echo '                against CPU training (says skipped where there is no CUDA device)'
 
-.PHONY: all deps check check-asan fuzz demo bench install clean help
+.PHONY: all deps check check-asan check-slurm fuzz demo bench install clean help
 .PRECIOUS: $(BUILD)/%.o $(BUILD)/test/unit/%.o $(BUILD)/cmd/%.o $(BUILD)/test/fuzz/%.o
 
 -include $(LIB_OBJ:.o=.d) $(CUDA_OBJ:.o=.d) $(wildcard $(BUILD)/cmd/*.d $(BUILD)/test/unit/*.d $(BUILD)/test/fuzz/*.d)
