@@ -517,15 +517,15 @@ static int how_long(struct out *o, double s)
 
 static int ls(const struct args *a)
 {
-	static const char *const table[] = { "run", "status", "start", "duration", "epochs",
-		NULL, NULL, "samples/s" };
+	static const char *const table[] = { "run", "status", "job", "node", "start", "duration",
+		"epochs", NULL, NULL, "samples/s" };
 	static const char *const machine[] = { "run", "status", "start", "duration", "epoch",
-		"epochs", "metric", "best", "last", "samples_per_s" };
+		"epochs", "metric", "best", "last", "samples_per_s", "slurm_job", "host" };
 	static const char *const cols[] = { "run", "status", "start", "duration", "epochs",
 		"samples/s", "samples_per_s", NULL };
 	char *dflt[] = { "runs" }, *metric = NULL, *sort_metric = NULL, best[80], last[80];
-	int k = 0;
-	const char *head[8];
+	int k = 0, slurm = 0;
+	const char *head[10];
 	struct runs rs = { 0 };
 	struct out o = { .format = a->format };
 	int rc;
@@ -555,12 +555,18 @@ static int ls(const struct args *a)
 	}
 	snprintf(best, sizeof(best), "best:%s", metric);
 	snprintf(last, sizeof(last), "last:%s", metric);
+	/* a table has the Slurm job and node of each run when a run has one */
+	for (size_t i = 0; i < rs.n; i++)
+		slurm |= rs.r[i].slurm_job[0] != 0;
 	memcpy(head, table, sizeof(head));
-	head[5] = best;
-	head[6] = last;
+	if (!slurm)
+		memmove(head + 2, head + 4, 6 * sizeof(head[0]));
+	head[slurm ? 7 : 5] = best;
+	head[slurm ? 8 : 6] = last;
 	o.head = a->format == TABLE ? head : machine;
-	o.ncol = a->format == TABLE ? 8 : 10;
-	o.text = 1 | 2 | 4 | 64;	/* run, status, start, metric */
+	o.ncol = a->format == TABLE ? (slurm ? 10 : 8) : 12;
+	/* run, status, start, metric, slurm_job, host */
+	o.text = 1 | 2 | 4 | 64 | 1024 | 2048;
 	for (size_t i = 0; i < rs.n; i++) {
 		const dlt_runinfo *r = &rs.r[i];
 		const dlt_series *s = dlt_runs_series(r, metric);
@@ -568,6 +574,10 @@ static int ls(const struct args *a)
 
 		cell(&o, "%s", r->dir);
 		cell(&o, "%s", r->status);
+		if (a->format == TABLE && slurm) {
+			cell(&o, "%s", r->slurm_job[0] ? r->slurm_job : "-");
+			cell(&o, "%s", r->slurm_job[0] && r->host[0] ? r->host : "-");
+		}
 		when(&o, r->start);
 		how_long(&o, r->duration);
 		if (a->format == TABLE) {
@@ -580,6 +590,10 @@ static int ls(const struct args *a)
 		number(&o, dlt_runs_best_value(s, mode), "%.4g");
 		number(&o, s && s->n ? s->p[s->n - 1].value : NAN, "%.4g");
 		number(&o, r->samples_per_s > 0 ? r->samples_per_s : NAN, "%.0f");
+		if (a->format != TABLE) {
+			cell(&o, "%s", r->slurm_job);
+			cell(&o, "%s", r->host);
+		}
 	}
 	rc = print_out(&o);
 out:

@@ -398,9 +398,13 @@ static void print_table(const struct sample *s, const struct args *a, int nvml,
 			}
 	}
 	if (s->njobs) {
-		printf("\n%s%-20s  %-7s  %7s  %8s  %9s  %9s  %-16s  %8s  %s%s\n", c->bold, "JOB",
-		       "STATUS", "EPOCH", "STEP", "SAMPLES/S", "LOSS", "METRIC", "ETA", "GPUS",
-		       c->off);
+		int slurm = 0;
+		for (size_t i = 0; i < s->njobs; i++)
+			slurm |= s->jobs[i].slurm_job[0] != 0;
+		/* GPUS padded only when the Slurm columns follow */
+		printf("\n%s%-20s  %-7s  %7s  %8s  %9s  %9s  %-16s  %8s  %-*s%s%s\n", c->bold, "JOB",
+		       "STATUS", "EPOCH", "STEP", "SAMPLES/S", "LOSS", "METRIC", "ETA", slurm ? 8 : 0,
+		       "GPUS", slurm ? "  SLURM       NODE" : "", c->off);
 		for (size_t i = 0; i < s->njobs; i++) {
 			const dlt_smi_job *j = &s->jobs[i];
 			char ep[32], sps[32], loss[32], met[64], eta[32], gpus[64];
@@ -416,13 +420,17 @@ static void print_table(const struct sample *s, const struct args *a, int nvml,
 			else
 				snprintf(met, sizeof(met), "n/a");
 			job_gpus(s, j->pid, gpus, sizeof(gpus));
-			printf("%-20s  %s%-7s%s  %7s  %8lld  %9s  %9s  %-16s  %8s  %s\n", j->name, col,
+			printf("%-20s  %s%-7s%s  %7s  %8lld  %9s  %9s  %-16s  %8s  %-*s", j->name, col,
 			       j->status, *col ? c->off : "", ep, j->step,
 			       isnan(j->samples_per_s) ? "n/a" :
 			       (snprintf(sps, sizeof(sps), "%.1f", j->samples_per_s), sps),
 			       isnan(j->loss) ? "n/a" : (snprintf(loss, sizeof(loss), "%.4g", j->loss), loss),
-			       met, fmt_eta(j->eta, eta, sizeof(eta)) ? eta : "n/a",
+			       met, fmt_eta(j->eta, eta, sizeof(eta)) ? eta : "n/a", slurm ? 8 : 0,
 			       gpus[0] ? gpus : "-");
+			if (slurm)
+				printf("  %-10s  %s", j->slurm_job[0] ? j->slurm_job : "-",
+				       j->slurm_job[0] && j->node[0] ? j->node : "-");
+			putchar('\n');
 		}
 	}
 }
@@ -452,7 +460,7 @@ static void print_csv(const struct sample *s, const struct args *a, int header)
 	if (a->jobs_only) {
 		if (header)
 			printf("time,job,status,epoch,epochs,step,samples_per_s,loss,metric,"
-			       "metric_value,eta_s,gpus\n");
+			       "metric_value,eta_s,gpus,slurm_job,node\n");
 		for (size_t i = 0; i < s->njobs; i++) {
 			const dlt_smi_job *j = &s->jobs[i];
 			char gpus[64];
@@ -473,7 +481,11 @@ static void print_csv(const struct sample *s, const struct args *a, int header)
 			for (char *p = gpus; *p; p++)
 				if (*p == ',')
 					*p = ' ';
-			printf("%s\n", gpus);
+			printf("%s,", gpus);
+			csv_str(j->slurm_job);
+			putchar(',');
+			csv_str(j->node);
+			putchar('\n');
 		}
 		return;
 	}
@@ -531,6 +543,10 @@ static void json_jobs(dlt_json *j, const struct sample *s)
 			dlt_json_raw(j, NULL, one);
 		}
 		dlt_json_array_end(j);
+		if (b->slurm_job[0]) {
+			dlt_json_str(j, "slurm_job", b->slurm_job);
+			dlt_json_str(j, "node", b->node);
+		}
 		dlt_json_end(j);
 	}
 	dlt_json_array_end(j);

@@ -21,15 +21,18 @@ static const char prog[] = "dlt-train";
 
 static const char usage[] =
 	"usage: dlt-train -c CONFIG [-o RUNDIR] [-s KEY=VALUE]... [--gpus N | --ranks N]\n"
-	"                 [--restarts N] [--json] [-q] [-v]\n"
+	"                 [--auto-resume] [--restarts N] [--json] [-q] [-v]\n"
 	"       dlt-train --resume RUNDIR [-s train.epochs=N] [--gpus N | --ranks N]\n"
 	"                 [--restarts N] [--json] [-q] [-v]\n"
 	"\n"
 	"  -c, --config FILE   the training config (YAML; - for stdin)\n"
-	"  -o, --output DIR    the run directory (default runs/CONFIG-DATE-TIME)\n"
+	"  -o, --output DIR    the run directory (default runs/CONFIG-DATE-TIME; in a\n"
+	"                      Slurm job runs/CONFIG-JOBID)\n"
 	"  -s, --set KEY=VAL   override a config key, e.g. -s train.optimizer.adam.lr=3e-4\n"
 	"  -r, --resume DIR    continue the run in DIR from its newest valid checkpoint;\n"
 	"                      -s train.epochs=N may raise its epochs, even when done\n"
+	"      --auto-resume   continue RUNDIR's run of CONFIG when it holds one, else\n"
+	"                      start it (a job that Slurm requeues)\n"
 	"      --gpus N        data parallel on N GPUs of this machine (device: cuda)\n"
 	"      --ranks N       data parallel in N processes of this machine: GPUs as\n"
 	"                      --gpus, CPU ranks through mpirun\n"
@@ -141,11 +144,14 @@ static void on_epoch(void *ctx, const dlt_epoch_summary *s)
 	fflush(stdout);
 }
 
-/* runs/STEM-YYYYmmdd-HHMMSS, after the config file's name. */
+/* runs/STEM-YYYYmmdd-HHMMSS, after the config file's name; in a Slurm job
+ * runs/STEM-JOBID, which every rank and every requeue of the job names
+ * alike. */
 static char *default_rundir(const char *config)
 {
 	const char *base = strrchr(config, '/');
-	char stamp[32], *dir;
+	char stamp[64], *dir;
+	dlt_batch_job job;
 	size_t len;
 	time_t t = time(NULL);
 
@@ -153,7 +159,11 @@ static char *default_rundir(const char *config)
 	if (strcmp(config, "-") == 0)
 		base = "stdin";
 	len = strcspn(base, ".");
-	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", localtime(&t));
+	dlt_batch_job_get(&job);
+	if (job.id[0])
+		snprintf(stamp, sizeof(stamp), "%s", job.id);
+	else
+		strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", localtime(&t));
 	dir = dlt_malloc(len + strlen(stamp) + 8);
 	if (dir)
 		sprintf(dir, "runs/%.*s-%s", (int)len, base, stamp);
@@ -168,6 +178,7 @@ struct args {
 	int ranks;		/* --ranks N or --gpus N */
 	int gpus;		/* the ranks are GPUs' (forked), else mpirun's */
 	int resume_epochs;	/* -s train.epochs=N with --resume; 0: the run's */
+	int auto_resume;	/* --auto-resume */
 	int json, quiet, verbose, help, version;
 	double t_start;
 	dlt_rank_info job;	/* from the launcher that started this process */
@@ -188,6 +199,31 @@ static int job_config(const struct args *a, const char *resume, dlt_config *c)
 	rc = dlt_config_load(c, path, NULL, 0);
 	free(path);
 	return rc;
+}
+
+/* --auto-resume: what rundir holds (DLT_RUNDIR_*), a run of another
+ * config than -c's with its -s being an input error.  Each rank asks
+ * before it opens the comm, and rank 0 creates a run only after that, so
+ * the ranks cannot see the directory differently. */
+static int auto_resume(const struct args *a, const char *rundir)
+{
+	dlt_config mine = { 0 }, theirs = { 0 };
+	dlt_buf y1 = { 0 }, y2 = { 0 };
+	int state = dlt_train_rundir_state(rundir), rc;
+
+	if (state == DLT_RUNDIR_NONE)
+		return state;
+	if ((rc = job_config(a, NULL, &mine)) == 0 && (rc = job_config(a, rundir, &theirs)) == 0 &&
+	    (rc = dlt_config_write_yaml(&mine, &y1)) == 0 &&
+	    (rc = dlt_config_write_yaml(&theirs, &y2)) == 0 &&
+	    (y1.len != y2.len || memcmp(y1.data, y2.data, y1.len) != 0))
+		rc = dlt_error(DLT_EINPUT, "%s: holds a run of another config than %s "
+			       "(its config.yaml): give another -o", rundir, a->config);
+	dlt_buf_free(&y1);
+	dlt_buf_free(&y2);
+	dlt_config_free(&mine);
+	dlt_config_free(&theirs);
+	return rc < 0 ? rc : state;
 }
 
 /* --gpus N trains on GPUs whatever the config's device; --ranks N on
@@ -220,6 +256,7 @@ static int parse_args(struct args *a, int argc, char **argv)
 		{ "set", required_argument, NULL, 's' },
 		{ "resume", required_argument, NULL, 'r' },
 		{ "restarts", required_argument, NULL, 'R' },
+		{ "auto-resume", no_argument, NULL, 'A' },
 		{ "gpus", required_argument, NULL, 'G' },
 		{ "ranks", required_argument, NULL, 'N' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -251,6 +288,7 @@ static int parse_args(struct args *a, int argc, char **argv)
 			a->ranks = (int)n;
 			a->gpus = opt == 'G';
 			break;
+		case 'A': a->auto_resume = 1; break;
 		case 'v': a->verbose = 1; break;
 		case 'j': a->json = 1; break;
 		case 'q': a->quiet = 1; break;
@@ -263,6 +301,8 @@ static int parse_args(struct args *a, int argc, char **argv)
 		return cli_usage(prog, "unexpected argument '%s'", argv[optind]);
 	if (a->resume && (a->config || a->rundir))
 		return cli_usage(prog, "--resume takes the run's own config: no -c or -o");
+	if (a->resume && a->auto_resume)
+		return cli_usage(prog, "--auto-resume goes with -c CONFIG -o RUNDIR, not --resume");
 	/* a resume may go on for longer (dlt-search's promotions), not change
 	 * what it trains */
 	for (int i = 0; a->resume && i < a->n_overrides; i++) {
@@ -320,6 +360,17 @@ static int train(const struct args *a, const dlt_rank_info *job, const char *run
 	int rc;
 
 	catch_signals(on_signal);
+	if (!resume && a->auto_resume) {
+		if ((rc = auto_resume(a, rundir)) < 0)
+			return cli_fail(prog, rc);
+		if (rc == DLT_RUNDIR_DONE) {	/* requeued after its end */
+			if (!quiet)
+				fprintf(stderr, "%s: %s: the run is done\n", prog, rundir);
+			return 0;
+		}
+		if (rc == DLT_RUNDIR_UNFINISHED)
+			resume = rundir;
+	}
 	/* a resumed run's config is the library's to read, unless the
 	 * ranks need its device and timeout for their comm first */
 	if ((!resume || job->size > 1) && (rc = job_config(a, resume, &c)) < 0)
@@ -406,6 +457,8 @@ static void exec_mpirun(const struct args *a, const char *rundir, const char *re
 		v[n++] = (char *)a->config;
 		v[n++] = "-o";
 		v[n++] = (char *)rundir;
+		if (a->auto_resume)
+			v[n++] = "--auto-resume";
 	}
 	/* a new run's -s, or a user's --resume -s train.epochs=N; not a new
 	 * run's -s on the --resume of its restart */

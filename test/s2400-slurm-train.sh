@@ -41,4 +41,25 @@ test_expect_success 'srun: a run of two ranks, written by rank 0 alone' '
 	! test -e slurm/slurm
 '
 
+test_expect_success 'srun without -o: the run is named after the job; status, dlt-runs ls and dlt-smi jobs show the job and its node' '
+	srun -n 1 -t 5 sh -c "echo \$SLURM_JOB_ID >jobid; exec dlt-train -q -c mlp.yaml" \
+		>out 2>err &&
+	j=$(cat jobid) && node=$(hostname -s) &&
+	grep -q "\"status\":\"done\".*\"slurm_job\":\"$j\"" runs/mlp-$j/status &&
+	dlt-runs ls runs >ls && cat ls &&
+	head -1 ls | grep -q "^run  *status  *job  *node  *start " &&
+	grep -q "^runs/mlp-$j  *done  *$j  *$node  " ls &&
+	dlt-runs ls -f csv runs | grep -q ",$j,$node\$" &&
+	dlt-smi jobs --runs runs -f csv | grep -q ",mlp-$j,done,.*,$j,$node\$" &&
+	dlt-smi jobs --runs runs >smi && cat smi &&
+	grep -q "^mlp-$j  *done .* $j  *$node\$" smi
+'
+
+test_expect_success 'srun: --ranks and --restarts are refused (Slurm starts and requeues the ranks)' '
+	srun -n 2 -t 5 dlt-train --restarts 2 -c mlp.yaml -o refused >out 2>err;
+	test $? != 0 && cat err &&
+	grep -q "this is rank [01] of 2 started by srun: --ranks, --gpus and --restarts" err &&
+	! test -e refused
+'
+
 test_done

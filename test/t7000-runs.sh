@@ -58,7 +58,7 @@ test_expect_success 'ls: csv and json; DIR operands; the trials of a search foun
 	cp -r runs/slow search/trials/001 &&
 	dlt-runs ls --format csv runs search >out &&
 	head -1 out >head &&
-	echo "run,status,start,duration,epoch,epochs,metric,best,last,samples_per_s" >want &&
+	echo "run,status,start,duration,epoch,epochs,metric,best,last,samples_per_s,slurm_job,host" >want &&
 	test_cmp want head &&
 	cut -d, -f1,2,5,6,7 out | tail -n +2 >got &&
 	printf "%s\n" runs/fast,done,3,3,test.acc runs/killed,dead,2,3,test.acc \
@@ -67,7 +67,7 @@ test_expect_success 'ls: csv and json; DIR operands; the trials of a search foun
 	test_cmp want got &&
 	dlt-runs ls -f json runs/ >out &&
 	test $(wc -l <out) = 3 &&
-	grep -q "^{\"run\":\"runs/killed\",\"status\":\"dead\",\"start\":\"[0-9T:-]*Z\",\"duration\":[0-9.e-]*,\"epoch\":2,\"epochs\":3,\"metric\":\"test.acc\",\"best\":[0-9.]*,\"last\":[0-9.]*,\"samples_per_s\":[0-9.e+]*}$" out &&
+	grep -q "^{\"run\":\"runs/killed\",\"status\":\"dead\",\"start\":\"[0-9T:-]*Z\",\"duration\":[0-9.e-]*,\"epoch\":2,\"epochs\":3,\"metric\":\"test.acc\",\"best\":[0-9.]*,\"last\":[0-9.]*,\"samples_per_s\":[0-9.e+]*,\"slurm_job\":null,\"host\":\"[^\"]*\"}$" out &&
 	grep -q "\"run\":\"runs/slow\".*\"best\":0.[0-9]*," out
 '
 

@@ -33,6 +33,22 @@ static int slurm_local_size(void)
 	return n > 0 ? n : 1;
 }
 
+void dlt_batch_job_get(dlt_batch_job *j)
+{
+	const char *id = getenv("SLURM_JOB_ID"), *array = getenv("SLURM_ARRAY_JOB_ID"),
+		   *task = getenv("SLURM_ARRAY_TASK_ID");
+	int n = env_int("SLURM_RESTART_COUNT", 0);
+
+	memset(j, 0, sizeof(*j));
+	/* a task of an array is known by its array's id and index, as
+	 * squeue shows it; its own SLURM_JOB_ID is another number */
+	if (array && *array && task && *task)
+		snprintf(j->id, sizeof(j->id), "%.30s_%.30s", array, task);
+	else if (id)
+		snprintf(j->id, sizeof(j->id), "%.60s", id);
+	j->restarts = n > 0 ? n : 0;
+}
+
 int dlt_rank_info_get(dlt_rank_info *r)
 {
 	static const struct {

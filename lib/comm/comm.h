@@ -27,6 +27,15 @@ typedef struct dlt_rank_info {
 /* DLT_EINPUT when a launcher's variables contradict each other. */
 int dlt_rank_info_get(dlt_rank_info *r);
 
+/* The Slurm job around this process (sbatch's script, srun's tasks): its
+ * id, "" outside one and "JOBID_TASK" for a task of a job array, and
+ * SLURM_RESTART_COUNT, how often Slurm has requeued it. */
+typedef struct dlt_batch_job {
+	char id[64];
+	int restarts;
+} dlt_batch_job;
+void dlt_batch_job_get(dlt_batch_job *j);
+
 /* What a shared object fills (DLT_COMM_ABI: the version of this struct).
  * Entries return 0 or -1 with the reason in why.  Buffers are in the
  * memory of the ranks' backend: the host's for MPI, the GPU's for NCCL,

@@ -181,6 +181,8 @@ static void read_status(dlt_runinfo *r)
 		r->pid = 0;
 	if ((v = dlt_jval_get(&j, "host")) && v->type == DLT_JSTR)
 		snprintf(r->host, sizeof(r->host), "%s", v->str);
+	if ((v = dlt_jval_get(&j, "slurm_job")) && v->type == DLT_JSTR)
+		snprintf(r->slurm_job, sizeof(r->slurm_job), "%s", v->str);
 	if ((v = dlt_jval_get(&j, "start")) && v->type == DLT_JNUM)
 		r->start = v->num;
 	if ((v = dlt_jval_get(&j, "time")) && v->type == DLT_JNUM)

@@ -34,6 +34,7 @@ typedef struct dlt_runinfo {
 	char status[16];
 	long long pid;
 	char host[256];
+	char slurm_job[64];	/* the Slurm job that wrote the status; "" none */
 	double start;		/* wall clock; 0 unknown */
 	double duration;	/* seconds of training, over all restarts */
 	long long epoch;	/* the last epoch reached */

@@ -97,6 +97,8 @@ static int job(dlt_smi_job *j, const char *dir, const char *path)
 	}
 	snprintf(j->status, sizeof(j->status), "%s", r.status);
 	j->pid = r.pid;
+	snprintf(j->slurm_job, sizeof(j->slurm_job), "%s", r.slurm_job);
+	snprintf(j->node, sizeof(j->node), "%s", r.host);
 	j->epoch = r.epoch;
 	j->epochs = r.epochs;
 	j->step = r.step;

@@ -25,6 +25,8 @@ typedef struct dlt_smi_job {
 	char metric[32];	/* the last evaluation's metric: test.acc, val.acc; "" none */
 	double metric_value;
 	double eta;		/* seconds left, for a running job; NaN unknown */
+	char slurm_job[64];	/* its Slurm job's id; "" none */
+	char node[256];		/* the host it runs or ran on; "" unknown */
 } dlt_smi_job;
 
 /* The jobs of the runs at or below dir, sorted by name.  A dir that does

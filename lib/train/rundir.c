@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "comm/comm.h"
 #include "rundir.h"
 
 char *dlt_run_file(const dlt_run *r, const char *name)
@@ -19,6 +20,7 @@ char *dlt_run_file(const dlt_run *r, const char *name)
 
 int dlt_run_status(dlt_run *r, const char *status)
 {
+	dlt_batch_job job;
 	dlt_json j;
 	char host[256] = "";
 	char *path;
@@ -27,10 +29,13 @@ int dlt_run_status(dlt_run *r, const char *status)
 	if (!r->dir)
 		return 0;
 	gethostname(host, sizeof(host) - 1);
+	dlt_batch_job_get(&job);
 	dlt_json_begin(&j);
 	dlt_json_str(&j, "status", status);
 	dlt_json_int(&j, "pid", (long long)getpid());
 	dlt_json_str(&j, "host", host);
+	if (job.id[0])
+		dlt_json_str(&j, "slurm_job", job.id);
 	dlt_json_num(&j, "start", r->start);
 	dlt_json_num(&j, "time", dlt_wall());
 	dlt_json_end(&j);

@@ -838,24 +838,31 @@ static int newest_ckpt(run_state *s, const char *rundir, dlt_ckpt *k, dlt_config
 }
 
 /* Whether the run's status says it finished. */
-static int run_done(const char *rundir)
+int dlt_train_rundir_state(const char *rundir)
 {
-	char *path = dlt_malloc(strlen(rundir) + 8), *text = NULL;
+	char *path = dlt_malloc(strlen(rundir) + 16), *text = NULL;
 	const dlt_jval *st;
+	struct stat sb;
 	dlt_jval v;
 	size_t len;
-	int done = 0;
+	int state = DLT_RUNDIR_UNFINISHED;
+
 	if (!path)
-		return 0;
+		return DLT_RUNDIR_UNFINISHED;
+	sprintf(path, "%s/metrics.jsonl", rundir);
+	if (stat(path, &sb) != 0 && errno == ENOENT)
+		state = DLT_RUNDIR_NONE;
 	sprintf(path, "%s/status", rundir);
-	if (dlt_read_file(path, 1 << 16, &text, &len) == 0 && dlt_json_parse(text, len, &v) == 0) {
-		done = (st = dlt_jval_get(&v, "status")) && st->type == DLT_JSTR &&
-		       !strcmp(st->str, "done");
+	if (state && dlt_read_file(path, 1 << 16, &text, &len) == 0 &&
+	    dlt_json_parse(text, len, &v) == 0) {
+		if ((st = dlt_jval_get(&v, "status")) && st->type == DLT_JSTR &&
+		    !strcmp(st->str, "done"))
+			state = DLT_RUNDIR_DONE;
 		dlt_jval_free(&v);
 	}
 	free(text);
 	free(path);
-	return done;
+	return state;
 }
 
 int dlt_train_resume(const char *rundir, int epochs, const dlt_train_hooks *h,
@@ -866,7 +873,7 @@ int dlt_train_resume(const char *rundir, int epochs, const dlt_train_hooks *h,
 	dlt_ckpt k = { 0 };
 	char *yaml = NULL;
 	double time_before = 0;
-	int rc, done = run_done(rundir), run_epochs;
+	int rc, done = dlt_train_rundir_state(rundir) == DLT_RUNDIR_DONE, run_epochs;
 
 	memset(res, 0, sizeof(*res));
 	res->test_loss = res->test_acc = NAN;
@@ -917,6 +924,7 @@ int dlt_train_resume(const char *rundir, int epochs, const dlt_train_hooks *h,
 		DLT_TRY(dlt_run_write_config(&s.run, &c));
 	DLT_TRY(open_ckpt_dir(&s));
 	{
+		dlt_batch_job job;
 		dlt_json j;
 		dlt_json_begin(&j);
 		dlt_json_str(&j, "event", "resume");
@@ -928,6 +936,12 @@ int dlt_train_resume(const char *rundir, int epochs, const dlt_train_hooks *h,
 			dlt_json_str(&j, "from", dlt_archive_path(k.a));
 		if (h && h->note)
 			dlt_json_str(&j, "note", h->note);
+		/* a job that Slurm requeued (node failure, preemption) */
+		dlt_batch_job_get(&job);
+		if (job.id[0]) {
+			dlt_json_str(&j, "slurm_job", job.id);
+			dlt_json_int(&j, "slurm_restart_count", job.restarts);
+		}
 		dlt_json_end(&j);
 		/* in metrics.jsonl only: not a record of the run that never stopped */
 		if ((rc = dlt_json_ok(&j)) == 0)

@@ -145,4 +145,10 @@ int dlt_train_run(const dlt_config *c, const char *rundir, const dlt_train_hooks
 int dlt_train_resume(const char *rundir, int epochs, const dlt_train_hooks *h,
 		     dlt_train_result *res);
 
+/* What rundir holds: no run (no metrics.jsonl: dlt_train_run may create
+ * one there), a run that dlt_train_resume continues, or a run whose status
+ * says done (dlt-train --auto-resume's question after a requeue). */
+enum { DLT_RUNDIR_NONE, DLT_RUNDIR_UNFINISHED, DLT_RUNDIR_DONE };
+int dlt_train_rundir_state(const char *rundir);
+
 #endif
