@@ -962,24 +962,43 @@ static int take_slot(dlt_search_run *r, job *jb, long long id)
 	return slot;
 }
 
-/* A batch job of the killed searcher that is still queued or running is
- * followed, not started again: 1.  0: it ended (or the journal has no
- * job id), so its run directory says what is left to do. */
-static int adopt(dlt_search_run *r, const dlt_launcher *l, job *jb, const dlt_search_hooks *h)
+/* The key of a job for a batch launcher: "dlt-search REALDIR job N". */
+static int job_key(const dlt_search_run *r, const job *jb, char **key)
 {
+	char real[PATH_MAX];
+	dlt_buf b = { 0 };
+
+	*key = NULL;
+	if (!realpath(r->dir, real))
+		return dlt_error_errno(DLT_EIO, "%s", r->dir);
+	if (dlt_buf_printf(&b, "dlt-search %s job %td", real, jb - r->jobs) < 0)
+		return DLT_ENOMEM;
+	*key = b.data;
+	return 0;
+}
+
+/* A batch job of the killed searcher that is still queued or running is
+ * followed, not started again: 1.  0: none is, so the trial's run
+ * directory says what is left to do. */
+static int adopt(dlt_search_run *r, const dlt_launcher *l, job *jb)
+{
+	long long id = jb->old_jobid;
+	char *key;
 	dlt_json j;
 	int rc, slot;
 
-	(void)h;
-	if (jb->old_jobid <= 0)
-		return 0;
-	if (!l->adopt)
-		return dlt_error(DLT_EINPUT, "%s: trial %lld: its batch job %lld may still run; go on "
-				 "with the launcher that started it", r->dir, jb->trial,
-				 jb->old_jobid);
-	if ((rc = l->adopt(l->ctx, jb->old_jobid)) <= 0)
+	if (!l->adopt) {
+		if (!r->rep_launcher || !strcmp(r->rep_launcher, "local"))
+			return 0;
+		return dlt_error(DLT_EINPUT, "%s: trial %lld: its %s job may still run; go on with "
+				 "--launcher %s", r->dir, jb->trial, r->rep_launcher, r->rep_launcher);
+	}
+	DLT_TRY_RC(job_key(r, jb, &key));
+	rc = l->adopt(l->ctx, key, &id);
+	free(key);
+	if (rc <= 0)
 		return rc;
-	slot = take_slot(r, jb, jb->old_jobid);
+	slot = take_slot(r, jb, id);
 	dlt_json_begin(&j);
 	dlt_json_str(&j, "event", "adopt");
 	dlt_json_int(&j, "trial", jb->trial);
@@ -997,7 +1016,7 @@ static int launch(dlt_search_run *r, const dlt_launcher *l, job *jb, const dlt_s
 	char *log = path_of(r, "logs/%03lld.log", jb->trial);
 	dlt_trial *t = &r->trials[jb->trial];
 	char **argv = dlt_calloc(2 * (r->nextra + t->nov) + 10, sizeof(*argv)), epochs[64];
-	char gpus[32];
+	char gpus[32], *key = NULL;
 	dlt_trial_cmd cmd = { .trial = jb->trial, .argv = argv, .log = log,
 			      .threads = r->threads, .ngpus = r->gpus_per_trial };
 	int k = 0, slot = 0, fresh, ok = 0, rc = 0;
@@ -1009,7 +1028,7 @@ static int launch(dlt_search_run *r, const dlt_launcher *l, job *jb, const dlt_s
 		goto out;
 	}
 	if (jb->replayed) {
-		if ((rc = adopt(r, l, jb, h)) != 0)
+		if ((rc = adopt(r, l, jb)) != 0)
 			goto out;
 		if ((rc = outlive(r, jb)) < 0)
 			goto out;
@@ -1056,6 +1075,9 @@ static int launch(dlt_search_run *r, const dlt_launcher *l, job *jb, const dlt_s
 	argv[k] = NULL;
 	cmd.slot = slot;
 	cmd.gpus = r->slot_gpus ? r->slot_gpus[slot] : NULL;
+	if (l->adopt && (rc = job_key(r, jb, &key)) < 0)
+		goto out;
+	cmd.key = key;
 	if ((rc = l->start(l->ctx, &cmd, &id)) < 0)
 		goto out;
 	take_slot(r, jb, id);
@@ -1069,6 +1091,7 @@ static int launch(dlt_search_run *r, const dlt_launcher *l, job *jb, const dlt_s
 	dlt_json_bool(&j, "resume", !fresh);
 	rc = journal_write(r, &j);
 out:
+	free(key);
 	free(argv);
 	free(dir);
 	free(log);

@@ -69,6 +69,9 @@ typedef struct dlt_trial_cmd {
 	const char *gpus;	/* CUDA_VISIBLE_DEVICES; NULL: left as it is */
 	int threads;		/* the cores it trains with */
 	int ngpus;		/* the GPUs it trains on; 0: CPU */
+	/* the search directory's real path and the job's number: by it a
+	 * resumed searcher finds a batch job whose id its journal lacks */
+	const char *key;
 } dlt_trial_cmd;
 
 /* How trials run: the local launcher forks children; a batch system's
@@ -83,11 +86,13 @@ typedef struct dlt_launcher {
 	int (*poll)(void *ctx, double timeout, long long *id, int *status);
 	/* Asks a trial to stop: it checkpoints and exits. */
 	int (*stop)(void *ctx, long long id);
-	/* A trial that a killed searcher started (id from its journal): 1
-	 * when it is still queued or running, and poll reports its end from
-	 * now on; 0 when it has ended.  NULL where trials end with their
-	 * searcher (local): the journal's id is then a "pid", else a "jobid". */
-	int (*adopt)(void *ctx, long long id);
+	/* A trial that a killed searcher may have started: *id from its
+	 * journal, or 0 where the searcher died before it wrote the id down,
+	 * and the key it was started with.  1 and *id when it is still queued
+	 * or running, and poll reports its end from now on; 0 when none is.
+	 * NULL where trials end with their searcher (local): the journal's id
+	 * is then a "pid", else a "jobid". */
+	int (*adopt)(void *ctx, const char *key, long long *id);
 	void (*close)(void *ctx);	/* NULL: nothing to free */
 } dlt_launcher;
 

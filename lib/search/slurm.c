@@ -199,7 +199,7 @@ static long long parse_jobid(const char *out)
 static int slurm_start(void *ctx, const dlt_trial_cmd *cmd, long long *id)
 {
 	slurm *s = ctx;
-	char name[64], cpus[32], gres[48];
+	char name[64], cpus[32], gres[48], *comment = NULL;
 	dlt_buf wrap = { 0 }, log = { 0 };
 	char **argv = dlt_calloc(s->nargs + 20, sizeof(*argv)), *out = NULL;
 	int k = 0, rc;
@@ -217,8 +217,11 @@ static int slurm_start(void *ctx, const dlt_trial_cmd *cmd, long long *id)
 			rc = DLT_ENOMEM;
 	if (rc == 0 && dlt_buf_append(&wrap, "", 1) < 0)
 		rc = DLT_ENOMEM;
+	if (rc == 0 && !(comment = dlt_calloc(strlen(cmd->key) + 16, 1)))
+		rc = DLT_ENOMEM;
 	if (rc < 0)
 		goto out;
+	sprintf(comment, "--comment=%s", cmd->key);
 	snprintf(name, sizeof(name), "dlt-trial-%03lld", cmd->trial);
 	snprintf(cpus, sizeof(cpus), "%d", cmd->threads > 0 ? cmd->threads : 1);
 	snprintf(gres, sizeof(gres), "--gres=gpu:%d", cmd->ngpus);
@@ -229,6 +232,7 @@ static int slurm_start(void *ctx, const dlt_trial_cmd *cmd, long long *id)
 	argv[k++] = "-o";
 	argv[k++] = log.data;
 	argv[k++] = "--open-mode=append";
+	argv[k++] = comment;
 	argv[k++] = "-n";
 	argv[k++] = "1";
 	argv[k++] = "-c";
@@ -250,6 +254,7 @@ static int slurm_start(void *ctx, const dlt_trial_cmd *cmd, long long *id)
 out:
 	free(out);
 	free(argv);
+	free(comment);
 	free(wrap.data);
 	free(log.data);
 	return rc;
@@ -379,27 +384,40 @@ static int slurm_stop(void *ctx, long long id)
 	return rc < 0 || rc == 127 ? rc : 0;
 }
 
-static int slurm_adopt(void *ctx, long long id)
+/* The killed searcher's job: by its id where the journal has one, else by
+ * the key it was submitted with (--comment), as sbatch may have queued it
+ * just before the kill. */
+static int slurm_adopt(void *ctx, const char *key, long long *id)
 {
 	slurm *s = ctx;
-	char jid[32], *out = NULL, state[64];
-	char *argv[] = { "squeue", "-h", "--states=all", "-j", jid, "-o", "%T", NULL };
+	char *argv[] = { "squeue", "-h", "--me", "--states=all", "-o", "%i|%T|%k", NULL };
+	char *out = NULL, *line, *save = NULL;
+	long long found = 0;
 	int rc;
 
-	snprintf(jid, sizeof(jid), "%lld", id);
 	if ((rc = run(argv, &out)) < 0)
 		return rc;
 	if (rc != 0) {
-		rc = strstr(out, "Invalid job id")
-			? 0 : dlt_error(DLT_EFAIL, "squeue -j %lld: %s", id, first_line(out));
-	} else if (sscanf(out, "%63s", state) != 1 || final_state(state)) {
-		rc = 0;
-	} else {
-		rc = follow(s, id);
-		rc = rc < 0 ? rc : 1;
+		rc = dlt_error(DLT_EFAIL, "squeue: %s", first_line(out));
+		free(out);
+		return rc;
+	}
+	for (line = strtok_r(out, "\n", &save); line && !found; line = strtok_r(NULL, "\n", &save)) {
+		char state[64], *comment;
+		long long jid;
+		int n = 0;
+		if (sscanf(line, "%lld|%63[^|]|%n", &jid, state, &n) != 2 || !n || final_state(state))
+			continue;
+		comment = line + n;
+		if (!strcmp(comment, key) || (*id > 0 && jid == *id))
+			found = jid;
 	}
 	free(out);
-	return rc;
+	if (!found)
+		return 0;
+	*id = found;
+	DLT_TRY_RC(follow(s, found));
+	return 1;
 }
 
 static void slurm_close(void *ctx)
