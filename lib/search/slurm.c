@@ -247,7 +247,7 @@ static int slurm_start(void *ctx, const dlt_trial_cmd *cmd, long long *id)
 	if ((rc = run(argv, &out)) < 0)
 		goto out;
 	if (rc != 0 || (*id = parse_jobid(out)) < 0) {
-		rc = dlt_error(DLT_EFAIL, "trial %lld: sbatch: %s", cmd->trial, first_line(out));
+		rc = dlt_error(DLT_EFAIL, "trial %03lld: sbatch: %s", cmd->trial, first_line(out));
 		goto out;
 	}
 	rc = follow(s, *id);
