@@ -53,9 +53,11 @@ jobids() {
 }
 
 # kill_when DIR N: kill -9 the searcher $! once DIR's journal has N results
+# and a job of it is in the queue
 kill_when() {
 	i=0
-	until [ "$(cat $1/journal.jsonl 2>/dev/null | grep -c "\"event\":\"finish\"")" -ge $2 ]; do
+	until [ "$(cat $1/journal.jsonl 2>/dev/null | grep -c "\"event\":\"finish\"")" -ge $2 ] &&
+		[ -n "$(active $1)" ]; do
 		i=$((i + 1))
 		[ $i -lt 600 ] || return 1
 		sleep 0.05
@@ -85,9 +87,9 @@ test_expect_success 'slurm -j 2: each trial and promotion a Slurm job, the leade
 '
 
 test_expect_success 'kill -9 of the searcher: its jobs stay queued or running' '
-	DLT_TEST_STEP_DELAY=0.03 dlt-search -q -c asha.yaml -o k -j 2 --launcher slurm \
+	DLT_TEST_STEP_DELAY=0.05 dlt-search -q -c asha.yaml -o k -j 2 --launcher slurm \
 		>/dev/null 2>k.err &
-	kill_when k 3 &&
+	kill_when k 2 &&
 	active k >left && cat left && test -s left
 '
 
