@@ -17,8 +17,8 @@
 static const char prog[] = "dlt-search";
 
 static const char usage[] =
-	"usage: dlt-search -c SEARCH -o DIR [-j N] [--gpus LIST] [--gpus-per-trial K] [--retries N] [--keep-checkpoints] [-f FORMAT] [-q]\n"
-	"       dlt-search --resume DIR [-j N] [--gpus LIST] [--gpus-per-trial K] [--retries N] [--keep-checkpoints] [-f FORMAT] [-q]\n"
+	"usage: dlt-search -c SEARCH -o DIR [-j N] [--gpus LIST] [--gpus-per-trial K] [--launcher NAME] [--sbatch-args ARGS] [--retries N] [--keep-checkpoints] [-f FORMAT] [-q]\n"
+	"       dlt-search --resume DIR [-j N] [--gpus LIST] [--gpus-per-trial K] [--launcher NAME] [--sbatch-args ARGS] [--retries N] [--keep-checkpoints] [-f FORMAT] [-q]\n"
 	"       dlt-search status DIR [-f FORMAT]\n"
 	"\n"
 	"  -c, --config FILE     the search config (YAML)\n"
@@ -29,7 +29,13 @@ static const char usage[] =
 	"                        slot); CPU trials train with cores / N threads each\n"
 	"      --gpus LIST       GPUs for the trials, e.g. 0,1,2,3: each trial sees its\n"
 	"                        own (CUDA_VISIBLE_DEVICES) and trains on device cuda\n"
-	"      --gpus-per-trial K  GPUs a trial gets from LIST (default 1)\n"
+	"      --gpus-per-trial K  GPUs a trial gets from LIST (default 1), or from Slurm;\n"
+	"                        K > 1: dlt-train --gpus K\n"
+	"      --launcher NAME   how trials run: local (child processes, the default)\n"
+	"                        or slurm (one batch job each; -j: jobs in the queue);\n"
+	"                        --resume: the search's own\n"
+	"      --sbatch-args ARGS  more sbatch options for every trial's job, split at\n"
+	"                        blanks, '...' and \"...\" quote\n"
 	"      --retries N       run a crashed trial again up to N times (default 0)\n"
 	"      --keep-checkpoints  keep the checkpoints of trials ASHA stopped early\n"
 	"  -f, --format FORMAT   the leaderboard on stdout: table (default), csv or json\n"
@@ -37,7 +43,8 @@ static const char usage[] =
 	"  -h, --help            this text\n"
 	"      --version         the version\n";
 
-enum { OPT_VERSION = 256, OPT_GPUS, OPT_GPUS_PER_TRIAL, OPT_RETRIES, OPT_KEEP };
+enum { OPT_VERSION = 256, OPT_GPUS, OPT_GPUS_PER_TRIAL, OPT_RETRIES, OPT_KEEP, OPT_LAUNCHER,
+       OPT_SBATCH_ARGS };
 
 static const struct option longopts[] = {
 	{ "config", required_argument, NULL, 'c' },
@@ -46,6 +53,8 @@ static const struct option longopts[] = {
 	{ "jobs", required_argument, NULL, 'j' },
 	{ "gpus", required_argument, NULL, OPT_GPUS },
 	{ "gpus-per-trial", required_argument, NULL, OPT_GPUS_PER_TRIAL },
+	{ "launcher", required_argument, NULL, OPT_LAUNCHER },
+	{ "sbatch-args", required_argument, NULL, OPT_SBATCH_ARGS },
 	{ "retries", required_argument, NULL, OPT_RETRIES },
 	{ "keep-checkpoints", no_argument, NULL, OPT_KEEP },
 	{ "format", required_argument, NULL, 'f' },
@@ -429,11 +438,12 @@ static int status_main(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	const char *config = NULL, *outdir = NULL, *resume = NULL, *gpus = NULL;
-	long long jobs = 0, per_trial = 1, retries = -1, nslots = 0;
+	const char *launcher_name = NULL, *sbatch_args = NULL;
+	long long jobs = 0, per_trial = 0, retries = -1, nslots = 0;
 	int c, format = FMT_TABLE, rc, keep = 0, quiet = 0;
 	char **slot_gpus = NULL;
 	dlt_search_run *r = NULL;
-	dlt_launcher launcher;
+	dlt_launcher launcher = { 0 };
 	dlt_search s = { 0 };
 	ui u = { .tty = isatty(2) };
 	dlt_search_hooks hooks = { .ctx = &u, .trial = on_trial, .tick = on_tick,
@@ -472,6 +482,20 @@ int main(int argc, char **argv)
 		case OPT_KEEP:
 			keep = 1;
 			break;
+		case OPT_LAUNCHER:
+			if (strcmp(optarg, "local") && strcmp(optarg, "slurm"))
+				return cli_usage(prog, "--launcher: '%s' is not local or slurm", optarg);
+			launcher_name = optarg;
+			break;
+		case OPT_SBATCH_ARGS: {
+			char **split;
+			size_t n;
+			if (dlt_split_args(optarg, &split, &n) < 0)
+				return cli_usage(prog, "%s", dlt_errmsg());
+			free(split);
+			sbatch_args = optarg;
+			break;
+		}
 		case 'f':
 			if ((rc = parse_format(optarg, &format)))
 				return rc;
@@ -495,14 +519,21 @@ int main(int argc, char **argv)
 		return cli_usage(prog, "missing -c SEARCH (see -h)");
 	if (!resume && !outdir)
 		return cli_usage(prog, "missing -o DIR (see -h)");
-	if (per_trial > 1 && !gpus)
+	if (!resume && !launcher_name)
+		launcher_name = "local";
+	if (launcher_name && !strcmp(launcher_name, "slurm") && gpus)
+		return cli_usage(prog, "--gpus picks GPUs of this machine: with --launcher slurm "
+				 "give --gpus-per-trial K");
+	if (per_trial && !gpus && !(launcher_name && !strcmp(launcher_name, "slurm")))
 		return cli_usage(prog, "--gpus-per-trial needs --gpus");
-	if (gpus && (rc = gpu_slots(gpus, per_trial, &slot_gpus, &nslots)))
+	if (sbatch_args && launcher_name && strcmp(launcher_name, "slurm"))
+		return cli_usage(prog, "--sbatch-args needs --launcher slurm");
+	if (gpus && (rc = gpu_slots(gpus, per_trial ? per_trial : 1, &slot_gpus, &nslots)))
 		return rc;
 	if (gpus && jobs > nslots) {
 		free_slots(slot_gpus, nslots);
 		return cli_usage(prog, "-j %lld: --gpus has %lld slots of %lld GPUs", jobs, nslots,
-				 per_trial);
+				 per_trial ? per_trial : 1);
 	}
 	if (!jobs && (gpus || !resume))
 		jobs = gpus ? nslots : 1;
@@ -510,7 +541,10 @@ int main(int argc, char **argv)
 	{
 		dlt_search_opts o = { .slots = jobs, .retries = resume || retries >= 0 ? (int)retries : 0,
 				      .keep_checkpoints = keep, .slot_gpus = slot_gpus,
-				      .trainer = trainer_path() };
+				      .trainer = trainer_path(),
+				      .gpus_per_trial = gpus ? (int)(per_trial ? per_trial : 1)
+							     : (int)per_trial,
+				      .launcher = launcher_name, .sbatch_args = sbatch_args };
 		if ((o.threads = dlt_env_threads()) < 0)
 			return cli_fail(prog, o.threads);
 		if (resume) {
@@ -529,7 +563,18 @@ int main(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	dlt_launcher_local(&launcher);
+	if (rc == 0) {
+		const char *name, *args;
+		dlt_search_launcher(r, &name, &args);
+		if (!strcmp(name, "slurm"))
+			rc = dlt_launcher_slurm(&launcher, args);
+		else if (!strcmp(name, "local") && !sbatch_args)
+			dlt_launcher_local(&launcher);
+		else if (!strcmp(name, "local"))
+			rc = dlt_error(DLT_EINPUT, "--sbatch-args: %s runs its trials locally", u.dir);
+		else
+			rc = dlt_error(DLT_EINPUT, "%s: launcher '%s' unknown", u.dir, name);
+	}
 	if (rc == 0)
 		rc = dlt_search_go(r, &launcher, &hooks);
 	if (rc == 0 && u.tty && !quiet)
@@ -542,6 +587,7 @@ int main(int argc, char **argv)
 		if (rc == 0 && (!n || o[0]->state == DLT_TRIAL_FAILED || isnan(o[0]->value)))
 			rc = dlt_error(DLT_EFAIL, "no trial gave %s", s.metric);
 	}
+	dlt_launcher_close(&launcher);
 	dlt_search_run_free(r);
 	dlt_search_free(&s);
 	free_slots(slot_gpus, nslots);

@@ -83,5 +83,13 @@ static int local_stop(void *ctx, long long id)
 
 void dlt_launcher_local(dlt_launcher *l)
 {
-	*l = (dlt_launcher){ .start = local_start, .poll = local_poll, .stop = local_stop };
+	*l = (dlt_launcher){ .name = "local", .start = local_start, .poll = local_poll,
+			     .stop = local_stop };
+}
+
+void dlt_launcher_close(dlt_launcher *l)
+{
+	if (l->close)
+		l->close(l->ctx);
+	l->ctx = NULL;
 }

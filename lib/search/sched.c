@@ -58,6 +58,7 @@ typedef struct job {
 	int exit;
 	int replayed;		/* decided by the searcher before a resume */
 	long long old_pid;	/* that searcher's process for it, to outlive */
+	long long old_jobid;	/* that searcher's batch job for it, to adopt */
 } job;
 
 /* A job as the journal has it. */
@@ -67,7 +68,7 @@ typedef struct replayed {
 	int finished, failed;
 	double value;
 	int exit, epochs, attempt;
-	long long pid;
+	long long pid, jobid;
 	char *tail;
 } replayed;
 
@@ -77,7 +78,9 @@ struct dlt_search_run {
 	long long slots;
 	int retries, keep_checkpoints;
 	char *const *slot_gpus;
+	int threads, gpus_per_trial;
 	const char *trainer;
+	char *launcher, *sbatch_args;	/* as the journal has them */
 	char *extra[4];		/* overrides of every new trial besides its params */
 	size_t nextra;
 	dlt_trial *trials;
@@ -94,6 +97,7 @@ struct dlt_search_run {
 	size_t nrep, caprep;
 	int rep_end;
 	char *rep_config, *rep_hash;
+	char *rep_launcher, *rep_sbatch_args;
 	long long rep_jobs;
 	int rep_retries;
 	const dlt_trial **order;
@@ -258,17 +262,18 @@ static int setup(dlt_search_run **out, const dlt_search *s, const char *dir,
 	r->retries = retries;
 	r->keep_checkpoints = o->keep_checkpoints;
 	r->slot_gpus = o->slot_gpus;
+	r->gpus_per_trial = o->gpus_per_trial;
 	r->trainer = o->trainer;
+	r->threads = o->threads / slots > 0 ? (int)(o->threads / slots) : 1;
 	r->count = dlt_search_count(s);
 	if (!(r->dir = dlt_strdup(dir)))
 		return DLT_ENOMEM;
 	/* a trial's GPU is the first it sees (CUDA_VISIBLE_DEVICES); CPU
 	 * trials share the cores */
-	if (o->slot_gpus)
+	if (o->slot_gpus || o->gpus_per_trial > 0)
 		DLT_TRY_RC(add_extra_text(r, "device=cuda"));
 	else
-		DLT_TRY_RC(add_extra(r, "train.threads",
-				     o->threads / slots > 0 ? o->threads / slots : 1));
+		DLT_TRY_RC(add_extra(r, "train.threads", r->threads));
 	if (s->method == DLT_SEARCH_ASHA) {
 		DLT_TRY_RC(add_extra(r, "train.epochs", s->min_epochs));
 		/* each rung's budget ends on a checkpoint that a promotion resumes */
@@ -292,6 +297,31 @@ static int setup(dlt_search_run **out, const dlt_search *s, const char *dir,
 	return 0;
 fail:
 	return rc;
+}
+
+/* What runs the trials: name NULL is the local launcher. */
+static int set_launcher(dlt_search_run *r, const char *name, const char *sbatch_args)
+{
+	free(r->launcher);
+	free(r->sbatch_args);
+	r->sbatch_args = NULL;
+	if (!(r->launcher = dlt_strdup(name ? name : "local")) ||
+	    (sbatch_args && !(r->sbatch_args = dlt_strdup(sbatch_args))))
+		return DLT_ENOMEM;
+	return 0;
+}
+
+static void journal_launcher(const dlt_search_run *r, dlt_json *j)
+{
+	dlt_json_str(j, "launcher", r->launcher);
+	if (r->sbatch_args)
+		dlt_json_str(j, "sbatch_args", r->sbatch_args);
+}
+
+void dlt_search_launcher(const dlt_search_run *r, const char **name, const char **sbatch_args)
+{
+	*name = r->launcher;
+	*sbatch_args = r->sbatch_args;
 }
 
 static int lock_journal(dlt_search_run *r)
@@ -325,6 +355,7 @@ int dlt_search_begin(dlt_search_run **out, const dlt_search *s, const char *dir,
 
 	DLT_TRY(setup(out, s, dir, o, o->slots, o->retries));
 	r = *out;
+	DLT_TRY(set_launcher(r, o->launcher, o->sbatch_args));
 	DLT_TRY(dlt_search_check(s, r->extra, r->nextra));
 	if (!realpath(s->path, real)) {
 		rc = dlt_error_errno(DLT_EIO, "%s", s->path);
@@ -360,6 +391,7 @@ int dlt_search_begin(dlt_search_run **out, const dlt_search *s, const char *dir,
 	dlt_json_int(&j, "seed", s->seed);
 	dlt_json_int(&j, "jobs", r->slots);
 	dlt_json_int(&j, "retries", r->retries);
+	journal_launcher(r, &j);
 	if (is_asha(r)) {
 		dlt_json_int(&j, "eta", s->eta);
 		dlt_json_int(&j, "parallel", s->parallel);
@@ -399,6 +431,20 @@ static replayed *rep_job(dlt_search_run *r, const dlt_jval *v)
 	return d >= 0 && d < (double)r->nrep ? &r->rep[(size_t)d] : NULL;
 }
 
+/* The launcher a search or resume event names; the last one counts. */
+static int read_launcher(dlt_search_run *r, const dlt_jval *v)
+{
+	const char *name = str_of(v, "launcher"), *args = str_of(v, "sbatch_args");
+
+	free(r->rep_launcher);
+	free(r->rep_sbatch_args);
+	r->rep_launcher = r->rep_sbatch_args = NULL;
+	if ((name && !(r->rep_launcher = dlt_strdup(name))) ||
+	    (args && !(r->rep_sbatch_args = dlt_strdup(args))))
+		return DLT_ENOMEM;
+	return 0;
+}
+
 static int read_event(dlt_search_run *r, const dlt_jval *v, const char *where)
 {
 	const char *ev = str_of(v, "event"), *s;
@@ -413,6 +459,9 @@ static int read_event(dlt_search_run *r, const dlt_jval *v, const char *where)
 					 where);
 		r->rep_jobs = (long long)num_of(v, "jobs", 1);
 		r->rep_retries = (int)num_of(v, "retries", 0);
+		DLT_TRY_RC(read_launcher(r, v));
+	} else if (!strcmp(ev, "resume")) {
+		DLT_TRY_RC(read_launcher(r, v));
 	} else if (!strcmp(ev, "start") || !strcmp(ev, "promote")) {
 		if (num_of(v, "job", -1) != (double)r->nrep)
 			return dlt_error(DLT_EINPUT, "%s: job %g out of order", where,
@@ -422,12 +471,14 @@ static int read_event(dlt_search_run *r, const dlt_jval *v, const char *where)
 		memset(p, 0, sizeof(*p));
 		p->trial = (long long)num_of(v, "trial", -1);
 		p->rung = (int)num_of(v, "rung", 0);
-	} else if (!strcmp(ev, "launch") || !strcmp(ev, "retry") || !strcmp(ev, "finish")) {
+	} else if (!strcmp(ev, "launch") || !strcmp(ev, "adopt") || !strcmp(ev, "retry") ||
+		   !strcmp(ev, "finish")) {
 		if (!(p = rep_job(r, v)))
 			return dlt_error(DLT_EINPUT, "%s: %s of a job not started", where, ev);
-		if (!strcmp(ev, "launch"))
+		if (!strcmp(ev, "launch") || !strcmp(ev, "adopt")) {
 			p->pid = (long long)num_of(v, "pid", 0);
-		else if (!strcmp(ev, "retry"))
+			p->jobid = (long long)num_of(v, "jobid", 0);
+		} else if (!strcmp(ev, "retry"))
 			p->attempt = (int)num_of(v, "attempt", 0);
 		else {
 			p->finished = 1;
@@ -500,6 +551,8 @@ static void free_replay(dlt_search_run *r)
 	free(r->rep);
 	free(r->rep_config);
 	free(r->rep_hash);
+	free(r->rep_launcher);
+	free(r->rep_sbatch_args);
 }
 
 /* Opens dir's journal: a run with the replay of head moved into it. */
@@ -525,6 +578,8 @@ static int open_journal(dlt_search_run **out, dlt_search *s, const char *dir,
 		(*out)->rep_end = head.rep_end;
 		(*out)->rep_config = head.rep_config;
 		(*out)->rep_hash = head.rep_hash;
+		(*out)->rep_launcher = head.rep_launcher;
+		(*out)->rep_sbatch_args = head.rep_sbatch_args;
 	} else {
 		free_replay(&head);
 	}
@@ -541,10 +596,16 @@ int dlt_search_reopen(dlt_search_run **out, dlt_search *s, const char *dir,
 
 	DLT_TRY_RC(open_journal(out, s, dir, o, 1));
 	DLT_TRY_RC(lock_journal(*out));
+	if (o->launcher)
+		DLT_TRY_RC(set_launcher(*out, o->launcher, o->sbatch_args));
+	else
+		DLT_TRY_RC(set_launcher(*out, (*out)->rep_launcher,
+					o->sbatch_args ? o->sbatch_args : (*out)->rep_sbatch_args));
 	dlt_json_begin(&j);
 	dlt_json_str(&j, "event", "resume");
 	dlt_json_int(&j, "pid", getpid());
 	dlt_json_int(&j, "jobs", (*out)->slots);
+	journal_launcher(*out, &j);
 	return journal_write(*out, &j);
 }
 
@@ -784,6 +845,7 @@ static int new_job(dlt_search_run *r, long long trial, int rung, long long t,
 		jb->replayed = 1;
 		jb->attempt = p->attempt;
 		jb->old_pid = p->pid;
+		jb->old_jobid = p->jobid;
 		tr->attempt = p->attempt;
 		if (!p->finished)
 			return 0;
@@ -884,13 +946,79 @@ static int outlive(const dlt_search_run *r, const job *jb)
 			 "still runs", r->dir, jb->trial, jb->old_pid);
 }
 
+/* The next free slot, taken by jb, which runs as the launcher's id. */
+static int take_slot(dlt_search_run *r, job *jb, long long id)
+{
+	int slot = 0;
+	while (r->slot_job[slot] >= 0)
+		slot++;
+	jb->id = id;
+	jb->slot = slot;
+	jb->state = JOB_RUNNING;
+	r->slot_job[slot] = jb - r->jobs;
+	r->running++;
+	r->trials[jb->trial].state = DLT_TRIAL_RUNNING;
+	r->trials[jb->trial].epochs = r->rungs[jb->rung];
+	return slot;
+}
+
+/* The key of a job for a batch launcher: "dlt-search REALDIR job N". */
+static int job_key(const dlt_search_run *r, const job *jb, char **key)
+{
+	char real[PATH_MAX];
+	dlt_buf b = { 0 };
+
+	*key = NULL;
+	if (!realpath(r->dir, real))
+		return dlt_error_errno(DLT_EIO, "%s", r->dir);
+	if (dlt_buf_printf(&b, "dlt-search %s job %td", real, jb - r->jobs) < 0)
+		return DLT_ENOMEM;
+	*key = b.data;
+	return 0;
+}
+
+/* A batch job of the killed searcher that is still queued or running is
+ * followed, not started again: 1.  0: none is, so the trial's run
+ * directory says what is left to do. */
+static int adopt(dlt_search_run *r, const dlt_launcher *l, job *jb)
+{
+	long long id = jb->old_jobid;
+	char *key;
+	dlt_json j;
+	int rc, slot;
+
+	if (!l->adopt) {
+		if (!r->rep_launcher || !strcmp(r->rep_launcher, "local"))
+			return 0;
+		return dlt_error(DLT_EINPUT, "%s: trial %lld: its %s job may still run; go on with "
+				 "--launcher %s", r->dir, jb->trial, r->rep_launcher, r->rep_launcher);
+	}
+	DLT_TRY_RC(job_key(r, jb, &key));
+	rc = l->adopt(l->ctx, key, &id);
+	free(key);
+	if (rc <= 0)
+		return rc;
+	slot = take_slot(r, jb, id);
+	dlt_json_begin(&j);
+	dlt_json_str(&j, "event", "adopt");
+	dlt_json_int(&j, "trial", jb->trial);
+	dlt_json_int(&j, "job", (long long)(jb - r->jobs));
+	dlt_json_int(&j, "attempt", jb->attempt);
+	dlt_json_int(&j, "slot", slot);
+	dlt_json_int(&j, "jobid", jb->id);
+	DLT_TRY_RC(journal_write(r, &j));
+	return 1;
+}
+
 static int launch(dlt_search_run *r, const dlt_launcher *l, job *jb, const dlt_search_hooks *h)
 {
 	char *dir = path_of(r, "trials/%03lld", jb->trial);
 	char *log = path_of(r, "logs/%03lld.log", jb->trial);
 	dlt_trial *t = &r->trials[jb->trial];
-	char **argv = dlt_calloc(2 * (r->nextra + t->nov) + 8, sizeof(*argv)), epochs[64];
-	dlt_trial_cmd cmd = { .trial = jb->trial, .argv = argv, .log = log };
+	char **argv = dlt_calloc(2 * (r->nextra + t->nov) + 10, sizeof(*argv)), epochs[64];
+	char gpus[32], *key = NULL;
+	dlt_trial_cmd cmd = { .trial = jb->trial, .argv = argv, .log = log,
+			      .threads = r->threads, .ngpus = r->gpus_per_trial };
 	int k = 0, slot = 0, fresh, ok = 0, rc = 0;
 	long long id;
 	dlt_json j;
@@ -900,6 +1028,8 @@ static int launch(dlt_search_run *r, const dlt_launcher *l, job *jb, const dlt_s
 		goto out;
 	}
 	if (jb->replayed) {
+		if ((rc = adopt(r, l, jb)) != 0)
+			goto out;
 		if ((rc = outlive(r, jb)) < 0)
 			goto out;
 		/* a job that ended before its searcher could journal it */
@@ -935,29 +1065,33 @@ static int launch(dlt_search_run *r, const dlt_launcher *l, job *jb, const dlt_s
 			argv[k++] = epochs;
 		}
 	}
+	/* a trial of K GPUs trains data parallel on all of them */
+	if (r->gpus_per_trial > 1) {
+		snprintf(gpus, sizeof(gpus), "%d", r->gpus_per_trial);
+		argv[k++] = "--gpus";
+		argv[k++] = gpus;
+	}
 	argv[k++] = "-q";
 	argv[k] = NULL;
 	cmd.slot = slot;
 	cmd.gpus = r->slot_gpus ? r->slot_gpus[slot] : NULL;
+	if (l->adopt && (rc = job_key(r, jb, &key)) < 0)
+		goto out;
+	cmd.key = key;
 	if ((rc = l->start(l->ctx, &cmd, &id)) < 0)
 		goto out;
-	jb->id = id;
-	jb->slot = slot;
-	jb->state = JOB_RUNNING;
-	r->slot_job[slot] = jb - r->jobs;
-	r->running++;
-	t->state = DLT_TRIAL_RUNNING;
-	t->epochs = r->rungs[jb->rung];
+	take_slot(r, jb, id);
 	dlt_json_begin(&j);
 	dlt_json_str(&j, "event", "launch");
 	dlt_json_int(&j, "trial", jb->trial);
 	dlt_json_int(&j, "job", (long long)(jb - r->jobs));
 	dlt_json_int(&j, "attempt", jb->attempt);
 	dlt_json_int(&j, "slot", slot);
-	dlt_json_int(&j, "pid", id);
+	dlt_json_int(&j, l->adopt ? "jobid" : "pid", id);
 	dlt_json_bool(&j, "resume", !fresh);
 	rc = journal_write(r, &j);
 out:
+	free(key);
 	free(argv);
 	free(dir);
 	free(log);
@@ -1133,7 +1267,7 @@ static int stop_all(dlt_search_run *r, const dlt_launcher *l)
 	return dlt_error(DLT_EINTR, "stopped; go on with: dlt-search --resume %s", r->dir);
 }
 
-int dlt_search_go(dlt_search_run *r, const dlt_launcher *l, const dlt_search_hooks *h)
+static int go(dlt_search_run *r, const dlt_launcher *l, const dlt_search_hooks *h)
 {
 	double last_tick = dlt_now();
 
@@ -1174,6 +1308,18 @@ int dlt_search_go(dlt_search_run *r, const dlt_launcher *l, const dlt_search_hoo
 		}
 	}
 	return finish_search(r);
+}
+
+int dlt_search_go(dlt_search_run *r, const dlt_launcher *l, const dlt_search_hooks *h)
+{
+	int rc = go(r, l, h);
+
+	/* best effort: the error to report is rc's */
+	if (rc < 0 && rc != DLT_EINTR)
+		for (size_t i = 0; i < r->njobs; i++)
+			if (r->jobs[i].state == JOB_RUNNING)
+				l->stop(l->ctx, r->jobs[i].id);
+	return rc;
 }
 
 /* ---- status ---- */
@@ -1255,5 +1401,7 @@ void dlt_search_run_free(dlt_search_run *r)
 	free(r->vfree);
 	free(r->slot_job);
 	free(r->dir);
+	free(r->launcher);
+	free(r->sbatch_args);
 	free(r);
 }

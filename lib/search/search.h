@@ -67,12 +67,18 @@ typedef struct dlt_trial_cmd {
 	char *const *argv;	/* NULL-terminated; argv[0] the trainer */
 	const char *log;	/* stdout and stderr go to its end */
 	const char *gpus;	/* CUDA_VISIBLE_DEVICES; NULL: left as it is */
+	int threads;		/* the cores it trains with */
+	int ngpus;		/* the GPUs it trains on; 0: CPU */
+	/* the search directory's real path and the job's number: by it a
+	 * resumed searcher finds a batch job whose id its journal lacks */
+	const char *key;
 } dlt_trial_cmd;
 
 /* How trials run: the local launcher forks children; a batch system's
  * launcher (Slurm jobs) fills in the same three calls.  A status is the
  * exit status, or 128 + N for a process killed by signal N. */
 typedef struct dlt_launcher {
+	const char *name;	/* "local", "slurm": the journal's "launcher" */
 	void *ctx;
 	int (*start)(void *ctx, const dlt_trial_cmd *cmd, long long *id);
 	/* Waits at most timeout seconds for a started trial to end: 1 with
@@ -80,12 +86,34 @@ typedef struct dlt_launcher {
 	int (*poll)(void *ctx, double timeout, long long *id, int *status);
 	/* Asks a trial to stop: it checkpoints and exits. */
 	int (*stop)(void *ctx, long long id);
+	/* A trial that a killed searcher may have started: *id from its
+	 * journal, or 0 where the searcher died before it wrote the id down,
+	 * and the key it was started with.  1 and *id when it is still queued
+	 * or running, and poll reports its end from now on; 0 when none is.
+	 * NULL where trials end with their searcher (local): the journal's id
+	 * is then a "pid", else a "jobid". */
+	int (*adopt)(void *ctx, const char *key, long long *id);
+	void (*close)(void *ctx);	/* NULL: nothing to free */
 } dlt_launcher;
 
 /* Trials as child processes that get SIGTERM when the searcher dies
  * (PR_SET_PDEATHSIG), so none trains on unwatched into a directory that
  * a resumed search restarts; the ids are process ids. */
 void dlt_launcher_local(dlt_launcher *l);
+
+/* Trials as Slurm batch jobs (sbatch, squeue, scontrol, scancel from
+ * PATH), the ids Slurm's job ids.  Each job asks -n1 -c THREADS (and
+ * --gres=gpu:K for K GPUs), writes the trial's log with --open-mode=append
+ * and runs in the searcher's working directory, which every node must
+ * share.  sbatch_args (NULL: none) go to sbatch after those: split at
+ * blanks, '...' and "..." quote (no backslash escapes); a quote left open
+ * is an input error.  The jobs outlive the searcher: a resumed one adopts
+ * them.  dlt_launcher_close frees it. */
+int dlt_launcher_slurm(dlt_launcher *l, const char *sbatch_args);
+void dlt_launcher_close(dlt_launcher *l);
+/* sbatch_args split as dlt_launcher_slurm does, *argv NULL-terminated,
+ * one malloc'd block (free(*argv)). */
+int dlt_split_args(const char *text, char ***argv, size_t *n);
 
 enum dlt_trial_state {
 	DLT_TRIAL_WAITING,	/* not started */
@@ -117,6 +145,11 @@ typedef struct dlt_search_opts {
 	int threads;		/* the cores CPU trials share: each gets threads / slots */
 	char *const *slot_gpus;	/* CUDA_VISIBLE_DEVICES of each slot; NULL: CPU */
 	const char *trainer;	/* the dlt-train to run */
+	int gpus_per_trial;	/* > 1: dlt-train --gpus K */
+	/* what runs the trials, for the journal: "local", "slurm"; NULL on
+	 * resume: the journal's (dlt_search_launcher says which) */
+	const char *launcher;
+	const char *sbatch_args;	/* NULL: none */
 } dlt_search_opts;
 
 typedef struct dlt_search_run dlt_search_run;
@@ -143,7 +176,12 @@ int dlt_search_begin(dlt_search_run **r, const dlt_search *s, const char *dir,
  * was interrupted from its checkpoints and goes on. */
 int dlt_search_reopen(dlt_search_run **r, dlt_search *s, const char *dir,
 		      const dlt_search_opts *o);
-/* Runs the search to its end: trials, journal, best.yaml, best.dlt. */
+/* The launcher of the search and its sbatch args (NULL: none), as the
+ * options or, on resume without one, the journal said. */
+void dlt_search_launcher(const dlt_search_run *r, const char **name, const char **sbatch_args);
+/* Runs the search to its end: trials, journal, best.yaml, best.dlt.  On
+ * an error it asks the trials that run to stop, so none trains on
+ * unwatched (a batch system's jobs outlive the searcher). */
 int dlt_search_go(dlt_search_run *r, const dlt_launcher *l, const dlt_search_hooks *h);
 /* What the journal of dir says now, for a running or finished search,
  * without running anything; *running: whether a searcher holds it. */
