@@ -200,13 +200,15 @@ demo: deps
 	@scripts/demo
 
 # dlt against PyTorch (python3-torch) on the CPU, side by side, then on the
-# GPU where there is one (bench/gpu); see bench/README.
+# GPU where there is one (bench/gpu), then an ASHA search against training
+# its trials fully (bench/search-asha, BENCH=full only); see bench/README.
 # make bench BENCH=quick: a few hundred steps a run and short accuracy runs;
 # BENCH_ARGS: more options of bench/run, e.g. BENCH_ARGS='--reps 3'.
 BENCH ?= full
 bench: all $(BUILD)/bench/gemm $(BUILD)/bench/codec
 	@/usr/bin/python3 bench/run --mode $(BENCH) $(BENCH_ARGS)
 	@bench/gpu
+	@$(if $(filter full,$(BENCH)),bench/search-asha,echo 'bench/search-asha: left out of BENCH=$(BENCH)')
 
 install: all
 	mkdir -p $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
