@@ -17,8 +17,12 @@
 static const char prog[] = "dlt-search";
 
 static const char usage[] =
-	"usage: dlt-search -c SEARCH -o DIR [-j N] [--gpus LIST] [--gpus-per-trial K] [--launcher NAME] [--sbatch-args ARGS] [--retries N] [--keep-checkpoints] [-f FORMAT] [-q]\n"
-	"       dlt-search --resume DIR [-j N] [--gpus LIST] [--gpus-per-trial K] [--launcher NAME] [--sbatch-args ARGS] [--retries N] [--keep-checkpoints] [-f FORMAT] [-q]\n"
+	"usage: dlt-search -c SEARCH -o DIR [-j N] [--gpus LIST] [--gpus-per-trial K]\n"
+	"                  [--launcher NAME] [--sbatch-args ARGS] [--retries N]\n"
+	"                  [--keep-checkpoints] [-f FORMAT] [-q]\n"
+	"       dlt-search --resume DIR [-j N] [--gpus LIST] [--gpus-per-trial K]\n"
+	"                  [--launcher NAME] [--sbatch-args ARGS] [--retries N]\n"
+	"                  [--keep-checkpoints] [-f FORMAT] [-q]\n"
 	"       dlt-search status DIR [-f FORMAT]\n"
 	"\n"
 	"  -c, --config FILE     the search config (YAML)\n"

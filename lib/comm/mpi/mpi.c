@@ -16,11 +16,26 @@
 
 /* Requests in flight at most: the buckets of one step and their pieces */
 #define MAX_REQ 512
+/* Heartbeats a rank may have in flight: the ranks move in lockstep, so
+ * none is more than a sync point ahead of another */
+#define MAX_BEATS 4
 
+/* A wait that times out names the rank that stalls: at every sync point
+ * (the waits of sum_wait, sum_f64 and broadcast, which every rank reaches
+ * in the same order) each rank tells rank 0 the number of the point, and
+ * rank 0 tells every rank, on a communicator of their own.  Rank 0 then
+ * sees who is behind; the others see whether rank 0 is. */
 typedef struct mpi_state {
 	MPI_Request req[MAX_REQ];
 	int n_req;
 	int inited;		/* MPI_Init was ours, so MPI_Finalize is */
+	MPI_Comm hb;
+	long long point;	/* the sync points this rank reached */
+	long long *seen;	/* rank 0: each rank's last point; others: [0] rank 0's */
+	long long *inbox;	/* a posted receive per peer */
+	MPI_Request *recv;
+	long long beat[MAX_BEATS];
+	MPI_Request *beat_req;	/* MAX_BEATS slots of a send per peer */
 } mpi_state;
 
 static double now(void)
@@ -39,13 +54,81 @@ static int fail(dlt_comm *c, const char *what, int err)
 	return -1;
 }
 
+/* The peers of this rank's heartbeats: all others for rank 0, else rank 0. */
+static int peers(const dlt_comm *c)
+{
+	return c->rank == 0 ? c->size - 1 : 1;
+}
+
+static int peer(const dlt_comm *c, int i)
+{
+	return c->rank == 0 ? i + 1 : 0;
+}
+
+/* This rank reached sync point st->point: tell the peers.  A beat whose
+ * slot is still being sent from MAX_BEATS points ago is left out: that
+ * only makes the name less sure. */
+static void beat(dlt_comm *c)
+{
+	mpi_state *st = c->impl;
+	int k = (int)(st->point % MAX_BEATS), n = peers(c), done = 1;
+	MPI_Request *req = st->beat_req + (size_t)k * n;
+
+	MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
+	if (!done)
+		return;
+	st->beat[k] = st->point;	/* one buffer for the peers: sends only read it */
+	for (int i = 0; i < n; i++)
+		MPI_Isend(&st->beat[k], 1, MPI_LONG_LONG, peer(c, i), 0, st->hb, &req[i]);
+}
+
+/* The heartbeats that came: seen[] up to date. */
+static void read_beats(dlt_comm *c)
+{
+	mpi_state *st = c->impl;
+	for (int i = 0; i < peers(c); i++) {
+		int done = 0;
+		while (MPI_Test(&st->recv[i], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
+			if (st->inbox[i] > st->seen[i])
+				st->seen[i] = st->inbox[i];
+			MPI_Irecv(&st->inbox[i], 1, MPI_LONG_LONG, peer(c, i), 0, st->hb,
+				  &st->recv[i]);
+		}
+	}
+}
+
+/* Why a wait timed out, with the ranks behind this one's sync point. */
+static void name_stalled(dlt_comm *c, const char *what)
+{
+	mpi_state *st = c->impl;
+	char who[256] = "";
+	size_t len = 0;
+	int n = 0;
+
+	read_beats(c);
+	for (int i = 0; i < peers(c) && len < sizeof(who) - 16; i++)
+		if (st->seen[i] < st->point) {
+			len += (size_t)snprintf(who + len, sizeof(who) - len, "%s%d",
+						n ? ", " : "", peer(c, i));
+			n++;
+		}
+	if (n)
+		snprintf(c->why, sizeof(c->why), "%s: no answer from rank%s %s in %g s "
+			 "(it died or stalls)", what, n > 1 ? "s" : "", who, c->timeout);
+	else
+		snprintf(c->why, sizeof(c->why), "%s: no answer from every rank in %g s "
+			 "(a rank died or stalls)", what, c->timeout);
+}
+
 /* Every request done, or the deadline passed: the ranks that have not
  * joined died or stall.  Polls, at first busily, then every 100 us,
- * which leaves the cores to the ranks that are still computing. */
+ * which leaves the cores to the ranks that are still computing.  The
+ * ranks after 0 wait a little longer, so that rank 0, which can name the
+ * rank that stalls, is the one that ends the job. */
 static int wait_all(dlt_comm *c, const char *what)
 {
 	mpi_state *st = c->impl;
-	double t0 = now();
+	double t0 = now(), limit = c->timeout + (c->rank ? 2 + c->timeout / 10 : 0);
 	for (long spin = 0;; spin++) {
 		int done = 0, err = MPI_Testall(st->n_req, st->req, &done, MPI_STATUSES_IGNORE);
 		if (err != MPI_SUCCESS)
@@ -54,9 +137,8 @@ static int wait_all(dlt_comm *c, const char *what)
 			st->n_req = 0;
 			return 0;
 		}
-		if (now() - t0 > c->timeout) {
-			snprintf(c->why, sizeof(c->why), "%s: no answer from every rank in %g s "
-				 "(a rank died or stalls)", what, c->timeout);
+		if (now() - t0 > limit) {
+			name_stalled(c, what);
 			return -1;
 		}
 		if (spin > 1000) {
@@ -98,9 +180,18 @@ static int progress(dlt_comm *c)
 	return 0;
 }
 
+/* A wait that every rank reaches, in the same order. */
+static int sync_point(dlt_comm *c, const char *what)
+{
+	mpi_state *st = c->impl;
+	st->point++;
+	beat(c);
+	return wait_all(c, what);
+}
+
 static int sum_wait(dlt_comm *c)
 {
-	return wait_all(c, "gradient sum");
+	return sync_point(c, "gradient sum");
 }
 
 static int sum_f64(dlt_comm *c, double *x, int n)
@@ -111,7 +202,7 @@ static int sum_f64(dlt_comm *c, double *x, int n)
 	if (err != MPI_SUCCESS)
 		return fail(c, "MPI_Iallreduce", err);
 	st->n_req++;
-	return wait_all(c, "metrics sum");
+	return sync_point(c, "metrics sum");
 }
 
 static int broadcast(dlt_comm *c, void *p, size_t bytes)
@@ -124,7 +215,7 @@ static int broadcast(dlt_comm *c, void *p, size_t bytes)
 		if (err != MPI_SUCCESS)
 			return fail(c, "MPI_Ibcast", err);
 		st->n_req++;
-		if (wait_all(c, "broadcast from rank 0") != 0)
+		if (sync_point(c, "broadcast from rank 0") != 0)
 			return -1;
 		b += k;
 		bytes -= (size_t)k;
@@ -140,15 +231,30 @@ static void abort_job(dlt_comm *c, int status)
 static void close_comm(dlt_comm *c)
 {
 	mpi_state *st = c->impl;
+	/* the job ended together: the beats still posted are nobody's */
+	for (int i = 0; st->recv && i < peers(c); i++) {
+		if (st->recv[i] == MPI_REQUEST_NULL)
+			continue;
+		MPI_Cancel(&st->recv[i]);
+		MPI_Wait(&st->recv[i], MPI_STATUS_IGNORE);
+	}
+	if (st->beat_req)
+		MPI_Waitall(MAX_BEATS * peers(c), st->beat_req, MPI_STATUSES_IGNORE);
+	if (st->hb != MPI_COMM_NULL)
+		MPI_Comm_free(&st->hb);
 	if (st->inited)
 		MPI_Finalize();
+	free(st->seen);
+	free(st->inbox);
+	free(st->recv);
+	free(st->beat_req);
 	free(st);
 }
 
 __attribute__((visibility("default"))) int dlt_comm_mpi_open(dlt_comm *c, int abi)
 {
 	mpi_state *st;
-	int inited = 0, provided, rank, size, err;
+	int inited = 0, provided, rank, size, err, n;
 
 	if (abi != DLT_COMM_ABI) {
 		snprintf(c->why, sizeof(c->why), "libdlt-mpi.so is of another dlt (ABI %d, not %d)",
@@ -174,8 +280,30 @@ __attribute__((visibility("default"))) int dlt_comm_mpi_open(dlt_comm *c, int ab
 		return -1;
 	}
 	st->inited = !inited;
+	st->hb = MPI_COMM_NULL;
 	c->name = "mpi";
 	c->impl = st;
+	n = rank == 0 ? size - 1 : 1;
+	st->seen = calloc(n, sizeof(*st->seen));
+	st->inbox = calloc(n, sizeof(*st->inbox));
+	st->recv = malloc(n * sizeof(*st->recv));
+	st->beat_req = malloc((size_t)n * MAX_BEATS * sizeof(*st->beat_req));
+	for (int i = 0; st->recv && i < n; i++)
+		st->recv[i] = MPI_REQUEST_NULL;
+	for (int i = 0; st->beat_req && i < n * MAX_BEATS; i++)
+		st->beat_req[i] = MPI_REQUEST_NULL;
+	if (!st->seen || !st->inbox || !st->recv || !st->beat_req) {
+		snprintf(c->why, sizeof(c->why), "out of memory");
+		close_comm(c);
+		return -1;
+	}
+	if ((err = MPI_Comm_dup(MPI_COMM_WORLD, &st->hb)) != MPI_SUCCESS) {
+		fail(c, "MPI_Comm_dup", err);
+		close_comm(c);
+		return -1;
+	}
+	for (int i = 0; i < n; i++)
+		MPI_Irecv(&st->inbox[i], 1, MPI_LONG_LONG, peer(c, i), 0, st->hb, &st->recv[i]);
 	c->sum_begin = sum_begin;
 	c->progress = progress;
 	c->sum_wait = sum_wait;
