@@ -718,7 +718,9 @@ static void wino_dw(const dlt_conv *s, const wino_plan *p, const float *x, const
 #define CONV_CHUNK 4
 /* Where the workspace's parts lie, in floats: slots (col, ybuf or dybuf,
  * the taps' masks), then each chunk's partial dW, then each chunk's partial db in
- * doubles. */
+ * doubles.  The Winograd path uses no chunk partials: its kernels U and
+ * dW's partial sums (one after the other, never both at once) take
+ * their place. */
 typedef struct conv_plan {
 	int kg, kk, p, chunks, slots;
 	size_t col, masks, slot, wn, parts, u, zparts, dbs, total;
@@ -728,6 +730,7 @@ static conv_plan conv_plan_of(const dlt_conv *s)
 {
 	conv_plan q;
 	int procs = omp_get_num_procs();
+	size_t region;
 	q.kg = s->k / s->groups;
 	q.kk = s->c / s->groups * s->kh * s->kw;
 	q.p = s->oh * s->ow;
@@ -747,16 +750,18 @@ static conv_plan conv_plan_of(const dlt_conv *s)
 	q.slot = q.masks + (((size_t)s->kh * s->kw * q.p + 15) & ~(size_t)15);
 	q.wn = (size_t)s->k * q.kk;
 	q.parts = q.slots * q.slot;
-	q.u = q.parts + q.chunks * q.wn;	/* Winograd's kernels, 16 (k c) */
-	q.zparts = q.u + 16 * (size_t)s->k * s->c;
+	q.u = q.zparts = q.parts;
+	region = q.chunks * q.wn;
+	if (region < 16 * (size_t)s->k * s->c)	/* Winograd's kernels, 16 (k c) */
+		region = 16 * (size_t)s->k * s->c;
 	if (conv_is_wino(DLT_PREC_F32, s)) {
 		/* Winograd dW's partial sums, 16 (k c) a block */
 		wino_plan wp = wino_plan_of(s);
 		int blocks = (s->n * wp.th + wp.rows - 1) / wp.rows;
-		q.dbs = (q.zparts + (size_t)blocks * 16 * s->k * s->c + 1) & ~(size_t)1;
-	} else {
-		q.dbs = (q.zparts + 1) & ~(size_t)1;
+		if (region < (size_t)blocks * 16 * s->k * s->c)
+			region = (size_t)blocks * 16 * s->k * s->c;
 	}
+	q.dbs = (q.parts + region + 1) & ~(size_t)1;
 	q.total = q.dbs + 2 * (size_t)q.chunks * s->k;
 	return q;
 }
