@@ -534,7 +534,7 @@ static void wino_conv(const dlt_conv *s, const wino_plan *p, int cin, int cout, 
 	#pragma omp parallel num_threads(blocks < threads ? blocks : threads)
 	{
 		float *v = work + omp_get_thread_num() * slot, *m = v + 16 * wino_xi_stride(p, p->cmax);
-		#pragma omp for schedule(static)
+		#pragma omp for schedule(dynamic)
 		for (int blk = 0; blk < blocks; blk++) {
 			int r0 = blk * p->rows, nr = trows - r0 < p->rows ? trows - r0 : p->rows;
 			int nt = nr * p->tw;
@@ -649,7 +649,7 @@ static void wino_dw(const dlt_conv *s, const wino_plan *p, const float *x, const
 	#pragma omp parallel num_threads(blocks < threads ? blocks : threads)
 	{
 		float *v = work + omp_get_thread_num() * slot, *e = v + 16 * wino_xi_stride(p, p->cmax);
-		#pragma omp for schedule(static)
+		#pragma omp for schedule(dynamic)
 		for (int blk = 0; blk < blocks; blk++) {
 			int r0 = blk * p->rows, nr = trows - r0 < p->rows ? trows - r0 : p->rows;
 			int nt = nr * p->tw;
@@ -914,7 +914,8 @@ void dlt_cpu_conv_forward(int prec, const dlt_conv *s, const float *x, const flo
 		int t = omp_get_thread_num();
 		float *slot = work + t * q.slot;
 		const int32_t *masks = conv_masks(s, (int32_t *)(slot + q.masks));
-		for (int ch = t; ch < q.chunks; ch += omp_get_num_threads())
+		#pragma omp for schedule(dynamic)
+		for (int ch = 0; ch < q.chunks; ch++)
 			conv_forward_chunk(prec, s, &q, x, w, b, y, act, slope, slot, masks, ch);
 	}
 }
@@ -1073,7 +1074,8 @@ void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const fl
 			int t = omp_get_thread_num();
 			float *scratch = work + t * q.slot + q.masks;
 			int avx2 = __builtin_cpu_supports("avx2");
-			for (int ch = t; ch < q.chunks; ch += omp_get_num_threads()) {
+			#pragma omp for schedule(dynamic)
+			for (int ch = 0; ch < q.chunks; ch++) {
 				int n0 = ch * CONV_CHUNK;
 				int ns = s->n - n0 < CONV_CHUNK ? s->n - n0 : CONV_CHUNK;
 				for (int k = 0; k < s->k; k++) {
@@ -1100,7 +1102,8 @@ void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const fl
 		int t = omp_get_thread_num();
 		float *slot = work + t * q.slot;
 		const int32_t *masks = conv_masks(s, (int32_t *)(slot + q.masks));
-		for (int ch = t; ch < q.chunks; ch += omp_get_num_threads())
+		#pragma omp for schedule(dynamic)
+		for (int ch = 0; ch < q.chunks; ch++)
 			conv_backward_chunk(prec, s, &q, x, w, dy, wino ? NULL : dx, slot, masks,
 					    parts + ch * q.wn, dbs + (size_t)ch * s->k, ch);
 	}
