@@ -534,7 +534,7 @@ static void wino_conv(const dlt_conv *s, const wino_plan *p, int cin, int cout, 
 	#pragma omp parallel num_threads(blocks < threads ? blocks : threads)
 	{
 		float *v = work + omp_get_thread_num() * slot, *m = v + 16 * wino_xi_stride(p, p->cmax);
-		#pragma omp for schedule(static)
+		#pragma omp for schedule(dynamic)
 		for (int blk = 0; blk < blocks; blk++) {
 			int r0 = blk * p->rows, nr = trows - r0 < p->rows ? trows - r0 : p->rows;
 			int nt = nr * p->tw;
@@ -649,7 +649,7 @@ static void wino_dw(const dlt_conv *s, const wino_plan *p, const float *x, const
 	#pragma omp parallel num_threads(blocks < threads ? blocks : threads)
 	{
 		float *v = work + omp_get_thread_num() * slot, *e = v + 16 * wino_xi_stride(p, p->cmax);
-		#pragma omp for schedule(static)
+		#pragma omp for schedule(dynamic)
 		for (int blk = 0; blk < blocks; blk++) {
 			int r0 = blk * p->rows, nr = trows - r0 < p->rows ? trows - r0 : p->rows;
 			int nt = nr * p->tw;
@@ -718,7 +718,9 @@ static void wino_dw(const dlt_conv *s, const wino_plan *p, const float *x, const
 #define CONV_CHUNK 4
 /* Where the workspace's parts lie, in floats: slots (col, ybuf or dybuf,
  * the taps' masks), then each chunk's partial dW, then each chunk's partial db in
- * doubles. */
+ * doubles.  The Winograd path uses no chunk partials: its kernels U and
+ * dW's partial sums (one after the other, never both at once) take
+ * their place. */
 typedef struct conv_plan {
 	int kg, kk, p, chunks, slots;
 	size_t col, masks, slot, wn, parts, u, zparts, dbs, total;
@@ -728,6 +730,7 @@ static conv_plan conv_plan_of(const dlt_conv *s)
 {
 	conv_plan q;
 	int procs = omp_get_num_procs();
+	size_t region;
 	q.kg = s->k / s->groups;
 	q.kk = s->c / s->groups * s->kh * s->kw;
 	q.p = s->oh * s->ow;
@@ -747,16 +750,18 @@ static conv_plan conv_plan_of(const dlt_conv *s)
 	q.slot = q.masks + (((size_t)s->kh * s->kw * q.p + 15) & ~(size_t)15);
 	q.wn = (size_t)s->k * q.kk;
 	q.parts = q.slots * q.slot;
-	q.u = q.parts + q.chunks * q.wn;	/* Winograd's kernels, 16 (k c) */
-	q.zparts = q.u + 16 * (size_t)s->k * s->c;
+	q.u = q.zparts = q.parts;
+	region = q.chunks * q.wn;
+	if (region < 16 * (size_t)s->k * s->c)	/* Winograd's kernels, 16 (k c) */
+		region = 16 * (size_t)s->k * s->c;
 	if (conv_is_wino(DLT_PREC_F32, s)) {
 		/* Winograd dW's partial sums, 16 (k c) a block */
 		wino_plan wp = wino_plan_of(s);
 		int blocks = (s->n * wp.th + wp.rows - 1) / wp.rows;
-		q.dbs = (q.zparts + (size_t)blocks * 16 * s->k * s->c + 1) & ~(size_t)1;
-	} else {
-		q.dbs = (q.zparts + 1) & ~(size_t)1;
+		if (region < (size_t)blocks * 16 * s->k * s->c)
+			region = (size_t)blocks * 16 * s->k * s->c;
 	}
+	q.dbs = (q.parts + region + 1) & ~(size_t)1;
 	q.total = q.dbs + 2 * (size_t)q.chunks * s->k;
 	return q;
 }
@@ -909,7 +914,8 @@ void dlt_cpu_conv_forward(int prec, const dlt_conv *s, const float *x, const flo
 		int t = omp_get_thread_num();
 		float *slot = work + t * q.slot;
 		const int32_t *masks = conv_masks(s, (int32_t *)(slot + q.masks));
-		for (int ch = t; ch < q.chunks; ch += omp_get_num_threads())
+		#pragma omp for schedule(dynamic)
+		for (int ch = 0; ch < q.chunks; ch++)
 			conv_forward_chunk(prec, s, &q, x, w, b, y, act, slope, slot, masks, ch);
 	}
 }
@@ -1068,7 +1074,8 @@ void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const fl
 			int t = omp_get_thread_num();
 			float *scratch = work + t * q.slot + q.masks;
 			int avx2 = __builtin_cpu_supports("avx2");
-			for (int ch = t; ch < q.chunks; ch += omp_get_num_threads()) {
+			#pragma omp for schedule(dynamic)
+			for (int ch = 0; ch < q.chunks; ch++) {
 				int n0 = ch * CONV_CHUNK;
 				int ns = s->n - n0 < CONV_CHUNK ? s->n - n0 : CONV_CHUNK;
 				for (int k = 0; k < s->k; k++) {
@@ -1095,7 +1102,8 @@ void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const fl
 		int t = omp_get_thread_num();
 		float *slot = work + t * q.slot;
 		const int32_t *masks = conv_masks(s, (int32_t *)(slot + q.masks));
-		for (int ch = t; ch < q.chunks; ch += omp_get_num_threads())
+		#pragma omp for schedule(dynamic)
+		for (int ch = 0; ch < q.chunks; ch++)
 			conv_backward_chunk(prec, s, &q, x, w, dy, wino ? NULL : dx, slot, masks,
 					    parts + ch * q.wn, dbs + (size_t)ch * s->k, ch);
 	}

@@ -60,7 +60,7 @@ static void act_span(const float *x, float *y, size_t n, int act, float slope)
 
 static void cpu_act_forward(const float *x, float *y, size_t n, int act, float slope)
 {
-	#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+	#pragma omp parallel for schedule(dynamic) if (n >= PAR_MIN)
 	for (size_t i = 0; i < n; i += CHUNK)
 		act_span(x + i, y + i, min_sz(CHUNK, n - i), act, slope);
 }
@@ -139,7 +139,7 @@ static void act_grad_span(const float *x, const float *y, const float *dy, float
 static void cpu_act_backward(const float *x, const float *y, const float *dy, float *dx,
 			     size_t n, int act, float slope)
 {
-	#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+	#pragma omp parallel for schedule(dynamic) if (n >= PAR_MIN)
 	for (size_t i = 0; i < n; i += CHUNK)
 		act_grad_span(x + i, y + i, dy + i, dx + i, min_sz(CHUNK, n - i), act, slope);
 }

@@ -201,7 +201,7 @@ void dlt_cpu_maxpool_forward(const dlt_pool *s, const float *x, float *y, int32_
 {
 	size_t plane = (size_t)s->h * s->w, out = (size_t)s->oh * s->ow;
 	int fast = pool_is_2x2(s), avx2 = fast && s->ow < 8 && __builtin_cpu_supports("avx2");
-	#pragma omp parallel for schedule(static)
+	#pragma omp parallel for schedule(dynamic, 32)
 	for (int p = 0; p < s->n * s->c; p++) {
 		const float *in = x + p * plane;
 		if (avx2) {
@@ -224,7 +224,7 @@ void dlt_cpu_maxpool_backward(const dlt_pool *s, const float *dy, const int32_t 
 	size_t plane = (size_t)s->h * s->w, out = (size_t)s->oh * s->ow;
 	int tiled = pool_is_2x2(s) && s->h == 2 * s->oh && s->w == 2 * s->ow && s->ow >= 8 &&
 		    __builtin_cpu_supports("avx2");
-	#pragma omp parallel for schedule(static)
+	#pragma omp parallel for schedule(dynamic, 32)
 	for (int p = 0; p < s->n * s->c; p++) {
 		float *d = dx + p * plane;
 		if (tiled) {

@@ -8,6 +8,8 @@
  * op reads.  Such an activation's gradient follows from its output alone
  * (relu, leaky relu with slope >= 0, tanh, sigmoid), so the value before
  * it is never needed.  Everything else owns its buffers. */
+#define _GNU_SOURCE	/* qsort_r */
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -495,9 +497,130 @@ static int check_memory(const dlt_model *m)
 	return 0;
 }
 
+/* A gradient owner's life in backward, in op indices: written by the
+ * op that reads its tensor (the highest index), read by the op that made
+ * it (the lowest); the loss writes the logits' at n_layers. */
+typedef struct grad_life {
+	int lo, hi;
+	int slot;		/* the owner whose memory it takes (itself: own) */
+	size_t size, off;	/* floats, a multiple of GRAD_ALIGN */
+} grad_life;
+
+/* 256 bytes: what a GPU allocation is aligned to */
+#define GRAD_ALIGN 64
+
+static void grad_touch(grad_life *g, int r, int i)
+{
+	if (i < g[r].lo)
+		g[r].lo = i;
+	if (i > g[r].hi)
+		g[r].hi = i;
+}
+
+static int by_size(const void *a, const void *b, void *ctx)
+{
+	const grad_life *g = ctx;
+	int x = *(const int *)a, y = *(const int *)b;
+	if (g[x].size != g[y].size)
+		return g[x].size < g[y].size ? 1 : -1;
+	return x - y;
+}
+
+static int by_off(const void *a, const void *b, void *ctx)
+{
+	const grad_life *g = ctx;
+	size_t x = g[*(const int *)a].off, y = g[*(const int *)b].off;
+	return x < y ? -1 : x > y;
+}
+
+/* Gradients take one block: an owner that no op needs while another's
+ * is live takes the same memory (backward needs two at a time in a
+ * chain, not one a tensor).  An activation's dx may overwrite its dy in
+ * place, element by element, when dy's life ends there: the two are one
+ * slot.  The input's is kept apart.  Greedy, largest first, each at
+ * the lowest offset that no live slot overlaps.  Returns the block's
+ * floats, offsets in g[].off. */
+static int plan_grads(const dlt_model *m, grad_life *g, size_t *total)
+{
+	int *order = NULL, *live = NULL, n = 0;
+	*total = 0;
+	for (int i = 0; i < m->n_t; i++)
+		g[i] = (grad_life){ .lo = INT_MAX, .hi = -1, .slot = i,
+				    .size = ((size_t)m->max_batch * m->t[i].n + GRAD_ALIGN - 1) &
+					    ~(size_t)(GRAD_ALIGN - 1) };
+	for (int i = 0; i < m->n_layers; i++) {
+		const dlt_layer *l = &m->layers[i];
+		grad_touch(g, m->t[l->in].g_of, i);
+		grad_touch(g, m->t[l->out].g_of, i);
+		grad_touch(g, m->t[l->in2].g_of, i);
+	}
+	grad_touch(g, m->t[m->n_t - 1].g_of, m->n_layers);
+	/* the input's is read after backward (dlt_model_input_grad), when
+	 * the next loss may have written the logits' */
+	grad_touch(g, m->t[0].g_of, 0);
+	grad_touch(g, m->t[0].g_of, m->n_layers);
+	for (int i = m->n_layers - 1; i >= 0; i--) {
+		const dlt_layer *l = &m->layers[i];
+		int a = m->t[l->out].g_of, b = m->t[l->in].g_of;
+		while (g[a].slot != a)
+			a = g[a].slot;
+		if (act_of(l->kind) != DLT_ACT_NONE && a != b && g[a].lo == i && g[b].hi == i &&
+		    g[a].size == g[b].size && b != 0) {
+			g[b].slot = a;
+			g[a].lo = g[b].lo;
+		}
+	}
+	if (!(order = dlt_calloc((size_t)m->n_t, sizeof(int))) ||
+	    !(live = dlt_calloc((size_t)m->n_t, sizeof(int)))) {
+		free(order);
+		return DLT_ENOMEM;
+	}
+	for (int i = 0; i < m->n_t; i++)
+		if (m->t[i].g_of == i && g[i].slot == i) {
+			if (g[i].hi < 0) {	/* no op reads it: kept apart */
+				g[i].lo = 0;
+				g[i].hi = m->n_layers;
+			}
+			order[n++] = i;
+		}
+	qsort_r(order, (size_t)n, sizeof(int), by_size, g);
+	for (int k = 0; k < n; k++) {
+		grad_life *s = &g[order[k]];
+		int nl = 0;
+		size_t at = 0;
+		for (int j = 0; j < k; j++) {
+			const grad_life *o = &g[order[j]];
+			if (o->lo <= s->hi && s->lo <= o->hi)
+				live[nl++] = order[j];
+		}
+		qsort_r(live, (size_t)nl, sizeof(int), by_off, g);
+		for (int j = 0; j < nl; j++) {
+			const grad_life *o = &g[live[j]];
+			if (at + s->size <= o->off)
+				break;
+			if (o->off + o->size > at)
+				at = o->off + o->size;
+		}
+		s->off = at;
+		if (at + s->size > *total)
+			*total = at + s->size;
+	}
+	for (int i = 0; i < m->n_t; i++) {
+		int r = i;
+		while (g[r].slot != r)
+			r = g[r].slot;
+		g[i].off = g[r].off;
+	}
+	free(order);
+	free(live);
+	return 0;
+}
+
 static int make_buffers(dlt_model *m)
 {
-	size_t work = 0;
+	size_t work = 0, gn;
+	grad_life *life;
+	int rc;
 	/* sharing was planned a link at a time; point each at the owner */
 	for (int i = 0; i < m->n_t; i++) {
 		m->t[i].a_of = root(m, i, 0);
@@ -507,9 +630,18 @@ static int make_buffers(dlt_model *m)
 		dlt_tensor *t = &m->t[i];
 		if (t->a_of == i && !(t->a = alloc_rows(m, m->max_batch, t->n, sizeof(float))))
 			return DLT_ENOMEM;
-		if (t->g_of == i && !(t->g = alloc_rows(m, m->max_batch, t->n, sizeof(float))))
-			return DLT_ENOMEM;
 	}
+	if (!(life = dlt_calloc((size_t)m->n_t, sizeof(*life))))
+		return DLT_ENOMEM;
+	if ((rc = plan_grads(m, life, &gn)) < 0 ||
+	    !(m->g_pool = alloc_rows(m, 1, gn, sizeof(float)))) {
+		free(life);
+		return rc < 0 ? rc : DLT_ENOMEM;
+	}
+	for (int i = 0; i < m->n_t; i++)
+		if (m->t[i].g_of == i)
+			m->t[i].g = m->g_pool + life[i].off;
+	free(life);
 	for (int i = 0; i < m->n_layers; i++) {
 		dlt_layer *l = &m->layers[i];
 		size_t out = m->t[l->out].n, c = (size_t)m->t[l->in].s.c;
@@ -588,10 +720,9 @@ void dlt_model_free(dlt_model *m)
 			dev_free(m->in_buf[0]);
 			dev_free(m->in_buf[1]);
 		}
-		for (int i = 0; i < m->n_t; i++) {
+		for (int i = 0; i < m->n_t; i++)
 			dev_free(m->t[i].a);
-			dev_free(m->t[i].g);
-		}
+		dev_free(m->g_pool);
 		for (int i = 0; i < m->n_layers; i++) {
 			dev_free(m->layers[i].mask);
 			dev_free(m->layers[i].arg);

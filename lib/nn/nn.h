@@ -55,6 +55,7 @@ typedef struct dlt_model {
 	dlt_param *bufs;	/* state that is not trained */
 	int n_bufs;
 	float *work;		/* scratch of the conv kernels, planned once */
+	float *g_pool;		/* the tensors' gradients, sharing memory (nn.c) */
 	uint64_t seed;		/* dropout masks: Philox keyed by seed, step, layer */
 	int prec;		/* enum dlt_prec of the activations and products */
 	float loss_scale;	/* the loss's gradient is multiplied by it (fp16) */
