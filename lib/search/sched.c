@@ -469,6 +469,10 @@ static int read_event(dlt_search_run *r, const dlt_jval *v, const char *where)
 	if (!ev)
 		return dlt_error(DLT_EINPUT, "%s: no event", where);
 	if (!strcmp(ev, "search")) {
+		/* a search begins a journal once: a second would leak the first's
+		 * config and hash, and say nothing a resume could trust */
+		if (r->rep_config)
+			return dlt_error(DLT_EINPUT, "%s: a second search event", where);
 		if (!(s = str_of(v, "config")) || !(r->rep_config = dlt_strdup(s)) ||
 		    !(s = str_of(v, "hash")) || !(r->rep_hash = dlt_strdup(s)))
 			return dlt_error(DLT_EINPUT, "%s: a search event without config or hash",
