@@ -514,7 +514,10 @@ static int read_event(dlt_search_run *r, const dlt_jval *v, const char *where)
 			p->exit = (int)n;
 			DLT_TRY_RC(int_of(v, "epochs", 0, INT_MAX, 0, &n, where));
 			p->epochs = (int)n;
+			/* a job finished twice, the second time without a log, kept
+			 * the freed tail: freed again with the replay */
 			free(p->tail);
+			p->tail = NULL;
 			if ((s = str_of(v, "log")) && !(p->tail = dlt_strdup(s)))
 				return DLT_ENOMEM;
 		}
