@@ -151,6 +151,23 @@ test_expect_success 'a trial that always fails is retried, then marked failed; t
 	test_must_fail 2 "f: holds a search already" dlt-search -c cfg/fail.yaml -o f
 '
 
+test_expect_success 'status and --resume of a damaged journal: exit 2 naming file and line' '
+	mkdir dj1 dj2 dj3 &&
+	sed "1s/\"jobs\":1,/\"jobs\":0,/" f/journal.jsonl >dj1/journal.jsonl &&
+	test_must_fail 2 "dlt-search: dj1/journal.jsonl:1: jobs 0: not a whole number from 1 to 1024" \
+		dlt-search status dj1 &&
+	test_must_fail 2 "dlt-search: dj1/journal.jsonl:1: jobs 0: not a whole number from 1 to 1024" \
+		dlt-search --resume dj1 &&
+	{ head -1 f/journal.jsonl && cat f/journal.jsonl; } >dj2/journal.jsonl &&
+	test_must_fail 2 "dlt-search: dj2/journal.jsonl:2: a second search event" \
+		dlt-search status dj2 &&
+	sed "2s/\"trial\":0,/\"trial\":1e300,/" f/journal.jsonl >dj3/journal.jsonl &&
+	test_must_fail 2 "dlt-search: dj3/journal.jsonl:2: trial 1e+300: not a whole number from -1 to 9007199254740992" \
+		dlt-search --resume dj3 &&
+	sed "2s/\"trial\":0,/\"trial\":1e300,/" f/journal.jsonl >want &&
+	test_cmp want dj3/journal.jsonl
+'
+
 # DLT_TEST_STEP_DELAY makes the trial slow enough for a kill -9 to land in
 # it; the search goes on with the trial from the checkpoint SIGTERM left.
 test_expect_success 'a trial killed by a signal is retried from its checkpoint' '

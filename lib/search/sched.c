@@ -424,6 +424,21 @@ static const char *str_of(const dlt_jval *v, const char *key)
 	return x && x->type == DLT_JSTR ? x->str : NULL;
 }
 
+/* A whole number of an event, none when absent or not a number.  One
+ * outside [lo, hi] is a damaged journal: converting 1e300 to an integer is
+ * undefined, and a count like jobs sizes allocations and divides. */
+static int int_of(const dlt_jval *v, const char *key, long long lo, long long hi,
+		  long long none, long long *out, const char *where)
+{
+	const dlt_jval *x = dlt_jval_get(v, key);
+
+	*out = none;
+	if (!x || x->type != DLT_JNUM || dlt_jval_int(x, lo, hi, out))
+		return 0;
+	return dlt_error(DLT_EINPUT, "%s: %s %g: not a whole number from %lld to %lld", where,
+			 key, x->num, lo, hi);
+}
+
 /* The replayed job of an event, checked to be one the journal decided. */
 static replayed *rep_job(dlt_search_run *r, const dlt_jval *v)
 {
@@ -449,16 +464,23 @@ static int read_event(dlt_search_run *r, const dlt_jval *v, const char *where)
 {
 	const char *ev = str_of(v, "event"), *s;
 	replayed *p;
+	long long n;
 
 	if (!ev)
 		return dlt_error(DLT_EINPUT, "%s: no event", where);
 	if (!strcmp(ev, "search")) {
+		/* a search begins a journal once: a second would leak the first's
+		 * config and hash, and say nothing a resume could trust */
+		if (r->rep_config)
+			return dlt_error(DLT_EINPUT, "%s: a second search event", where);
 		if (!(s = str_of(v, "config")) || !(r->rep_config = dlt_strdup(s)) ||
 		    !(s = str_of(v, "hash")) || !(r->rep_hash = dlt_strdup(s)))
 			return dlt_error(DLT_EINPUT, "%s: a search event without config or hash",
 					 where);
-		r->rep_jobs = (long long)num_of(v, "jobs", 1);
-		r->rep_retries = (int)num_of(v, "retries", 0);
+		/* the ranges of -j and --retries */
+		DLT_TRY_RC(int_of(v, "jobs", 1, 1024, 1, &r->rep_jobs, where));
+		DLT_TRY_RC(int_of(v, "retries", 0, 100, 0, &n, where));
+		r->rep_retries = (int)n;
 		DLT_TRY_RC(read_launcher(r, v));
 	} else if (!strcmp(ev, "resume")) {
 		DLT_TRY_RC(read_launcher(r, v));
@@ -469,24 +491,33 @@ static int read_event(dlt_search_run *r, const dlt_jval *v, const char *where)
 		DLT_TRY_RC(dlt_grow(&r->rep, &r->caprep, r->nrep + 1, sizeof(*r->rep)));
 		p = &r->rep[r->nrep++];
 		memset(p, 0, sizeof(*p));
-		p->trial = (long long)num_of(v, "trial", -1);
-		p->rung = (int)num_of(v, "rung", 0);
+		/* which trial and rung exist is checked against the search */
+		DLT_TRY_RC(int_of(v, "trial", -1, 1LL << 53, -1, &p->trial, where));
+		DLT_TRY_RC(int_of(v, "rung", 0, MAX_RUNGS - 1, 0, &n, where));
+		p->rung = (int)n;
 	} else if (!strcmp(ev, "launch") || !strcmp(ev, "adopt") || !strcmp(ev, "retry") ||
 		   !strcmp(ev, "finish")) {
 		if (!(p = rep_job(r, v)))
 			return dlt_error(DLT_EINPUT, "%s: %s of a job not started", where, ev);
 		if (!strcmp(ev, "launch") || !strcmp(ev, "adopt")) {
-			p->pid = (long long)num_of(v, "pid", 0);
-			p->jobid = (long long)num_of(v, "jobid", 0);
-		} else if (!strcmp(ev, "retry"))
-			p->attempt = (int)num_of(v, "attempt", 0);
-		else {
+			/* a pid goes to kill(2) as a pid_t */
+			DLT_TRY_RC(int_of(v, "pid", 0, INT_MAX, 0, &p->pid, where));
+			DLT_TRY_RC(int_of(v, "jobid", 0, 1LL << 53, 0, &p->jobid, where));
+		} else if (!strcmp(ev, "retry")) {
+			DLT_TRY_RC(int_of(v, "attempt", 0, 100, 0, &n, where));
+			p->attempt = (int)n;
+		} else {
 			p->finished = 1;
 			p->failed = (s = str_of(v, "status")) && !strcmp(s, "failed");
 			p->value = num_of(v, "value", NAN);
-			p->exit = (int)num_of(v, "exit", 0);
-			p->epochs = (int)num_of(v, "epochs", 0);
+			DLT_TRY_RC(int_of(v, "exit", INT_MIN, INT_MAX, 0, &n, where));
+			p->exit = (int)n;
+			DLT_TRY_RC(int_of(v, "epochs", 0, INT_MAX, 0, &n, where));
+			p->epochs = (int)n;
+			/* a job finished twice, the second time without a log, kept
+			 * the freed tail: freed again with the replay */
 			free(p->tail);
+			p->tail = NULL;
 			if ((s = str_of(v, "log")) && !(p->tail = dlt_strdup(s)))
 				return DLT_ENOMEM;
 		}
