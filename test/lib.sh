@@ -81,6 +81,18 @@ blobs_csv() {
 	}'
 }
 
+# test_wait_until SECONDS command args...: runs the command every 50 ms
+# until it succeeds; fails, saying what it waited for, after SECONDS.
+test_wait_until() {
+	wait_tries=$(($1 * 20))
+	shift
+	until "$@" 2>/dev/null; do
+		wait_tries=$((wait_tries - 1))
+		[ $wait_tries -gt 0 ] || { echo "timed out waiting for: $*"; return 1; }
+		sleep 0.05
+	done
+}
+
 test_done() {
 	echo "1..$test_count"
 	[ "$test_failed" = 0 ]

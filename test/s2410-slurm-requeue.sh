@@ -25,22 +25,16 @@ submit() {
 
 # running RUN: until the run's status says running (at most 30 s)
 running() {
-	i=0
-	until grep -q '"status":"running"' "$1/status" 2>/dev/null; do
-		i=$((i + 1))
-		[ $i -lt 600 ] || { echo "timed out waiting for $1 to run"; return 1; }
-		sleep 0.05
-	done
+	test_wait_until 30 grep -q '"status":"running"' "$1/status"
+}
+
+queue_lacks() {
+	test -z "$(squeue -h -j "$1")"
 }
 
 # gone JOB: until the job left the queue (at most 90 s), then its state
 gone() {
-	i=0
-	while [ -n "$(squeue -h -j "$1" 2>/dev/null)" ]; do
-		i=$((i + 1))
-		[ $i -lt 180 ] || { echo "job $1 still queued after 90 s"; squeue; return 1; }
-		sleep 0.5
-	done
+	test_wait_until 90 queue_lacks "$1" || { squeue; return 1; }
 	scontrol show job -o "$1" | tr ' ' '\n' | grep -E '^(JobState|Restarts|ExitCode)='
 }
 
