@@ -520,6 +520,30 @@ static void wino_out_row(const float *m, size_t ms, int h, int w, int tw, int ty
 	}
 }
 
+typedef void wino_row_fn(const float *plane, int h, int w, int tw, int ty, float *v, size_t vs,
+			 const float *lo, const float *hi);
+
+/* The tiles of tile rows [r0, r0 + nr) of x [n, c, h, w], transformed by
+ * row (wino_in_row, wino_dy_row), into v: channel ci at v + ci * p->ld,
+ * vs floats per xi.  A sample's rows at a time, so that its planes are
+ * read and written in the order they lie in memory. */
+static void wino_gather(const dlt_conv *s, const wino_plan *p, wino_row_fn *row, const float *x,
+			int c, int r0, int nr, float *v, size_t vs)
+{
+	size_t hw = (size_t)s->h * s->w;
+
+	for (int r = 0; r < nr;) {
+		int n = (r0 + r) / p->th, ty0 = (r0 + r) % p->th;
+		int rows = p->th - ty0 < nr - r ? p->th - ty0 : nr - r;
+		for (int ci = 0; ci < c; ci++)
+			for (int j = 0; j < rows; j++)
+				row(x + ((size_t)n * c + ci) * hw, s->h, s->w, p->tw, ty0 + j,
+				    v + (size_t)ci * p->ld + (r + j) * p->tw, vs, x,
+				    x + (size_t)s->n * c * hw);
+		r += rows;
+	}
+}
+
 /* out [n, cout, h, w] = the 3x3 convolution (padding 1) of in [n, cin,
  * h, w] whose kernels transformed are u, then act(+ b) (add: the bias, 0
  * without b, is added as conv_bias_act does) */
@@ -538,19 +562,7 @@ static void wino_conv(const dlt_conv *s, const wino_plan *p, int cin, int cout, 
 		for (int blk = 0; blk < blocks; blk++) {
 			int r0 = blk * p->rows, nr = trows - r0 < p->rows ? trows - r0 : p->rows;
 			int nt = nr * p->tw;
-			/* a sample's rows of the block at a time, so that its planes
-			 * are read and written in the order they lie in memory */
-			for (int r = 0; r < nr;) {
-				int n = (r0 + r) / p->th, ty0 = (r0 + r) % p->th;
-				int m_rows = p->th - ty0 < nr - r ? p->th - ty0 : nr - r;
-				for (int ci = 0; ci < cin; ci++)
-					for (int j = 0; j < m_rows; j++)
-						wino_in_row(in + ((size_t)n * cin + ci) * hw, s->h, s->w,
-							    p->tw, ty0 + j,
-							    v + (size_t)ci * p->ld + (r + j) * p->tw, vs,
-							    in, in + s->n * cin * hw);
-				r += m_rows;
-			}
+			wino_gather(s, p, wino_in_row, in, cin, r0, nr, v, vs);
 			for (int xi = 0; xi < 16; xi++)
 				dlt_cpu_sgemm(DLT_PREC_F32, 0, 0, cout, nt, cin, 1.0f,
 					      u + (size_t)xi * cout * cin, cin, v + xi * vs, p->ld, 0.0f,
@@ -643,7 +655,7 @@ static void wino_dw(const dlt_conv *s, const wino_plan *p, const float *x, const
 	int trows = s->n * p->th, blocks = (trows + p->rows - 1) / p->rows;
 	int threads = omp_get_max_threads() < slots ? omp_get_max_threads() : slots;
 	int c = s->c, k = s->k;
-	size_t hw = (size_t)s->h * s->w, vs = wino_xi_stride(p, c), es = wino_xi_stride(p, k);
+	size_t vs = wino_xi_stride(p, c), es = wino_xi_stride(p, k);
 	size_t zn = 16 * (size_t)k * c;
 
 	#pragma omp parallel num_threads(blocks < threads ? blocks : threads)
@@ -653,23 +665,8 @@ static void wino_dw(const dlt_conv *s, const wino_plan *p, const float *x, const
 		for (int blk = 0; blk < blocks; blk++) {
 			int r0 = blk * p->rows, nr = trows - r0 < p->rows ? trows - r0 : p->rows;
 			int nt = nr * p->tw;
-			for (int r = 0; r < nr;) {
-				int n = (r0 + r) / p->th, ty0 = (r0 + r) % p->th;
-				int m_rows = p->th - ty0 < nr - r ? p->th - ty0 : nr - r;
-				for (int ci = 0; ci < c; ci++)
-					for (int j = 0; j < m_rows; j++)
-						wino_in_row(x + ((size_t)n * c + ci) * hw, s->h, s->w,
-							    p->tw, ty0 + j,
-							    v + (size_t)ci * p->ld + (r + j) * p->tw, vs,
-							    x, x + s->n * c * hw);
-				for (int co = 0; co < k; co++)
-					for (int j = 0; j < m_rows; j++)
-						wino_dy_row(dy + ((size_t)n * k + co) * hw, s->h, s->w,
-							    p->tw, ty0 + j,
-							    e + (size_t)co * p->ld + (r + j) * p->tw, es,
-							    dy, dy + s->n * k * hw);
-				r += m_rows;
-			}
+			wino_gather(s, p, wino_in_row, x, c, r0, nr, v, vs);
+			wino_gather(s, p, wino_dy_row, dy, k, r0, nr, e, es);
 			for (int xi = 0; xi < 16; xi++)
 				dlt_cpu_sgemm(DLT_PREC_F32, 0, 1, k, c, nt, 1.0f, e + xi * es, p->ld,
 					      v + xi * vs, p->ld, 0.0f,
