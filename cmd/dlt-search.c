@@ -444,7 +444,7 @@ int main(int argc, char **argv)
 	const char *config = NULL, *outdir = NULL, *resume = NULL, *gpus = NULL;
 	const char *launcher_name = NULL, *sbatch_args = NULL;
 	long long jobs = 0, per_trial = 0, retries = -1, nslots = 0;
-	int c, format = FMT_TABLE, rc, keep = 0, quiet = 0;
+	int c, format = FMT_TABLE, rc, keep = 0, quiet = 0, slurm;
 	char **slot_gpus = NULL;
 	dlt_search_run *r = NULL;
 	dlt_launcher launcher = { 0 };
@@ -525,19 +525,22 @@ int main(int argc, char **argv)
 		return cli_usage(prog, "missing -o DIR (see -h)");
 	if (!resume && !launcher_name)
 		launcher_name = "local";
-	if (launcher_name && !strcmp(launcher_name, "slurm") && gpus)
+	slurm = launcher_name && !strcmp(launcher_name, "slurm");
+	if (slurm && gpus)
 		return cli_usage(prog, "--gpus picks GPUs of this machine: with --launcher slurm "
 				 "give --gpus-per-trial K");
-	if (per_trial && !gpus && !(launcher_name && !strcmp(launcher_name, "slurm")))
+	if (per_trial && !gpus && !slurm)
 		return cli_usage(prog, "--gpus-per-trial needs --gpus");
-	if (sbatch_args && launcher_name && strcmp(launcher_name, "slurm"))
+	if (sbatch_args && launcher_name && !slurm)
 		return cli_usage(prog, "--sbatch-args needs --launcher slurm");
-	if (gpus && (rc = gpu_slots(gpus, per_trial ? per_trial : 1, &slot_gpus, &nslots)))
+	if (gpus && !per_trial)
+		per_trial = 1;
+	if (gpus && (rc = gpu_slots(gpus, per_trial, &slot_gpus, &nslots)))
 		return rc;
 	if (gpus && jobs > nslots) {
 		free_slots(slot_gpus, nslots);
 		return cli_usage(prog, "-j %lld: --gpus has %lld slots of %lld GPUs", jobs, nslots,
-				 per_trial ? per_trial : 1);
+				 per_trial);
 	}
 	if (!jobs && (gpus || !resume))
 		jobs = gpus ? nslots : 1;
@@ -546,8 +549,7 @@ int main(int argc, char **argv)
 		dlt_search_opts o = { .slots = jobs, .retries = resume || retries >= 0 ? (int)retries : 0,
 				      .keep_checkpoints = keep, .slot_gpus = slot_gpus,
 				      .trainer = trainer_path(),
-				      .gpus_per_trial = gpus ? (int)(per_trial ? per_trial : 1)
-							     : (int)per_trial,
+				      .gpus_per_trial = (int)per_trial,
 				      .launcher = launcher_name, .sbatch_args = sbatch_args };
 		if ((o.threads = dlt_env_threads()) < 0)
 			return cli_fail(prog, o.threads);

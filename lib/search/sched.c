@@ -299,16 +299,22 @@ fail:
 	return rc;
 }
 
+/* *name and *args, freed, become copies of name and args (NULL: none). */
+static int copy_launcher(char **name, char **args, const char *new_name, const char *new_args)
+{
+	free(*name);
+	free(*args);
+	*name = *args = NULL;
+	if ((new_name && !(*name = dlt_strdup(new_name))) ||
+	    (new_args && !(*args = dlt_strdup(new_args))))
+		return DLT_ENOMEM;
+	return 0;
+}
+
 /* What runs the trials: name NULL is the local launcher. */
 static int set_launcher(dlt_search_run *r, const char *name, const char *sbatch_args)
 {
-	free(r->launcher);
-	free(r->sbatch_args);
-	r->sbatch_args = NULL;
-	if (!(r->launcher = dlt_strdup(name ? name : "local")) ||
-	    (sbatch_args && !(r->sbatch_args = dlt_strdup(sbatch_args))))
-		return DLT_ENOMEM;
-	return 0;
+	return copy_launcher(&r->launcher, &r->sbatch_args, name ? name : "local", sbatch_args);
 }
 
 static void journal_launcher(const dlt_search_run *r, dlt_json *j)
@@ -449,15 +455,8 @@ static replayed *rep_job(dlt_search_run *r, const dlt_jval *v)
 /* The launcher a search or resume event names; the last one counts. */
 static int read_launcher(dlt_search_run *r, const dlt_jval *v)
 {
-	const char *name = str_of(v, "launcher"), *args = str_of(v, "sbatch_args");
-
-	free(r->rep_launcher);
-	free(r->rep_sbatch_args);
-	r->rep_launcher = r->rep_sbatch_args = NULL;
-	if ((name && !(r->rep_launcher = dlt_strdup(name))) ||
-	    (args && !(r->rep_sbatch_args = dlt_strdup(args))))
-		return DLT_ENOMEM;
-	return 0;
+	return copy_launcher(&r->rep_launcher, &r->rep_sbatch_args, str_of(v, "launcher"),
+			     str_of(v, "sbatch_args"));
 }
 
 static int read_event(dlt_search_run *r, const dlt_jval *v, const char *where)
@@ -694,6 +693,17 @@ static void trial_failed(dlt_search_run *r, const job *jb, char *tail)
 	t->tail = tail;
 }
 
+/* An event of job jb begun in j: its trial, number and attempt, for the
+ * caller to add to and write. */
+static void job_event(dlt_json *j, const dlt_search_run *r, const job *jb, const char *ev)
+{
+	dlt_json_begin(j);
+	dlt_json_str(j, "event", ev);
+	dlt_json_int(j, "trial", jb->trial);
+	dlt_json_int(j, "job", (long long)(jb - r->jobs));
+	dlt_json_int(j, "attempt", jb->attempt);
+}
+
 static int journal_finish(dlt_search_run *r, const job *jb, const char *tail)
 {
 	dlt_json j;
@@ -741,11 +751,7 @@ static int job_ended(dlt_search_run *r, job *jb, int status, const dlt_search_ho
 		jb->state = JOB_PENDING;
 		t->attempt = jb->attempt;
 		t->exit = status;
-		dlt_json_begin(&j);
-		dlt_json_str(&j, "event", "retry");
-		dlt_json_int(&j, "trial", jb->trial);
-		dlt_json_int(&j, "job", (long long)(jb - r->jobs));
-		dlt_json_int(&j, "attempt", jb->attempt);
+		job_event(&j, r, jb, "retry");
 		dlt_json_int(&j, "exit", status);
 		DLT_TRY_RC(journal_write(r, &j));
 		note(r, h, t, "retry");
@@ -1030,11 +1036,7 @@ static int adopt(dlt_search_run *r, const dlt_launcher *l, job *jb)
 	if (rc <= 0)
 		return rc;
 	slot = take_slot(r, jb, id);
-	dlt_json_begin(&j);
-	dlt_json_str(&j, "event", "adopt");
-	dlt_json_int(&j, "trial", jb->trial);
-	dlt_json_int(&j, "job", (long long)(jb - r->jobs));
-	dlt_json_int(&j, "attempt", jb->attempt);
+	job_event(&j, r, jb, "adopt");
 	dlt_json_int(&j, "slot", slot);
 	dlt_json_int(&j, "jobid", jb->id);
 	DLT_TRY_RC(journal_write(r, &j));
@@ -1112,11 +1114,7 @@ static int launch(dlt_search_run *r, const dlt_launcher *l, job *jb, const dlt_s
 	if ((rc = l->start(l->ctx, &cmd, &id)) < 0)
 		goto out;
 	take_slot(r, jb, id);
-	dlt_json_begin(&j);
-	dlt_json_str(&j, "event", "launch");
-	dlt_json_int(&j, "trial", jb->trial);
-	dlt_json_int(&j, "job", (long long)(jb - r->jobs));
-	dlt_json_int(&j, "attempt", jb->attempt);
+	job_event(&j, r, jb, "launch");
 	dlt_json_int(&j, "slot", slot);
 	dlt_json_int(&j, l->adopt ? "jobid" : "pid", id);
 	dlt_json_bool(&j, "resume", !fresh);

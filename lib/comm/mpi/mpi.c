@@ -283,7 +283,7 @@ __attribute__((visibility("default"))) int dlt_comm_mpi_open(dlt_comm *c, int ab
 	st->hb = MPI_COMM_NULL;
 	c->name = "mpi";
 	c->impl = st;
-	n = rank == 0 ? size - 1 : 1;
+	n = peers(c);
 	st->seen = calloc(n, sizeof(*st->seen));
 	st->inbox = calloc(n, sizeof(*st->inbox));
 	st->recv = malloc(n * sizeof(*st->recv));
