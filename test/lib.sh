@@ -81,6 +81,16 @@ blobs_csv() {
 	}'
 }
 
+# fmnist_12000: train.dlt, the first 12000 of Fashion-MNIST's training
+# images (a --split 0.2; 94 batches of 128), and test.dlt, its test set.
+FMNIST=/usr/share/datasets/fashion-mnist
+fmnist_12000() {
+	dlt-prep idx -q $FMNIST/train-images-idx3-ubyte.gz $FMNIST/train-labels-idx1-ubyte.gz \
+		--split 0.2 -o train.dlt -o rest.dlt &&
+	dlt-prep idx -q $FMNIST/t10k-images-idx3-ubyte.gz $FMNIST/t10k-labels-idx1-ubyte.gz \
+		-o test.dlt
+}
+
 # test_wait_until SECONDS command args...: runs the command every 50 ms
 # until it succeeds; fails, saying what it waited for, after SECONDS.
 test_wait_until() {

@@ -2,7 +2,6 @@
 # dlt-train under Slurm (make check-slurm): srun's ranks all-reduce through
 # MPI like mpirun's; rank 0 alone writes the run.
 . "$(dirname "$0")/lib.sh"
-src=/usr/share/datasets/fashion-mnist
 DLT_THREADS=1
 OMPI_ALLOW_RUN_AS_ROOT=1
 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -19,10 +18,7 @@ dist: {timeout: 20}
 YAML
 
 test_expect_success 'prepare 12000 training images and the test set' '
-	dlt-prep idx -q $src/train-images-idx3-ubyte.gz $src/train-labels-idx1-ubyte.gz \
-		--split 0.2 -o train.dlt -o rest.dlt &&
-	dlt-prep idx -q $src/t10k-images-idx3-ubyte.gz $src/t10k-labels-idx1-ubyte.gz \
-		-o test.dlt
+	fmnist_12000
 '
 
 test_expect_success 'srun --mpi=pmix -n 2: the parameters of mpirun -np 2 within 1e-6 relative L2' '

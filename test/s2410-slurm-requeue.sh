@@ -4,7 +4,6 @@
 # time limit's TERM, goes on from its last checkpoint by itself and ends
 # with the checkpoint of a run that was never interrupted.
 . "$(dirname "$0")/lib.sh"
-src=/usr/share/datasets/fashion-mnist
 [ -n "${SLURM_CONF:-}" ] || { echo "1..0 # SKIP no Slurm: run by make check-slurm"; exit 0; }
 # sbatch passes the environment on: the steps of each job sleep 30 ms, so
 # that a requeue lands in the middle of an epoch (94 steps)
@@ -49,10 +48,7 @@ resumed() {
 }
 
 test_expect_success 'prepare 12000 training images and the test set; the run uninterrupted' '
-	dlt-prep idx -q $src/train-images-idx3-ubyte.gz $src/train-labels-idx1-ubyte.gz \
-		--split 0.2 -o train.dlt -o rest.dlt &&
-	dlt-prep idx -q $src/t10k-images-idx3-ubyte.gz $src/t10k-labels-idx1-ubyte.gz \
-		-o test.dlt &&
+	fmnist_12000 &&
 	dlt-train -q -c mlp2.yaml -o ref
 '
 

@@ -4,7 +4,6 @@
 # global batch; a rank that dies or stalls ends the job on every rank,
 # and --restarts continues it from the last checkpoint.
 . "$(dirname "$0")/lib.sh"
-src=/usr/share/datasets/fashion-mnist
 # two ranks on two cores: one thread each, and mpirun as root (CI)
 DLT_THREADS=1
 OMPI_ALLOW_RUN_AS_ROOT=1
@@ -81,10 +80,7 @@ wait_file() {
 }
 
 test_expect_success 'prepare 12000 training images (94 batches) and the test set' '
-	dlt-prep idx -q $src/train-images-idx3-ubyte.gz $src/train-labels-idx1-ubyte.gz \
-		--split 0.2 -o train.dlt -o rest.dlt &&
-	dlt-prep idx -q $src/t10k-images-idx3-ubyte.gz $src/t10k-labels-idx1-ubyte.gz \
-		-o test.dlt
+	fmnist_12000
 '
 
 test_expect_success 'mpirun -np 2: the parameters of one process within 1e-5 relative L2' '
@@ -111,8 +107,8 @@ test_expect_success 'rank 0 alone prints and writes: one result line, one run di
 
 test_expect_success 'three epochs of all 60000 images: test accuracy of one process +-0.2 points' '
 	prep_full() {
-		dlt-prep idx -q $src/train-images-idx3-ubyte.gz \
-			$src/train-labels-idx1-ubyte.gz -o full.dlt
+		dlt-prep idx -q $FMNIST/train-images-idx3-ubyte.gz \
+			$FMNIST/train-labels-idx1-ubyte.gz -o full.dlt
 	} &&
 	prep_full &&
 	dlt-train -c mlp.yaml -o full1 -s data.train=full.dlt -s train.epochs=3 >out1 &&
