@@ -504,22 +504,27 @@ static int probe_gpus(int n)
 }
 
 /* GPU ranks: a child process per GPU, which learns its rank from the
- * environment and NCCL's id from rank 0 through a pipe.  The first rank
- * that fails ends the others.  Returns the job's exit status, or
+ * environment, NCCL's id from rank 0 through a pipe, and where the others
+ * are from a table of their sync points (dlt_beats_create).  The first
+ * rank that fails ends the others.  Returns the job's exit status, or
  * 128 + the signal that killed a rank. */
 static int fork_ranks(const struct args *a, const char *rundir, const char *resume,
 		      const char *note)
 {
-	int fds[2], status = 0, failed = 0, left = a->ranks;
+	int fds[2], beats, status = 0, failed = 0, left = a->ranks;
 
 	if ((status = probe_gpus(a->ranks)) != 0)
 		return status;
-	if (pipe(fds) != 0)
+	if ((beats = dlt_beats_create(a->ranks)) < 0)
+		return cli_fail(prog, beats);
+	if (pipe(fds) != 0) {
+		close(beats);
 		return cli_fail(prog, dlt_error_errno(DLT_EFAIL, "pipe"));
+	}
 	fflush(NULL);
 	for (int r = 0; r < a->ranks; r++) {
 		pid_t pid = fork();
-		char v[4][16];
+		char v[5][16];
 		if (pid < 0) {
 			dlt_error_errno(DLT_EFAIL, "fork");
 			forward_signal(SIGKILL);
@@ -531,11 +536,13 @@ static int fork_ranks(const struct args *a, const char *rundir, const char *resu
 			snprintf(v[0], 16, "%d", r);
 			snprintf(v[1], 16, "%d", a->ranks);
 			snprintf(v[2], 16, "%d", fds[0]);
+			snprintf(v[4], 16, "%d", beats);
 			setenv("DLT_RANK", v[0], 1);
 			setenv("DLT_LOCAL_RANK", v[0], 1);
 			setenv("DLT_WORLD_SIZE", v[1], 1);
 			setenv("DLT_LOCAL_SIZE", v[1], 1);
 			setenv("DLT_NCCL_ID_FD", v[2], 1);
+			setenv("DLT_BEATS_FD", v[4], 1);
 			if (r == 0) {	/* rank 0 writes, the others read */
 				close(fds[0]);
 				snprintf(v[3], 16, "%d", fds[1]);
@@ -551,6 +558,7 @@ static int fork_ranks(const struct args *a, const char *rundir, const char *resu
 	}
 	close(fds[0]);
 	close(fds[1]);
+	close(beats);
 	while (left > 0) {
 		int st, r;
 		pid_t pid = wait(&st);

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE	/* memfd_create */
 /* The ranks of a job from its launcher's environment, the comm's opening
  * (from the shared object of its kind), and the gradient buckets. */
 #include <errno.h>
@@ -5,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "comm/comm.h"
@@ -196,7 +199,7 @@ static int open_nccl(dlt_comm **out, const dlt_rank_info *r, int device, double 
 	void *lib = dlt_cuda_lib(why, sizeof(why));
 	nccl_open_fn *open_comm;
 	dlt_comm *c;
-	int rc;
+	int rc, fd;
 
 	*out = NULL;
 	if (!lib || !(open_comm = (nccl_open_fn *)dlt_plugin_sym(lib, cuda_so,
@@ -208,9 +211,14 @@ static int open_nccl(dlt_comm **out, const dlt_rank_info *r, int device, double 
 	DLT_TRY(nccl_id(lib, r, timeout, id));
 	if (!(c = new_comm(r, timeout)))
 		return DLT_ENOMEM;
+	if ((fd = env_int("DLT_BEATS_FD", 0)) == DLT_EINPUT ||
+	    (fd >= 0 && (rc = dlt_beats_attach(c, fd)) < 0)) {
+		dlt_comm_close(c);
+		return fd == DLT_EINPUT ? fd : rc;
+	}
 	if (open_comm(c, DLT_COMM_ABI, device, id) != 0) {
 		rc = dlt_error(DLT_EFAIL, "rank %d of %d: %s", r->rank, r->size, c->why);
-		free(c);
+		dlt_comm_close(c);
 		return rc;
 	}
 	*out = c;
@@ -236,17 +244,84 @@ int dlt_rank_device(const dlt_rank_info *r, int device)
 	return r->local_rank;
 }
 
+/* Also the half-made comm of a failed open, whose close is not set yet. */
 void dlt_comm_close(dlt_comm *c)
 {
 	if (c) {
-		c->close(c);
+		if (c->close)
+			c->close(c);
+		if (c->beats)
+			munmap(c->beats, (size_t)c->size * sizeof(*c->beats));
 		free(c);
 	}
+}
+
+int dlt_beats_create(int size)
+{
+	int fd = memfd_create("dlt-beats", 0), rc;
+	if (fd < 0)
+		return dlt_error_errno(DLT_EFAIL, "memfd_create");
+	/* a new file's bytes are zeros: no rank has reached a sync point */
+	if (ftruncate(fd, (off_t)size * (off_t)sizeof(long long)) != 0) {
+		rc = dlt_error_errno(DLT_EFAIL, "ftruncate");
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+int dlt_beats_attach(dlt_comm *c, int fd)
+{
+	size_t bytes = (size_t)c->size * sizeof(*c->beats);
+	struct stat st;
+	void *p;
+	int rc = 0;
+
+	if (fstat(fd, &st) != 0 || st.st_size != (off_t)bytes)
+		rc = dlt_error(DLT_EINPUT, "DLT_BEATS_FD %d: not a table of %d ranks", fd, c->size);
+	else if ((p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
+		rc = dlt_error_errno(DLT_EFAIL, "DLT_BEATS_FD %d: mmap", fd);
+	else
+		c->beats = p;
+	close(fd);
+	return rc;
 }
 
 static int failed(dlt_comm *c)
 {
 	return dlt_error(DLT_EFAIL, "%s", c->why);
+}
+
+/* Sync points: the table, if any, learns that this rank reached one. */
+static double reach(dlt_comm *c)
+{
+	c->point++;
+	if (c->beats)
+		__atomic_store_n(&c->beats[c->rank], c->point, __ATOMIC_RELAXED);
+	return dlt_now();
+}
+
+/* A sync point's wait failed: when the table shows ranks that have not
+ * reached it, they are the ones to name. */
+static int failed_at(dlt_comm *c, const char *what, double t0)
+{
+	char who[256] = "";
+	size_t len = 0;
+	int n = 0;
+
+	for (int r = 0; c->beats && r < c->size && len < sizeof(who) - 16; r++)
+		if (__atomic_load_n(&c->beats[r], __ATOMIC_RELAXED) < c->point) {
+			len += (size_t)snprintf(who + len, sizeof(who) - len, "%s%d",
+						n ? ", " : "", r);
+			n++;
+		}
+	if (n && dlt_now() - t0 >= c->timeout)
+		return dlt_error(DLT_EFAIL, "%s: no answer from rank%s %s in %g s "
+				 "(it died or stalls)", what, n > 1 ? "s" : "", who, c->timeout);
+	if (n)
+		return dlt_error(DLT_EFAIL, "%s (rank%s %s had not come to the %s)", c->why,
+				 n > 1 ? "s" : "", who, what);
+	return failed(c);
 }
 
 int dlt_comm_sum_begin(dlt_comm *c, float *x, size_t n)
@@ -261,17 +336,20 @@ int dlt_comm_progress(dlt_comm *c)
 
 int dlt_comm_sum_wait(dlt_comm *c)
 {
-	return c->sum_wait(c) ? failed(c) : 0;
+	double t0 = reach(c);
+	return c->sum_wait(c) ? failed_at(c, "gradient sum", t0) : 0;
 }
 
 int dlt_comm_sum_f64(dlt_comm *c, double *x, int n)
 {
-	return c->sum_f64(c, x, n) ? failed(c) : 0;
+	double t0 = reach(c);
+	return c->sum_f64(c, x, n) ? failed_at(c, "metrics sum", t0) : 0;
 }
 
 int dlt_comm_broadcast(dlt_comm *c, void *p, size_t bytes)
 {
-	return c->broadcast(c, p, bytes) ? failed(c) : 0;
+	double t0 = reach(c);
+	return c->broadcast(c, p, bytes) ? failed_at(c, "broadcast from rank 0", t0) : 0;
 }
 
 void dlt_comm_abort(dlt_comm *c, int status)

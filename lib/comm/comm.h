@@ -40,7 +40,7 @@ void dlt_batch_job_get(dlt_batch_job *j);
  * Entries return 0 or -1 with the reason in why.  Buffers are in the
  * memory of the ranks' backend: the host's for MPI, the GPU's for NCCL,
  * except sum_f64's, which are always the host's. */
-#define DLT_COMM_ABI 1
+#define DLT_COMM_ABI 2
 typedef struct dlt_comm {
 	const char *name;		/* "mpi", "nccl" */
 	int rank, size;
@@ -61,6 +61,10 @@ typedef struct dlt_comm {
 	void (*close)(struct dlt_comm *c);
 	char why[512];
 	void *impl;
+	/* the sync points of every rank, when the ranks share a table of
+	 * them (dlt_beats_attach); this rank's own count */
+	long long *beats;
+	long long point;
 } dlt_comm;
 
 /* The comm of a job of r->size > 1 ranks on device (-1: CPU ranks, MPI;
@@ -79,6 +83,16 @@ int dlt_comm_sum_wait(dlt_comm *c);
 int dlt_comm_sum_f64(dlt_comm *c, double *x, int n);
 int dlt_comm_broadcast(dlt_comm *c, void *p, size_t bytes);
 void dlt_comm_abort(dlt_comm *c, int status);
+
+/* The sync points (the waits of sum_wait, sum_f64 and broadcast, which
+ * every rank reaches in the same order) that each rank of a job on one
+ * machine reached, in memory the ranks share, so that a rank whose wait
+ * failed names the ranks behind it.  NCCL cannot say which rank it waits
+ * for; MPI's comm asks with messages of its own and needs no table.
+ * dlt-train --gpus makes the table and passes it in DLT_BEATS_FD, which
+ * dlt_comm_open attaches.  create returns the table's fd or a DLT_E*. */
+int dlt_beats_create(int size);
+int dlt_beats_attach(dlt_comm *c, int fd);
 
 /* NCCL's unique id of a job started by dlt-train --gpus: made by the
  * launcher's rank 0 and read by the others from the pipe in DLT_NCCL_ID_FD. */

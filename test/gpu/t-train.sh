@@ -202,6 +202,15 @@ if [ "$ngpu" -ge 2 ]; then
 		sleep 3 && pkill -9 -f "mlp-kill" -n && ! wait $job &&
 		grep -q "rank [01] died of signal 9" err
 	'
+	# the ranks are the launcher's children, rank 1 forked after rank 0
+	test_expect_success '--gpus 2: a stalled rank (SIGSTOP) is named when the wait times out' '
+		DLT_TEST_STEP_DELAY=0.05 dlt-train -c mlp.yaml -o mlp-stall --gpus 2 -q \
+			-s dist.timeout=10 >/dev/null 2>err & job=$! &&
+		sleep 5 && rank1=$(pgrep -P $job | sort -n | tail -1) &&
+		kill -STOP $rank1 && { wait $job; status=$?; } ; kill -9 $rank1 2>/dev/null
+		cat err && test $status = 1 &&
+		grep -q "no answer from rank 1 in 10 s (it died or stalls)" err
+	'
 else
 	test_count=$((test_count + 1))
 	echo "ok $test_count # skip --gpus 2 needs two GPUs, this machine has $ngpu"

@@ -1,0 +1,91 @@
+/* The table of sync points of a job's ranks (dlt_beats_*): the wait of a
+ * rank whose peer stalls names the peer.  The ranks are two processes
+ * here and their comm a fake one whose waits are the table itself, since
+ * NCCL, whose failures the table names, needs two GPUs. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "comm/comm.h"
+#include "tap.h"
+#include "util/util.h"
+
+/* Every rank at this one's sync point, or the deadline: the wait of a
+ * comm that, like NCCL, cannot say whom it waits for. */
+static int fake_wait(dlt_comm *c)
+{
+	double t0 = dlt_now();
+	for (;;) {
+		int all = 1;
+		for (int r = 0; r < c->size; r++)
+			all &= __atomic_load_n(&c->beats[r], __ATOMIC_RELAXED) >= c->point;
+		if (all)
+			return 0;
+		if (dlt_now() - t0 > c->timeout) {
+			strcpy(c->why, "fake: no answer from every rank");
+			return -1;
+		}
+		usleep(1000);
+	}
+}
+
+/* A failure that comes at once (NCCL: "remote process exited"). */
+static int fake_gone(dlt_comm *c, double *x, int n)
+{
+	strcpy(c->why, "fake: a peer is gone");
+	return -1;
+}
+
+static dlt_comm *fake_comm(int rank, int size, int beats)
+{
+	dlt_comm *c = calloc(1, sizeof(*c));
+	c->rank = rank;
+	c->size = size;
+	c->timeout = 0.3;
+	c->sum_wait = fake_wait;
+	c->sum_f64 = fake_gone;
+	if (beats >= 0 && dlt_beats_attach(c, dup(beats)) != 0)
+		return NULL;
+	return c;
+}
+
+int main(void)
+{
+	int fd = dlt_beats_create(2), st;
+	dlt_comm *c;
+	double x = 1;
+	pid_t pid;
+
+	ok(fd >= 0, "a table of 2 ranks");
+	fflush(NULL);
+	if ((pid = fork()) == 0) {	/* rank 1: two sync points, then gone */
+		dlt_comm *peer = fake_comm(1, 2, fd);
+		_exit(!peer || dlt_comm_sum_wait(peer) || dlt_comm_sum_wait(peer));
+	}
+	c = fake_comm(0, 2, fd);
+	ok(c && c->beats, "rank 0 attaches the table");
+	ok_rc(dlt_comm_sum_wait(c), 0, "sync point 1 with rank 1");
+	ok_rc(dlt_comm_sum_wait(c), 0, "sync point 2 with rank 1");
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 1 reached both");
+	ok_rc(dlt_comm_sum_wait(c), DLT_EFAIL, "sync point 3: rank 1 never comes");
+	ok(strcmp(dlt_errmsg(), "gradient sum: no answer from rank 1 in 0.3 s "
+		  "(it died or stalls)") == 0, "the timeout names rank 1: %s", dlt_errmsg());
+	ok(c->beats[0] == 3 && c->beats[1] == 2, "the table: rank 0 at 3, rank 1 at 2");
+	ok_rc(dlt_comm_sum_f64(c, &x, 1), DLT_EFAIL, "a failure before the deadline");
+	ok(strcmp(dlt_errmsg(), "fake: a peer is gone (rank 1 had not come to the "
+		  "metrics sum)") == 0, "keeps the reason and names rank 1: %s", dlt_errmsg());
+	dlt_comm_close(c);
+
+	ok(!fake_comm(0, 3, fd), "a table of 2 ranks for a job of 3");
+	ok_msg("not a table of 3 ranks", "says so");
+
+	c = fake_comm(0, 2, -1);
+	ok_rc(dlt_comm_sum_f64(c, &x, 1), DLT_EFAIL, "without a table");
+	ok(strcmp(dlt_errmsg(), "fake: a peer is gone") == 0, "the reason alone: %s",
+	   dlt_errmsg());
+	dlt_comm_close(c);
+	close(fd);
+	return done_testing();
+}
