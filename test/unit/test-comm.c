@@ -45,8 +45,10 @@ static dlt_comm *fake_comm(int rank, int size, int beats)
 	c->timeout = 0.3;
 	c->sum_wait = fake_wait;
 	c->sum_f64 = fake_gone;
-	if (beats >= 0 && dlt_beats_attach(c, dup(beats)) != 0)
+	if (beats >= 0 && dlt_beats_attach(c, dup(beats)) != 0) {
+		free(c);
 		return NULL;
+	}
 	return c;
 }
 
