@@ -71,9 +71,10 @@ static dlt_conv conv_shape(int c, int h, int k)
 	return s;
 }
 
+/* after a ReLU, whose backward the model's pool does (dlt_pool.relu) */
 static dlt_pool pool_shape(int c, int h)
 {
-	dlt_pool s = { BATCH, c, h, h, h / 2, h / 2, 2, 2, 2, 2, 0, 0 };
+	dlt_pool s = { BATCH, c, h, h, h / 2, h / 2, 2, 2, 2, 2, 0, 0, .relu = 1 };
 	return s;
 }
 
@@ -165,12 +166,10 @@ static void cnn(void)
 	dense_bwd("dense2", 128, 10, y5, w4, g6, dw, dw + 1280, g5);
 	relu_bwd("relu3 bwd", BATCH * 128, y5, g5, g5);
 	dense_bwd("dense1", 3136, 128, y4, w3, g5, dw, dw + 3136 * 128, g4);
-	TIME("maxpool2 bwd", 0, be->maxpool_backward(&p2, g4, arg2, g3));
-	relu_bwd("relu2 bwd", a3, y3, g3, g3);
+	TIME("maxpool2+relu2 bwd", 0, be->maxpool_backward(&p2, g4, arg2, g3));
 	TIME("conv2 bwd", 2 * conv_flops(&c2),
 	     be->conv_backward(0, &c2, y2, w2, g3, g2, dw, dw + 18432, work));
-	TIME("maxpool1 bwd", 0, be->maxpool_backward(&p1, g2, arg1, g1));
-	relu_bwd("relu1 bwd", a1, y1, g1, g1);
+	TIME("maxpool1+relu1 bwd", 0, be->maxpool_backward(&p1, g2, arg1, g1));
 	TIME("conv1 bwd (no dx)", conv_flops(&c1),
 	     be->conv_backward(0, &c1, x, w1, g1, NULL, dw, dw + 288, work));
 	adam(np, w, dw, m, v);
@@ -193,10 +192,8 @@ static void cnn(void)
 			be->gemm(0, 0, 1, BATCH, 10, 128, 1.0f, y5, 128, w4, 128, 0.0f, y6, 10);
 			be->gemm(0, 0, 0, BATCH, 3136, 128, 1.0f, g5, 128, w3, 3136, 0.0f, g4, 3136);
 			be->maxpool_backward(&p2, g4, arg2, g3);
-			be->act_backward(y3, y3, g3, g3, a3, DLT_ACT_RELU, 0.0f);
 			be->conv_backward(0, &c2, y2, w2, g3, g2, dw, dw + 18432, work);
 			be->maxpool_backward(&p1, g2, arg1, g1);
-			be->act_backward(y1, y1, g1, g1, a1, DLT_ACT_RELU, 0.0f);
 			be->conv_backward(0, &c1, x, w1, g1, NULL, dw, dw + 288, work);
 			be->adam(w, dw, m, v, np, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0, 10);
 			t = now() - t;

@@ -36,11 +36,15 @@ typedef struct dlt_conv {
 
 /* Max or average pooling over NCHW images, each channel on its own.
  * Average pooling counts the padding as zeros (PyTorch's default
- * count_include_pad); global average pooling is kh = h, kw = w. */
+ * count_include_pad); global average pooling is kh = h, kw = w.
+ * relu: max pooling of a ReLU's output that does the ReLU's backward too:
+ * a window whose maximum is not above 0 gets the argmax -1, and no
+ * gradient (dlt_maxpool_arg). */
 typedef struct dlt_pool {
 	int n, c, h, w;
 	int oh, ow;
 	int kh, kw, sh, sw, ph, pw;
+	int relu;
 } dlt_pool;
 
 typedef struct dlt_backend {

@@ -28,4 +28,12 @@ static inline DLT_HD dlt_pool_window dlt_pool_window_at(const dlt_pool *s, int o
 	return r;
 }
 
+/* The argmax that max pooling keeps for a window: its maximum's, or -1
+ * (no gradient) where the pool does a ReLU's backward and the maximum is
+ * not above 0, where the ReLU's gradient is 0 (a NaN's too). */
+static inline DLT_HD int32_t dlt_maxpool_arg(const dlt_pool *s, float best, int32_t at)
+{
+	return s->relu && !(best > 0.0f) ? -1 : at;
+}
+
 #endif

@@ -23,8 +23,9 @@ static int pool_is_2x2(const dlt_pool *s)
 /* One output row of 2x2 pooling.  The first of equal maxima wins and so
  * does a NaN, as in the general loop; picks, not branches, so it
  * vectorises. */
-static void maxpool_row_2x2(const float *in, int w, int oy, int ow, float *y, int32_t *arg)
+static void maxpool_row_2x2(const dlt_pool *s, const float *in, int oy, float *y, int32_t *arg)
 {
+	int w = s->w, ow = s->ow;
 	const float *r0 = in + (size_t)2 * oy * w, *r1 = r0 + w;
 	int32_t base = 2 * oy * w;
 	#pragma omp simd
@@ -45,7 +46,7 @@ static void maxpool_row_2x2(const float *in, int w, int oy, int ow, float *y, in
 		best = take ? v : best;
 		at = take ? base + w + 2 * ox + 1 : at;
 		y[ox] = best;
-		arg[ox] = at;
+		arg[ox] = dlt_maxpool_arg(s, best, at);
 	}
 }
 
@@ -106,6 +107,10 @@ static void maxpool_plane_2x2_avx2(const dlt_pool *s, const float *in, float *y,
 			MAX_PICK(best, at, o0, i01);
 			MAX_PICK(best, at, e1, i10);
 			MAX_PICK(best, at, o1, i11);
+			if (s->relu)	/* dlt_maxpool_arg: -1 where not best > 0 */
+				at = _mm256_castps_si256(_mm256_blendv_ps(
+					_mm256_castsi256_ps(all), _mm256_castsi256_ps(at),
+					_mm256_cmp_ps(best, _mm256_setzero_ps(), _CMP_GT_OQ)));
 			if (o + 8 <= out) {
 				_mm256_storeu_ps(y + o, best);
 				_mm256_storeu_si256((__m256i *)(arg + o), at);
@@ -192,7 +197,7 @@ static void maxpool_plane(const dlt_pool *s, const float *in, float *y, int32_t 
 				}
 			}
 			y[oy * s->ow + ox] = best;
-			arg[oy * s->ow + ox] = at;
+			arg[oy * s->ow + ox] = dlt_maxpool_arg(s, best, at);
 		}
 	}
 }
@@ -213,7 +218,7 @@ void dlt_cpu_maxpool_forward(const dlt_pool *s, const float *x, float *y, int32_
 			continue;
 		}
 		for (int oy = 0; oy < s->oh; oy++)
-			maxpool_row_2x2(in, s->w, oy, s->ow, y + p * out + (size_t)oy * s->ow,
+			maxpool_row_2x2(s, in, oy, y + p * out + (size_t)oy * s->ow,
 					arg + p * out + (size_t)oy * s->ow);
 	}
 }
@@ -233,7 +238,8 @@ void dlt_cpu_maxpool_backward(const dlt_pool *s, const float *dy, const int32_t 
 		}
 		memset(d, 0, plane * sizeof(*d));
 		for (size_t o = 0; o < out; o++)
-			d[arg[p * out + o]] += dy[p * out + o];
+			if (arg[p * out + o] >= 0)
+				d[arg[p * out + o]] += dy[p * out + o];
 	}
 }
 

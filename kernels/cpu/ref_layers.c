@@ -130,7 +130,7 @@ void dlt_ref_maxpool_forward(const dlt_pool *s, const float *x, float *y, int32_
 			}
 		}
 		y[o] = best;
-		arg[o] = at;
+		arg[o] = dlt_maxpool_arg(s, best, at);
 	}
 }
 
@@ -141,7 +141,8 @@ void dlt_ref_maxpool_backward(const dlt_pool *s, const float *dy, const int32_t 
 	memset(dx, 0, (size_t)s->n * s->c * plane * sizeof(*dx));
 	for (size_t p = 0; p < (size_t)s->n * s->c; p++)
 		for (size_t o = 0; o < out; o++)
-			dx[p * plane + arg[p * out + o]] += dy[p * out + o];
+			if (arg[p * out + o] >= 0)
+				dx[p * plane + arg[p * out + o]] += dy[p * out + o];
 }
 
 void dlt_ref_avgpool_forward(const dlt_pool *s, const float *x, float *y)

@@ -29,7 +29,7 @@ static __global__ void maxpool_fwd(dlt_pool s, const float *x, float *y, int32_t
 			}
 		}
 		y[o] = best;
-		arg[o] = at;
+		arg[o] = dlt_maxpool_arg(&s, best, at);
 	}
 }
 
@@ -61,7 +61,7 @@ static __device__ void outputs_over(int i, int pad, int kernel, int stride, int 
 		*hi = outs - 1;
 }
 
-/* max: each output's gradient goes to its argmax */
+/* max: each output's gradient goes to its argmax (none where it is -1) */
 static __global__ void maxpool_bwd(dlt_pool s, const float *dy, const int32_t *arg, float *dx)
 {
 	size_t plane = (size_t)s.h * s.w, out = (size_t)s.oh * s.ow;

@@ -34,6 +34,7 @@ struct dlt_layer {
 	int act;		/* an activation's own; dense/conv: the fused one */
 	float slope;		/* leaky_relu */
 	int fused;		/* an activation the op before it applies */
+	int by_pool;		/* a ReLU whose backward the max pool after it does */
 	float rate;		/* dropout */
 	int w, b;		/* params (batchnorm: gamma, beta); -1: none */
 	int rm, rv;		/* buffers: batchnorm running mean and variance */

@@ -181,6 +181,28 @@ static int plan_conv(planner *p, const dlt_layer_cfg *lc, dlt_layer *l, dlt_shap
 	return 0;
 }
 
+/* Max pooling of a ReLU's output (the ReLU fused into a conv, say) does
+ * the ReLU's backward too (dlt_pool.relu), and the ReLU passes its
+ * gradient on as it is: its input's gradient is its output's, the buffer
+ * the pool writes, one pass over the model's largest tensors fewer.  Not
+ * where that would share the model input's gradient, which is kept
+ * apart. */
+static void pool_after_relu(dlt_model *m, dlt_layer *l)
+{
+	dlt_layer *relu = m->n_layers > 1 ? l - 1 : NULL;
+	int owner;
+
+	if (!relu || relu->kind != DLT_LAYER_RELU || relu->out != l->in)
+		return;
+	for (owner = relu->in; m->t[owner].g_of != owner; owner = m->t[owner].g_of)
+		;
+	if (owner == 0)
+		return;
+	m->t[owner].g_of = relu->out;
+	relu->by_pool = 1;
+	l->pool.relu = 1;
+}
+
 static int plan_pool(planner *p, const dlt_layer_cfg *lc, dlt_layer *l, dlt_shape in,
 		     dlt_shape *out)
 {
@@ -200,6 +222,8 @@ static int plan_pool(planner *p, const dlt_layer_cfg *lc, dlt_layer *l, dlt_shap
 			return cfg_error(p->c, lc->line, "a %dx%d pool does not fit a %dx%d input",
 					 v->kh, v->kw, in.h, in.w);
 	}
+	if (lc->kind == DLT_LAYER_MAXPOOL)
+		pool_after_relu(p->m, l);
 	*out = (dlt_shape){ in.c, v->oh, v->ow };
 	return 0;
 }
@@ -1014,6 +1038,8 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 			be->add(dy, dlt_tensor_g(m, l->in2), dx, n);
 		break;
 	default:
+		if (l->by_pool)
+			return NULL;	/* the pool after it did its backward */
 		/* in place or fused, x is the output: all the gradient needs */
 		if (dx)
 			be->act_backward(x, dlt_tensor_a(m, l->out), dy, dx, n, l->act, l->slope);

@@ -807,11 +807,13 @@ static const pool_case pools[] = {
 	{ 2, 2, 9, 9, 3, 3, 3, 3, 1, 1 },
 };
 
-static void test_pool_case(const pool_case *pc)
+/* relu: the max pool that does a ReLU's backward too (argmax -1 where
+ * the maximum is not above 0) */
+static void test_pool_case(const pool_case *pc, int relu)
 {
 	dlt_pool s = {
 		.n = pc->n, .c = pc->c, .h = pc->h, .w = pc->w, .kh = pc->kh, .kw = pc->kw,
-		.sh = pc->sh, .sw = pc->sw, .ph = pc->ph, .pw = pc->pw,
+		.sh = pc->sh, .sw = pc->sw, .ph = pc->ph, .pw = pc->pw, .relu = relu,
 	};
 	size_t nx, ny;
 	float *x, *dy, *y, *dx, *ay, *adx, *gx, *gdy, *gy, *gdx, *gay, *gadx;
@@ -854,8 +856,8 @@ static void test_pool_case(const pool_case *pc)
 	gotdx = down(gdx, nx);
 	gotay = down(gay, ny);
 	gotadx = down(gadx, nx);
-	snprintf(name, sizeof(name), "n%d c%d %dx%d k%dx%d s%d,%d p%d,%d", s.n, s.c, s.h, s.w,
-		 s.kh, s.kw, s.sh, s.sw, s.ph, s.pw);
+	snprintf(name, sizeof(name), "n%d c%d %dx%d k%dx%d s%d,%d p%d,%d%s", s.n, s.c, s.h, s.w,
+		 s.kh, s.kw, s.sh, s.sw, s.ph, s.pw, relu ? " relu" : "");
 	ok(same_values(goty, y, ny) && !memcmp(gotarg, arg, ny * 4) && same_values(gotdx, dx, nx),
 	   "cuda maxpool %s = reference, bit for bit", name);
 	ok(same_values(gotay, ay, ny) && same_values(gotadx, adx, nx),
@@ -1188,7 +1190,8 @@ int main(int argc, char **argv)
 	test_conv_exact();
 	test_conv();
 	for (size_t i = 0; i < sizeof(pools) / sizeof(pools[0]); i++)
-		test_pool_case(&pools[i]);
+		for (int relu = 0; relu < 2; relu++)
+			test_pool_case(&pools[i], relu);
 	test_bn();
 	if (!getenv("DLT_TEST_NO_TIMINGS"))
 		timings();

@@ -335,6 +335,57 @@ static void test_image_layers(void)
 	l[0] = residual(body + 2, 1, NULL, 0);
 	l[1] = dense(3);
 	check_image_model("residual starting with relu (never in place)", l, 2, img, 3);
+	/* max pooling that does the relu's backward before it */
+	l[0] = act(DLT_LAYER_RELU);
+	l[1] = pool(DLT_LAYER_MAXPOOL, 2, 2, 0);
+	l[2] = dense(3);
+	check_image_model("relu + maxpool 2 over the input (whose gradient is apart)", l, 3, img,
+			  3);
+	l[0] = batchnorm();
+	l[1] = act(DLT_LAYER_RELU);
+	l[2] = pool(DLT_LAYER_MAXPOOL, 3, 1, 1);
+	l[3] = dense(3);
+	check_image_model("batchnorm + relu (in place) + maxpool 3 stride 1 pad 1", l, 4, img, 3);
+}
+
+/* The model's gradients with a relu's backward done by the max pool after
+ * it: the bits of the model whose relu does its own (a dropout of rate 0
+ * between them, which changes no value, keeps them apart). */
+static void test_pool_after_relu(void)
+{
+	dlt_shape img = { 2, 6, 6 };
+	dlt_layer_cfg a[] = { conv(3, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU),
+			      pool(DLT_LAYER_MAXPOOL, 2, 2, 0), act(DLT_LAYER_FLATTEN), dense(3) };
+	dlt_layer_cfg b[] = { conv(3, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU), dropout(0.0f),
+			      pool(DLT_LAYER_MAXPOOL, 2, 2, 0), act(DLT_LAYER_FLATTEN), dense(3) };
+	dlt_config ca = config(a, 5), cb = config(b, 6);
+	size_t nin = (size_t)BATCH * img.c * img.h * img.w;
+	dlt_model ma, mb;
+	int32_t lab[BATCH];
+	int same = 1, fused = 0;
+
+	if (!ok_rc(dlt_model_init(&ma, &ca, dlt_backend_cpu(), img, 3, BATCH), 0, "relu + maxpool") ||
+	    !ok_rc(dlt_model_init(&mb, &cb, dlt_backend_cpu(), img, 3, BATCH), 0,
+		   "relu + dropout 0 + maxpool"))
+		return;
+	ma.want_input_grad = mb.want_input_grad = 1;
+	fill_input(dlt_model_input(&ma), nin);
+	memcpy(dlt_model_input(&mb), dlt_model_input(&ma), nin * sizeof(float));
+	for (int r = 0; r < BATCH; r++)
+		lab[r] = (int32_t)dlt_rng_below(&rng, 3);
+	loss_now(&ma, lab);
+	loss_now(&mb, lab);
+	dlt_model_backward(&ma, BATCH);
+	dlt_model_backward(&mb, BATCH);
+	for (int i = 0; i < ma.n_layers; i++)
+		fused += ma.layers[i].by_pool;
+	for (int i = 0; i < ma.n_params; i++)
+		same &= !memcmp(ma.params[i].g, mb.params[i].g, ma.params[i].n * sizeof(float));
+	same &= !memcmp(dlt_model_input_grad(&ma), dlt_model_input_grad(&mb), nin * sizeof(float));
+	ok(fused == 1 && same, "conv + relu + maxpool: the pool does the relu's backward, and "
+	   "every gradient has the bits of the model where the relu does it");
+	dlt_model_free(&ma);
+	dlt_model_free(&mb);
 }
 
 static void test_mlp(void)
@@ -511,6 +562,7 @@ int main(void)
 	dlt_rng_init(&rng, 99, 0);
 	test_layers();
 	test_image_layers();
+	test_pool_after_relu();
 	test_mlp();
 	test_init();
 	test_errors();

@@ -9,6 +9,7 @@
 #include "tap.h"
 #include "vec.h"
 #include "kernels/kernels.h"
+#include "kernels/common/math.h"
 #include "kernels/cpu/threads.h"
 #include "util/util.h"
 
@@ -244,16 +245,18 @@ static void pool_free(pool_io *p)
 	free(p->arg);
 }
 
-/* Pooling only picks and adds in the reference's order: the same bits. */
-static void test_pool_case(const dlt_backend *be, const pool_case *pc)
+/* Pooling only picks and adds in the reference's order: the same bits;
+ * relu: max pooling that does a ReLU's backward too. */
+static void test_pool_case(const dlt_backend *be, const pool_case *pc, int relu)
 {
 	dlt_pool s = pool_shape(pc);
 	size_t nx = (size_t)s.n * s.c * s.h * s.w, ny = (size_t)s.n * s.c * s.oh * s.ow;
 	float *x = randv(nx, -1, 1), *dy = randv(ny, -1, 1);
 	pool_io one, two, ref;
 	char name[128];
-	snprintf(name, sizeof(name), "n%d c%d %dx%d k%dx%d s%d,%d p%d,%d", s.n, s.c, s.h, s.w,
-		 s.kh, s.kw, s.sh, s.sw, s.ph, s.pw);
+	s.relu = relu;
+	snprintf(name, sizeof(name), "n%d c%d %dx%d k%dx%d s%d,%d p%d,%d%s", s.n, s.c, s.h, s.w,
+		 s.kh, s.kw, s.sh, s.sw, s.ph, s.pw, relu ? " relu" : "");
 	/* ties, for the first-of-equals rule */
 	for (size_t i = 0; i < nx; i += 3)
 		x[i] = 0.5f;
@@ -275,6 +278,38 @@ static void test_pool_case(const dlt_backend *be, const pool_case *pc)
 	pool_free(&one);
 	pool_free(&two);
 	pool_free(&ref);
+}
+
+/* The pool that does a ReLU's backward gives the ReLU's backward of the
+ * plain pool's dx, over the ReLU's output (a third of it 0, and the first
+ * plane all 0, for windows of zeros): the model's conv, ReLU, max pool
+ * with one pass fewer. */
+static void test_pool_relu(const pool_case *pc)
+{
+	const dlt_backend *ref = dlt_backend_ref();
+	dlt_pool s = pool_shape(pc), r = s;
+	size_t nx = (size_t)s.n * s.c * s.h * s.w, ny = (size_t)s.n * s.c * s.oh * s.ow;
+	float *x = randv(nx, -0.5f, 1), *dy = randv(ny, -1, 1);
+	pool_io plain, fused;
+	size_t none = 0;
+	int ok_dx = 1;
+
+	for (size_t i = 0; i < nx; i++)
+		x[i] = i < (size_t)s.h * s.w ? 0.0f : dlt_relu(x[i]);
+	r.relu = 1;
+	pool_run(ref, &s, x, dy, &plain);
+	pool_run(ref, &r, x, dy, &fused);
+	for (size_t i = 0; i < nx; i++)
+		ok_dx &= dlt_relu_backward(x[i], plain.dx[i]) == fused.dx[i];
+	for (size_t o = 0; o < ny; o++)
+		none += fused.arg[o] == -1;
+	ok(same(plain.y, fused.y, ny * 4) && ok_dx && none > 0,
+	   "maxpool k%dx%d s%d p%d after a ReLU: dx = the ReLU's backward of the plain "
+	   "pool's (%zu windows of no gradient)", pc->kh, pc->kw, pc->sh, pc->ph, none);
+	free(x);
+	free(dy);
+	pool_free(&plain);
+	pool_free(&fused);
 }
 
 /* --- batch normalisation --- */
@@ -701,8 +736,11 @@ int main(void)
 	dlt_rng_init(&rng, 4321, 0);
 	for (size_t i = 0; i < sizeof(convs) / sizeof(convs[0]); i++)
 		test_conv_case(dlt_backend_cpu(), &convs[i]);
-	for (size_t i = 0; i < sizeof(pools) / sizeof(pools[0]); i++)
-		test_pool_case(dlt_backend_cpu(), &pools[i]);
+	for (size_t i = 0; i < sizeof(pools) / sizeof(pools[0]); i++) {
+		test_pool_case(dlt_backend_cpu(), &pools[i], 0);
+		test_pool_case(dlt_backend_cpu(), &pools[i], 1);
+		test_pool_relu(&pools[i]);
+	}
 	for (size_t i = 0; i < sizeof(bns) / sizeof(bns[0]); i++)
 		test_bn_case(dlt_backend_cpu(), &bns[i]);
 	test_add(dlt_backend_cpu());
