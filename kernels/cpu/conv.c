@@ -645,10 +645,72 @@ static void wino_dy_row(const float *plane, int h, int w, int tw, int ty, float 
 	}
 }
 
+/* The sum of the 8 lanes of a, always in this order */
+__attribute__((target("avx2"), always_inline))
+static inline float hsum8(__m256 a)
+{
+	__m128 x = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+	x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+	return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+}
+
+/* The dot products of rows e[0 .. ne) with rows v[0 .. nv) (ne <= 4,
+ * nv <= 3; rows ld apart, nt floats long, a multiple of 8) into z[r c + j]:
+ * 8 lanes of partial sums each, added up by hsum8. */
+__attribute__((target("avx2,fma"), always_inline))
+static inline void dots(const float *e, const float *v, size_t ld, int nt, int ne, int nv,
+			float *z, int c)
+{
+	__m256 acc[4][3];
+	for (int r = 0; r < 4; r++)
+		for (int j = 0; j < 3; j++)
+			acc[r][j] = _mm256_setzero_ps();
+	for (int t = 0; t < nt; t += 8) {
+		__m256 b[3];
+		#pragma GCC unroll 3
+		for (int j = 0; j < nv; j++)
+			b[j] = _mm256_loadu_ps(v + j * ld + t);
+		#pragma GCC unroll 4
+		for (int r = 0; r < ne; r++) {
+			__m256 a = _mm256_loadu_ps(e + r * ld + t);
+			#pragma GCC unroll 3
+			for (int j = 0; j < nv; j++)
+				acc[r][j] = _mm256_fmadd_ps(a, b[j], acc[r][j]);
+		}
+	}
+	for (int r = 0; r < ne; r++)
+		for (int j = 0; j < nv; j++)
+			z[r * c + j] = hsum8(acc[r][j]);
+}
+
+/* z [k, c] = E V^T, E [k, nt] and V [c, nt] rows ld apart, nt a multiple
+ * of 8: dW's products of a block, as dot products along its tiles.  A
+ * GEMM would pack (transpose) E and V first, which costs about as much as
+ * its multiply-adds here, where K (the tiles) is long and M and N (the
+ * channels) are short.  4 x 3 dots at a time, from registers (12 sums, 3
+ * rows of V, a row of E); the edges fewer.  Each z is the same sum
+ * however the block and threads are cut: the same bits. */
+__attribute__((target("avx2,fma")))
+static void wino_dots(const float *e, const float *v, size_t ld, int k, int c, int nt, float *z)
+{
+	for (int o = 0; o < k; o += 4) {
+		int ne = k - o < 4 ? k - o : 4;
+		for (int i = 0; i < c; i += 3) {
+			int nv = c - i < 3 ? c - i : 3;
+			const float *eo = e + (size_t)o * ld, *vi = v + (size_t)i * ld;
+			float *zo = z + (size_t)o * c + i;
+			if (ne == 4 && nv == 3)
+				dots(eo, vi, ld, nt, 4, 3, zo, c);
+			else
+				dots(eo, vi, ld, nt, ne, nv, zo, c);
+		}
+	}
+}
+
 /* dW by Winograd: Z[xi] = sum over tiles of E[xi] V[xi]^T (E from dy,
- * V from x, as the forward's), a GEMM of K = a block's tiles; each block's
- * Z to its own part, the parts summed in block order (the same bits on
- * any thread count), then dw = G^T Z G. */
+ * V from x, as the forward's) by wino_dots; each block's Z to its own
+ * part, the parts summed in block order (the same bits on any thread
+ * count), then dw = G^T Z G. */
 static void wino_dw(const dlt_conv *s, const wino_plan *p, const float *x, const float *dy,
 		    float *dw, float *work, size_t slot, int slots, float *parts)
 {
@@ -664,13 +726,21 @@ static void wino_dw(const dlt_conv *s, const wino_plan *p, const float *x, const
 		#pragma omp for schedule(dynamic)
 		for (int blk = 0; blk < blocks; blk++) {
 			int r0 = blk * p->rows, nr = trows - r0 < p->rows ? trows - r0 : p->rows;
-			int nt = nr * p->tw;
+			int nt = nr * p->tw, nt8 = (nt + 7) / 8 * 8;
 			wino_gather(s, p, wino_in_row, x, c, r0, nr, v, vs);
 			wino_gather(s, p, wino_dy_row, dy, k, r0, nr, e, es);
-			for (int xi = 0; xi < 16; xi++)
-				dlt_cpu_sgemm(DLT_PREC_F32, 0, 1, k, c, nt, 1.0f, e + xi * es, p->ld,
-					      v + xi * vs, p->ld, 0.0f,
-					      parts + blk * zn + (size_t)xi * k * c, c);
+			/* the rows' ends past the tiles (what the transforms spilled
+			 * there) out of the dots */
+			for (int xi = 0; xi < 16; xi++) {
+				for (int ci = 0; ci < c; ci++)
+					memset(v + xi * vs + (size_t)ci * p->ld + nt, 0,
+					       (nt8 - nt) * sizeof(float));
+				for (int ko = 0; ko < k; ko++)
+					memset(e + xi * es + (size_t)ko * p->ld + nt, 0,
+					       (nt8 - nt) * sizeof(float));
+				wino_dots(e + xi * es, v + xi * vs, p->ld, k, c, nt8,
+					  parts + blk * zn + (size_t)xi * k * c);
+			}
 		}
 	}
 	/* the parts summed in block order, a run of 256 at a time, into the
