@@ -285,7 +285,7 @@ static void col2im(const dlt_conv *s, float *col, size_t ld, float *dx, const in
  * [cin, tiles] the transformed inputs: 2.25 times fewer multiply-adds than
  * im2col and GEMM, and no im2col.  The forward runs so, and so does dx,
  * which is the convolution of dy with the kernel flipped and its in and
- * out channels swapped (conv_dx_wino).  Only for f32 (bf16 and fp16 round
+ * out channels swapped.  Only for f32 (bf16 and fp16 round
  * the products' inputs, which the transforms would not keep) and AVX2.
  *
  * Tiles go in blocks of whole tile rows (a sample's row of tw tiles), as
@@ -1131,7 +1131,6 @@ void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const fl
 	conv_plan q = conv_plan_of(s);
 	float *parts = work + q.parts;
 	double *dbs = (double *)(work + q.dbs);
-	int wino = dx && conv_is_wino(prec, s);
 
 	if (conv_is_wino(prec, s)) {
 		wino_plan wp = wino_plan_of(s);
@@ -1171,15 +1170,8 @@ void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const fl
 		const int32_t *masks = conv_masks(s, (int32_t *)(slot + q.masks));
 		#pragma omp for schedule(dynamic)
 		for (int ch = 0; ch < q.chunks; ch++)
-			conv_backward_chunk(prec, s, &q, x, w, dy, wino ? NULL : dx, slot, masks,
+			conv_backward_chunk(prec, s, &q, x, w, dy, dx, slot, masks,
 					    parts + ch * q.wn, dbs + (size_t)ch * s->k, ch);
-	}
-	if (wino) {
-		/* dx: dy convolved with the kernel flipped, in and out swapped */
-		wino_plan wp = wino_plan_of(s);
-		wino_kernels(w, s->c, s->k, 1, work + q.u);
-		wino_conv(s, &wp, s->k, s->c, dy, work + q.u, NULL, 0, DLT_ACT_NONE, 0.0f, dx, work,
-			  q.slot, q.slots);
 	}
 
 	/* dw = the chunks' partials added in chunk order, a block at a time */
