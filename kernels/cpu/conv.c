@@ -285,8 +285,8 @@ static void col2im(const dlt_conv *s, float *col, size_t ld, float *dx, const in
  * [cin, tiles] the transformed inputs: 2.25 times fewer multiply-adds than
  * im2col and GEMM, and no im2col.  The forward runs so, and so does dx,
  * which is the convolution of dy with the kernel flipped and its in and
- * out channels swapped.  Only for f32 (bf16 and fp16 round
- * the products' inputs, which the transforms would not keep) and AVX2.
+ * out channels swapped.  Only for f32 (bf16 and fp16 round the products'
+ * inputs, which the transforms would not keep) and AVX2.
  *
  * Tiles go in blocks of whole tile rows (a sample's row of tw tiles), as
  * many as make about a multiple of 16 tiles (the micro-kernel's NR); the
