@@ -130,6 +130,30 @@ static void xent(int cols, const float *logits, float *dlogits)
 	     be->softmax_xent(logits, labels, BATCH, cols, dlogits, &loss, &correct));
 }
 
+/* conv1, and with fused its ReLU and pool too, as the model runs them
+ * where the backend has them as one op (conv_pool_fuses); --unfused:
+ * never, to compare */
+static int fused, unfused;
+
+static void conv1_fwd(const dlt_conv *c, const dlt_pool *p, const float *x, const float *w,
+		      const float *b, float *y, float *pooled, int32_t *arg, float *work)
+{
+	if (fused)
+		be->conv_pool_forward(0, c, p, x, w, b, DLT_ACT_RELU, 0.0f, pooled, arg, work);
+	else
+		be->conv_forward(0, c, x, w, b, y, DLT_ACT_RELU, 0.0f, work);
+}
+
+static void conv1_bwd(const dlt_conv *c, const dlt_pool *p, const float *x, const float *w,
+		      const float *dy, const float *dpooled, const int32_t *arg, float *dw,
+		      float *work)
+{
+	if (fused)
+		be->conv_pool_backward(0, c, p, x, dpooled, arg, dw, dw + 288, work);
+	else
+		be->conv_backward(0, c, x, w, dy, NULL, dw, dw + 288, work);
+}
+
 static void cnn(void)
 {
 	dlt_conv c1 = conv_shape(1, 28, 32), c2 = conv_shape(32, 14, 64);
@@ -151,11 +175,18 @@ static void cnn(void)
 
 	for (size_t i = 0; i < np; i++)
 		v[i] = v[i] * v[i];
-	printf("cnn, batch %d, %d threads\n", BATCH, omp_get_max_threads());
+	fused = !unfused && be->conv_pool_fuses && be->conv_pool_fuses(0, &c1, &p1);
+	printf("cnn, batch %d, %d threads%s\n", BATCH, omp_get_max_threads(),
+	       fused ? ", conv1 and maxpool1 fused" : "");
 	total = 0.0;
-	TIME("conv1 fwd+relu", conv_flops(&c1),
-	     be->conv_forward(0, &c1, x, w1, b1, y1, DLT_ACT_RELU, 0.0f, work));
-	TIME("maxpool1 fwd", 0, be->maxpool_forward(&p1, y1, y2, arg1));
+	if (fused) {
+		TIME("conv1+relu+maxpool1 fwd", conv_flops(&c1),
+		     conv1_fwd(&c1, &p1, x, w1, b1, y1, y2, arg1, work));
+	} else {
+		TIME("conv1 fwd+relu", conv_flops(&c1),
+		     conv1_fwd(&c1, &p1, x, w1, b1, y1, y2, arg1, work));
+		TIME("maxpool1 fwd", 0, be->maxpool_forward(&p1, y1, y2, arg1));
+	}
 	TIME("conv2 fwd+relu", conv_flops(&c2),
 	     be->conv_forward(0, &c2, y2, w2, b2, y3, DLT_ACT_RELU, 0.0f, work));
 	TIME("maxpool2 fwd", 0, be->maxpool_forward(&p2, y3, y4, arg2));
@@ -169,9 +200,14 @@ static void cnn(void)
 	TIME("maxpool2+relu2 bwd", 0, be->maxpool_backward(&p2, g4, arg2, g3));
 	TIME("conv2 bwd", 2 * conv_flops(&c2),
 	     be->conv_backward(0, &c2, y2, w2, g3, g2, dw, dw + 18432, work));
-	TIME("maxpool1+relu1 bwd", 0, be->maxpool_backward(&p1, g2, arg1, g1));
-	TIME("conv1 bwd (no dx)", conv_flops(&c1),
-	     be->conv_backward(0, &c1, x, w1, g1, NULL, dw, dw + 288, work));
+	if (fused) {
+		TIME("maxpool1+relu+conv1 bwd", conv_flops(&c1),
+		     conv1_bwd(&c1, &p1, x, w1, g1, g2, arg1, dw, work));
+	} else {
+		TIME("maxpool1+relu1 bwd", 0, be->maxpool_backward(&p1, g2, arg1, g1));
+		TIME("conv1 bwd (no dx)", conv_flops(&c1),
+		     conv1_bwd(&c1, &p1, x, w1, g1, g2, arg1, dw, work));
+	}
 	adam(np, w, dw, m, v);
 	bwd = total - fwd;
 	printf("  forward %.3f ms, backward+adam %.3f ms, step %.3f ms: %.0f samples/s, "
@@ -183,8 +219,9 @@ static void cnn(void)
 		double best = 1e9;
 		for (int r = 0; r <= reps; r++) {
 			double t = now();
-			be->conv_forward(0, &c1, x, w1, b1, y1, DLT_ACT_RELU, 0.0f, work);
-			be->maxpool_forward(&p1, y1, y2, arg1);
+			conv1_fwd(&c1, &p1, x, w1, b1, y1, y2, arg1, work);
+			if (!fused)
+				be->maxpool_forward(&p1, y1, y2, arg1);
 			be->conv_forward(0, &c2, y2, w2, b2, y3, DLT_ACT_RELU, 0.0f, work);
 			be->maxpool_forward(&p2, y3, y4, arg2);
 			be->gemm(0, 0, 1, BATCH, 128, 3136, 1.0f, y4, 3136, w3, 3136, 0.0f, y5, 128);
@@ -193,8 +230,9 @@ static void cnn(void)
 			be->gemm(0, 0, 0, BATCH, 3136, 128, 1.0f, g5, 128, w3, 3136, 0.0f, g4, 3136);
 			be->maxpool_backward(&p2, g4, arg2, g3);
 			be->conv_backward(0, &c2, y2, w2, g3, g2, dw, dw + 18432, work);
-			be->maxpool_backward(&p1, g2, arg1, g1);
-			be->conv_backward(0, &c1, x, w1, g1, NULL, dw, dw + 288, work);
+			if (!fused)
+				be->maxpool_backward(&p1, g2, arg1, g1);
+			conv1_bwd(&c1, &p1, x, w1, g1, g2, arg1, dw, work);
 			be->adam(w, dw, m, v, np, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0, 10);
 			t = now() - t;
 			if (r && t < best)
@@ -246,9 +284,11 @@ int main(int argc, char **argv)
 			reps = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--model") && i + 1 < argc)
 			model = argv[++i];
+		else if (!strcmp(argv[i], "--unfused"))
+			unfused = 1;
 		else {
 			fprintf(stderr, "usage: layers [--threads N] [--reps N] "
-					"[--model cnn|mlp|all]\n");
+					"[--model cnn|mlp|all] [--unfused]\n");
 			return 2;
 		}
 	}

@@ -109,6 +109,20 @@ typedef struct dlt_backend {
 	 * dw and db are overwritten, not accumulated; db and dx may be NULL. */
 	void (*conv_backward)(int prec, const dlt_conv *s, const float *x, const float *w, const float *dy,
 			      float *dx, float *dw, float *db, float *work);
+	/* A conv whose ReLU it applies (act) and the max pool after it, as
+	 * one op that never writes the conv's output, where conv_pool_fuses
+	 * says the backend has one for s and p at prec (NULL: it has none).
+	 * forward writes the pool's y and arg, the bits of conv_forward then
+	 * maxpool_forward; backward takes the pool's dy and arg and writes
+	 * the conv's dw and db (db may be NULL), the bits of maxpool_backward
+	 * then conv_backward with no dx.  The workspace is conv_workspace's. */
+	int (*conv_pool_fuses)(int prec, const dlt_conv *s, const dlt_pool *p);
+	void (*conv_pool_forward)(int prec, const dlt_conv *s, const dlt_pool *p, const float *x,
+				  const float *w, const float *b, int act, float slope, float *y,
+				  int32_t *arg, float *work);
+	void (*conv_pool_backward)(int prec, const dlt_conv *s, const dlt_pool *p, const float *x,
+				   const float *dy, const int32_t *arg, float *dw, float *db,
+				   float *work);
 	/* Max pooling keeps, per output, the index of its input within the
 	 * [h, w] plane (the first of equal maxima; padding never wins). */
 	void (*maxpool_forward)(const dlt_pool *s, const float *x, float *y, int32_t *arg);

@@ -933,9 +933,13 @@ static void conv_fwd_taps9_avx2(const dlt_conv *s, const conv_plan *q, const flo
 	}
 }
 
+/* pool: the planes go through ybuf, one sample's at a time, and are
+ * pooled from there into y and arg (only on the direct path, see
+ * dlt_cpu_conv_pool_fuses) */
 static void conv_forward_chunk(int prec, const dlt_conv *s, const conv_plan *q, const float *x,
 			       const float *w, const float *b, float *y, int act, float slope,
-			       float *slot, const int32_t *masks, int ch)
+			       const dlt_pool *pool, int32_t *arg, float *slot,
+			       const int32_t *masks, int ch)
 {
 	int n0 = ch * CONV_CHUNK, ns = s->n - n0 < CONV_CHUNK ? s->n - n0 : CONV_CHUNK;
 	size_t ld = (size_t)ns * q->p;
@@ -944,12 +948,18 @@ static void conv_forward_chunk(int prec, const dlt_conv *s, const conv_plan *q, 
 		im2col(s, x + (size_t)(n0 + j) * s->c * s->h * s->w, col + (size_t)j * q->p, ld,
 		       masks);
 	if (conv_fwd_direct(prec, s, q)) {
+		size_t out = pool ? (size_t)pool->oh * pool->ow : 0;
 		for (int j = 0; j < ns; j++) {
-			float *yn = y + (size_t)(n0 + j) * s->k * q->p;
+			size_t at = (size_t)(n0 + j) * s->k;
+			float *yn = pool ? ybuf : y + at * q->p;
 			conv_fwd_taps9_avx2(s, q, w, col + (size_t)j * q->p, ld, yn);
-			for (int k = 0; k < s->k; k++)
-				conv_bias_act(yn + (size_t)k * q->p, yn + (size_t)k * q->p,
-					      b ? b[k] : 0.0f, q->p, act, slope);
+			for (int k = 0; k < s->k; k++) {
+				float *plane = yn + (size_t)k * q->p;
+				conv_bias_act(plane, plane, b ? b[k] : 0.0f, q->p, act, slope);
+				if (pool)
+					dlt_cpu_maxpool_plane(pool, plane, y + (at + k) * out,
+							      arg + (at + k) * out);
+			}
 		}
 		return;
 	}
@@ -964,8 +974,9 @@ static void conv_forward_chunk(int prec, const dlt_conv *s, const conv_plan *q, 
 				      slope);
 }
 
-void dlt_cpu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w, const float *b,
-			  float *y, int act, float slope, float *work)
+static void conv_forward(int prec, const dlt_conv *s, const float *x, const float *w,
+			 const float *b, float *y, int act, float slope, const dlt_pool *pool,
+			 int32_t *arg, float *work)
 {
 	conv_plan q = conv_plan_of(s);
 
@@ -983,8 +994,15 @@ void dlt_cpu_conv_forward(int prec, const dlt_conv *s, const float *x, const flo
 		const int32_t *masks = conv_masks(s, (int32_t *)(slot + q.masks));
 		#pragma omp for schedule(dynamic)
 		for (int ch = 0; ch < q.chunks; ch++)
-			conv_forward_chunk(prec, s, &q, x, w, b, y, act, slope, slot, masks, ch);
+			conv_forward_chunk(prec, s, &q, x, w, b, y, act, slope, pool, arg, slot,
+					   masks, ch);
 	}
+}
+
+void dlt_cpu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w, const float *b,
+			  float *y, int act, float slope, float *work)
+{
+	conv_forward(prec, s, x, w, b, y, act, slope, NULL, NULL, work);
 }
 
 /* to[0, n) = from[0, n), and their sum in double: 8 lanes, added up in
@@ -1054,10 +1072,14 @@ static int conv_dw_direct(int prec, const dlt_conv *s, const conv_plan *q, const
 	       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
+/* pool: dy is the pool's, each plane of the conv's made from it in buf
+ * (p floats) as the pool's backward makes it, and read from there */
 __attribute__((target("avx2,fma")))
 static void conv_dw_taps9_avx2(const dlt_conv *s, const conv_plan *q, const float *dy, int n0,
-			       int ns, const float *col, size_t ld, float *part, double *db)
+			       int ns, const float *col, size_t ld, float *part, double *db,
+			       const dlt_pool *pool, const int32_t *arg, float *buf)
 {
+	size_t out = pool ? (size_t)pool->oh * pool->ow : 0;
 	for (int k = 0; k < s->k; k++) {
 		__m256 acc[9];
 		double dbk = 0.0;
@@ -1065,8 +1087,13 @@ static void conv_dw_taps9_avx2(const dlt_conv *s, const conv_plan *q, const floa
 		for (int r = 0; r < 9; r++)
 			acc[r] = _mm256_setzero_ps();
 		for (int j = 0; j < ns; j++) {
-			const float *d = dy + ((size_t)(n0 + j) * s->k + k) * q->p;
+			size_t at = (size_t)(n0 + j) * s->k + k;
+			const float *d = dy + at * q->p;
 			const float *c = col + (size_t)j * q->p;
+			if (pool) {
+				dlt_cpu_maxpool_back_plane(pool, dy + at * out, arg + at * out, buf);
+				d = buf;
+			}
 			__m256 plane = _mm256_setzero_ps();
 			for (int i = 0; i < q->p; i += 8) {
 				__m256 v = _mm256_loadu_ps(d + i);
@@ -1093,8 +1120,9 @@ static void conv_dw_taps9_avx2(const dlt_conv *s, const conv_plan *q, const floa
 
 /* One chunk's samples: its partial dW and db, and dx. */
 static void conv_backward_chunk(int prec, const dlt_conv *s, const conv_plan *q, const float *x,
-				const float *w, const float *dy, float *dx, float *slot,
-				const int32_t *masks, float *part, double *dbpart, int ch)
+				const float *w, const float *dy, float *dx, const dlt_pool *pool,
+				const int32_t *arg, float *slot, const int32_t *masks, float *part,
+				double *dbpart, int ch)
 {
 	int n0 = ch * CONV_CHUNK, ns = s->n - n0 < CONV_CHUNK ? s->n - n0 : CONV_CHUNK;
 	size_t ld = (size_t)ns * q->p;
@@ -1103,7 +1131,7 @@ static void conv_backward_chunk(int prec, const dlt_conv *s, const conv_plan *q,
 		for (int j = 0; j < ns; j++)
 			im2col(s, x + (size_t)(n0 + j) * s->c * s->h * s->w, col + (size_t)j * q->p,
 			       ld, masks);
-		conv_dw_taps9_avx2(s, q, dy, n0, ns, col, ld, part, dbpart);
+		conv_dw_taps9_avx2(s, q, dy, n0, ns, col, ld, part, dbpart, pool, arg, dybuf);
 		return;
 	}
 	conv_gather_dy(s, q, dy, n0, ns, dybuf, dbpart);
@@ -1125,8 +1153,10 @@ static void conv_backward_chunk(int prec, const dlt_conv *s, const conv_plan *q,
 		       masks);
 }
 
-void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *w,
-			   const float *dy, float *dx, float *dw, float *db, float *work)
+/* pool: dy is the pool's (only with no dx, on the direct path) */
+static void conv_backward(int prec, const dlt_conv *s, const float *x, const float *w,
+			  const float *dy, float *dx, float *dw, float *db, const dlt_pool *pool,
+			  const int32_t *arg, float *work)
 {
 	conv_plan q = conv_plan_of(s);
 	float *parts = work + q.parts;
@@ -1170,7 +1200,7 @@ void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const fl
 		const int32_t *masks = conv_masks(s, (int32_t *)(slot + q.masks));
 		#pragma omp for schedule(dynamic)
 		for (int ch = 0; ch < q.chunks; ch++)
-			conv_backward_chunk(prec, s, &q, x, w, dy, dx, slot, masks,
+			conv_backward_chunk(prec, s, &q, x, w, dy, dx, pool, arg, slot, masks,
 					    parts + ch * q.wn, dbs + (size_t)ch * s->k, ch);
 	}
 
@@ -1195,4 +1225,34 @@ db:
 			acc += dbs[(size_t)ch * s->k + k];
 		db[k] = (float)acc;
 	}
+}
+
+void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *w,
+			   const float *dy, float *dx, float *dw, float *db, float *work)
+{
+	conv_backward(prec, s, x, w, dy, dx, dw, db, NULL, NULL, work);
+}
+
+/* A first layer's 3x3 conv on one channel (the direct paths, no dx) and
+ * a max pool of its ReLU: the conv's planes, the model's largest tensor,
+ * stay in cache, a sample's at a time forward, a plane's backward. */
+int dlt_cpu_conv_pool_fuses(int prec, const dlt_conv *s, const dlt_pool *p)
+{
+	conv_plan q = conv_plan_of(s);
+	return conv_fwd_direct(prec, s, &q) && conv_dw_direct(prec, s, &q, NULL) && p->relu &&
+	       p->c == s->k && p->h == s->oh && p->w == s->ow;
+}
+
+void dlt_cpu_conv_pool_forward(int prec, const dlt_conv *s, const dlt_pool *p, const float *x,
+			       const float *w, const float *b, int act, float slope, float *y,
+			       int32_t *arg, float *work)
+{
+	conv_forward(prec, s, x, w, b, y, act, slope, p, arg, work);
+}
+
+void dlt_cpu_conv_pool_backward(int prec, const dlt_conv *s, const dlt_pool *p, const float *x,
+				const float *dy, const int32_t *arg, float *dw, float *db,
+				float *work)
+{
+	conv_backward(prec, s, x, NULL, dy, NULL, dw, db, p, arg, work);
 }

@@ -22,9 +22,21 @@ void dlt_cpu_conv_forward(int prec, const dlt_conv *s, const float *x, const flo
 			  const float *b, float *y, int act, float slope, float *work);
 void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *w,
 			   const float *dy, float *dx, float *dw, float *db, float *work);
+int dlt_cpu_conv_pool_fuses(int prec, const dlt_conv *s, const dlt_pool *p);
+void dlt_cpu_conv_pool_forward(int prec, const dlt_conv *s, const dlt_pool *p, const float *x,
+			       const float *w, const float *b, int act, float slope, float *y,
+			       int32_t *arg, float *work);
+void dlt_cpu_conv_pool_backward(int prec, const dlt_conv *s, const dlt_pool *p, const float *x,
+				const float *dy, const int32_t *arg, float *dw, float *db,
+				float *work);
 void dlt_cpu_maxpool_forward(const dlt_pool *s, const float *x, float *y, int32_t *arg);
 void dlt_cpu_maxpool_backward(const dlt_pool *s, const float *dy, const int32_t *arg,
 			      float *dx);
+/* One [h, w] plane of max pooling, forward and backward (dx: the whole
+ * plane, written) */
+void dlt_cpu_maxpool_plane(const dlt_pool *s, const float *in, float *y, int32_t *arg);
+void dlt_cpu_maxpool_back_plane(const dlt_pool *s, const float *dy, const int32_t *arg,
+				float *dx);
 void dlt_cpu_avgpool_forward(const dlt_pool *s, const float *x, float *y);
 void dlt_cpu_avgpool_backward(const dlt_pool *s, const float *dy, float *dx);
 void dlt_cpu_batchnorm_train(int n, int c, int hw, const float *x, const float *gamma,

@@ -57,11 +57,14 @@ static __m256i lanes_below(int n)
 	return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* The even and odd floats of 16 at p, loaded where mask lo and hi let */
+/* The even and odd floats of 16 at p, loaded where mask lo and hi let
+ * (masked: all 16 are not known to lie in the plane) */
 __attribute__((target("avx2")))
-static void load_pairs(const float *p, __m256i lo, __m256i hi, __m256 *even, __m256 *odd)
+static void load_pairs(const float *p, int masked, __m256i lo, __m256i hi, __m256 *even,
+		       __m256 *odd)
 {
-	__m256 a = _mm256_maskload_ps(p, lo), b = _mm256_maskload_ps(p + 8, hi);
+	__m256 a = masked ? _mm256_maskload_ps(p, lo) : _mm256_loadu_ps(p);
+	__m256 b = masked ? _mm256_maskload_ps(p + 8, hi) : _mm256_loadu_ps(p + 8);
 	*even = _mm256_castpd_ps(_mm256_permute4x64_pd(
 		_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8));
 	*odd = _mm256_castpd_ps(_mm256_permute4x64_pd(
@@ -97,12 +100,13 @@ static void maxpool_plane_2x2_avx2(const dlt_pool *s, const float *in, float *y,
 			__m256 e0, o0, e1, o1, best;
 			__m256i at = i00;
 			int o = oy * ow + ox;
-			if (2 * oy * w + w + 2 * ox + 16 > plane) {
+			int masked = 2 * oy * w + w + 2 * ox + 16 > plane;
+			if (masked) {
 				lo = lanes_below(2 * n);
 				hi = lanes_below(2 * n - 8);
 			}
-			load_pairs(r0 + 2 * ox, lo, hi, &e0, &o0);
-			load_pairs(r1 + 2 * ox, lo, hi, &e1, &o1);
+			load_pairs(r0 + 2 * ox, masked, lo, hi, &e0, &o0);
+			load_pairs(r1 + 2 * ox, masked, lo, hi, &e1, &o1);
 			best = e0;
 			MAX_PICK(best, at, o0, i01);
 			MAX_PICK(best, at, e1, i10);
@@ -202,45 +206,75 @@ static void maxpool_plane(const dlt_pool *s, const float *in, float *y, int32_t 
 	}
 }
 
+/* Whether the AVX2 loop pools planes of s: rows under 8 outputs, which
+ * the compiler's loop would run scalar */
+static int pool_avx2(const dlt_pool *s)
+{
+	return pool_is_2x2(s) && __builtin_cpu_supports("avx2");
+}
+
+/* Whether backward's planes go through maxpool_back_2x2_avx2 */
+static int pool_back_tiled(const dlt_pool *s)
+{
+	return pool_is_2x2(s) && s->h == 2 * s->oh && s->w == 2 * s->ow && s->ow >= 8 &&
+	       __builtin_cpu_supports("avx2");
+}
+
+static void pool_plane(const dlt_pool *s, int avx2, const float *in, float *y, int32_t *arg)
+{
+	if (avx2) {
+		maxpool_plane_2x2_avx2(s, in, y, arg);
+		return;
+	}
+	if (!pool_is_2x2(s)) {
+		maxpool_plane(s, in, y, arg);
+		return;
+	}
+	for (int oy = 0; oy < s->oh; oy++)
+		maxpool_row_2x2(s, in, oy, y + (size_t)oy * s->ow, arg + (size_t)oy * s->ow);
+}
+
+static void pool_back_plane(const dlt_pool *s, int tiled, const float *dy, const int32_t *arg,
+			    float *d)
+{
+	size_t plane = (size_t)s->h * s->w, out = (size_t)s->oh * s->ow;
+	if (tiled) {
+		maxpool_back_2x2_avx2(s, dy, arg, d);
+		return;
+	}
+	memset(d, 0, plane * sizeof(*d));
+	for (size_t o = 0; o < out; o++)
+		if (arg[o] >= 0)
+			d[arg[o]] += dy[o];
+}
+
+void dlt_cpu_maxpool_plane(const dlt_pool *s, const float *in, float *y, int32_t *arg)
+{
+	pool_plane(s, pool_avx2(s), in, y, arg);
+}
+
+void dlt_cpu_maxpool_back_plane(const dlt_pool *s, const float *dy, const int32_t *arg, float *dx)
+{
+	pool_back_plane(s, pool_back_tiled(s), dy, arg, dx);
+}
+
 void dlt_cpu_maxpool_forward(const dlt_pool *s, const float *x, float *y, int32_t *arg)
 {
 	size_t plane = (size_t)s->h * s->w, out = (size_t)s->oh * s->ow;
-	int fast = pool_is_2x2(s), avx2 = fast && s->ow < 8 && __builtin_cpu_supports("avx2");
+	int avx2 = pool_avx2(s);
 	#pragma omp parallel for schedule(dynamic, 32)
-	for (int p = 0; p < s->n * s->c; p++) {
-		const float *in = x + p * plane;
-		if (avx2) {
-			maxpool_plane_2x2_avx2(s, in, y + p * out, arg + p * out);
-			continue;
-		}
-		if (!fast) {
-			maxpool_plane(s, in, y + p * out, arg + p * out);
-			continue;
-		}
-		for (int oy = 0; oy < s->oh; oy++)
-			maxpool_row_2x2(s, in, oy, y + p * out + (size_t)oy * s->ow,
-					arg + p * out + (size_t)oy * s->ow);
-	}
+	for (int p = 0; p < s->n * s->c; p++)
+		pool_plane(s, avx2, x + p * plane, y + p * out, arg + p * out);
 }
 
 void dlt_cpu_maxpool_backward(const dlt_pool *s, const float *dy, const int32_t *arg,
 			      float *dx)
 {
 	size_t plane = (size_t)s->h * s->w, out = (size_t)s->oh * s->ow;
-	int tiled = pool_is_2x2(s) && s->h == 2 * s->oh && s->w == 2 * s->ow && s->ow >= 8 &&
-		    __builtin_cpu_supports("avx2");
+	int tiled = pool_back_tiled(s);
 	#pragma omp parallel for schedule(dynamic, 32)
-	for (int p = 0; p < s->n * s->c; p++) {
-		float *d = dx + p * plane;
-		if (tiled) {
-			maxpool_back_2x2_avx2(s, dy + p * out, arg + p * out, d);
-			continue;
-		}
-		memset(d, 0, plane * sizeof(*d));
-		for (size_t o = 0; o < out; o++)
-			if (arg[p * out + o] >= 0)
-				d[arg[p * out + o]] += dy[p * out + o];
-	}
+	for (int p = 0; p < s->n * s->c; p++)
+		pool_back_plane(s, tiled, dy + p * out, arg + p * out, dx + p * plane);
 }
 
 /* Sums in double, in the reference's order */

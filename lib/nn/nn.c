@@ -203,6 +203,21 @@ static void pool_after_relu(dlt_model *m, dlt_layer *l)
 	l->pool.relu = 1;
 }
 
+/* A conv whose ReLU is fused into it and the max pool after that, as one
+ * op where the backend has one for them (conv_pool_fuses): the conv's
+ * output, never written, is not read either. */
+static void pool_by_conv(dlt_model *m, dlt_layer *l)
+{
+	dlt_layer *relu = l - 1, *conv = m->n_layers > 2 ? l - 2 : NULL;
+
+	if (!l->pool.relu || !relu->fused || !conv || conv->kind != DLT_LAYER_CONV2D ||
+	    conv->out != relu->in || !m->be->conv_pool_fuses ||
+	    !m->be->conv_pool_fuses(m->prec, &conv->conv, &l->pool))
+		return;
+	conv->pool_op = (int)(l - m->layers);
+	l->fused = 1;
+}
+
 static int plan_pool(planner *p, const dlt_layer_cfg *lc, dlt_layer *l, dlt_shape in,
 		     dlt_shape *out)
 {
@@ -222,8 +237,10 @@ static int plan_pool(planner *p, const dlt_layer_cfg *lc, dlt_layer *l, dlt_shap
 			return cfg_error(p->c, lc->line, "a %dx%d pool does not fit a %dx%d input",
 					 v->kh, v->kw, in.h, in.w);
 	}
-	if (lc->kind == DLT_LAYER_MAXPOOL)
+	if (lc->kind == DLT_LAYER_MAXPOOL) {
 		pool_after_relu(p->m, l);
+		pool_by_conv(p->m, l);
+	}
 	*out = (dlt_shape){ in.c, v->oh, v->ow };
 	return 0;
 }
@@ -578,6 +595,10 @@ static int plan_grads(const dlt_model *m, grad_life *g, size_t *total)
 		grad_touch(g, m->t[l->out].g_of, i);
 		grad_touch(g, m->t[l->in2].g_of, i);
 	}
+	/* a conv that pools reads the pool's gradient, not its own */
+	for (int i = 0; i < m->n_layers; i++)
+		if (m->layers[i].pool_op)
+			grad_touch(g, m->t[m->layers[m->layers[i].pool_op].out].g_of, i);
 	grad_touch(g, m->t[m->n_t - 1].g_of, m->n_layers);
 	/* the input's is read after backward (dlt_model_input_grad), when
 	 * the next loss may have written the logits' */
@@ -876,10 +897,20 @@ static float *forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long 
 	}
 	case DLT_LAYER_CONV2D:
 		l->conv.n = batch;
+		if (l->pool_op) {
+			dlt_layer *p = &m->layers[l->pool_op];
+			p->pool.n = batch;
+			be->conv_pool_forward(m->prec, &l->conv, &p->pool, x, pw(m, l->w),
+					      pw(m, l->b), l->act, l->slope,
+					      dlt_tensor_a(m, p->out), p->arg, m->work);
+			return NULL;
+		}
 		be->conv_forward(m->prec, &l->conv, x, pw(m, l->w), pw(m, l->b), y, l->act, l->slope,
 				 m->work);
 		break;
 	case DLT_LAYER_MAXPOOL:
+		if (l->fused)
+			return NULL;
 		l->pool.n = batch;
 		be->maxpool_forward(&l->pool, x, y, l->arg);
 		break;
@@ -979,6 +1010,13 @@ static void round_grads(const dlt_model *m, const dlt_layer *l)
 		m->be->round(pg(m, l->b), m->params[l->b].n, m->prec);
 }
 
+/* Whether op l's input gradient is wanted: the model input's only when
+ * asked for */
+static int wants_dx(const dlt_model *m, const dlt_layer *l)
+{
+	return m->t[l->in].g_of != 0 || m->want_input_grad;
+}
+
 /* Returns the input gradient it wrote, NULL if none. */
 static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 {
@@ -989,8 +1027,7 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 	size_t n = (size_t)batch * ti->n;
 	int hw = ti->s.h * ti->s.w;
 
-	/* the input's gradient only when asked for */
-	if (ti->g_of == 0 && !m->want_input_grad)
+	if (!wants_dx(m, l))
 		dx = NULL;
 	switch (l->kind) {
 	case DLT_LAYER_DENSE: {
@@ -1007,12 +1044,19 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 	}
 	case DLT_LAYER_CONV2D:
 		l->conv.n = batch;
-		be->conv_backward(m->prec, &l->conv, x, pw(m, l->w), dy, dx, pg(m, l->w),
-				  pg(m, l->b), m->work);
+		if (l->pool_op && !dx) {
+			const dlt_layer *p = &m->layers[l->pool_op];
+			be->conv_pool_backward(m->prec, &l->conv, &p->pool, x, dlt_tensor_g(m, p->out),
+					       p->arg, pg(m, l->w), pg(m, l->b), m->work);
+		} else {
+			be->conv_backward(m->prec, &l->conv, x, pw(m, l->w), dy, dx, pg(m, l->w),
+					  pg(m, l->b), m->work);
+		}
 		round_grads(m, l);
 		break;
 	case DLT_LAYER_MAXPOOL:
-		if (dx)
+		/* fused: the conv does it, but where it has a dx to make */
+		if (dx && !(l->fused && !wants_dx(m, l - 2)))
 			be->maxpool_backward(&l->pool, dy, l->arg, dx);
 		break;
 	case DLT_LAYER_AVGPOOL:

@@ -388,6 +388,55 @@ static void test_pool_after_relu(void)
 	dlt_model_free(&mb);
 }
 
+/* A first conv on one channel, its ReLU and the max pool after it, as
+ * one op (conv_pool_fuses): every gradient has the bits of the model
+ * that runs them apart (a dropout of rate 0 between ReLU and pool), with
+ * the input's gradient not wanted (the fused backward) and wanted (the
+ * pool's and conv's own, after the fused forward). */
+static void test_conv_pool(dlt_shape img)
+{
+	dlt_layer_cfg a[] = { conv(4, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU),
+			      pool(DLT_LAYER_MAXPOOL, 2, 2, 0), act(DLT_LAYER_FLATTEN), dense(3) };
+	dlt_layer_cfg b[] = { conv(4, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU), dropout(0.0f),
+			      pool(DLT_LAYER_MAXPOOL, 2, 2, 0), act(DLT_LAYER_FLATTEN), dense(3) };
+	dlt_config ca = config(a, 5), cb = config(b, 6);
+	size_t nin = (size_t)BATCH * img.c * img.h * img.w;
+	dlt_model ma, mb;
+	int32_t lab[BATCH];
+
+	if (!ok_rc(dlt_model_init(&ma, &ca, dlt_backend_cpu(), img, 3, BATCH), 0,
+		   "conv + relu + maxpool") ||
+	    !ok_rc(dlt_model_init(&mb, &cb, dlt_backend_cpu(), img, 3, BATCH), 0,
+		   "conv + relu + dropout 0 + maxpool"))
+		return;
+	ok(ma.layers[0].pool_op == 2 && ma.layers[2].fused && !mb.layers[0].pool_op,
+	   "conv on one channel %dx%d + relu + maxpool: one op where the cpu backend has it",
+	   img.h, img.w);
+	fill_input(dlt_model_input(&ma), nin);
+	memcpy(dlt_model_input(&mb), dlt_model_input(&ma), nin * sizeof(float));
+	for (int r = 0; r < BATCH; r++)
+		lab[r] = (int32_t)dlt_rng_below(&rng, 3);
+	for (int want = 0; want < 2; want++) {
+		int same;
+		ma.want_input_grad = mb.want_input_grad = want;
+		ok(loss_now(&ma, lab) == loss_now(&mb, lab), "conv + relu + maxpool as one op: "
+		   "the loss's bits");
+		dlt_model_backward(&ma, BATCH);
+		dlt_model_backward(&mb, BATCH);
+		same = 1;
+		for (int i = 0; i < ma.n_params; i++)
+			same &= !memcmp(ma.params[i].g, mb.params[i].g,
+					ma.params[i].n * sizeof(float));
+		if (want)
+			same &= !memcmp(dlt_model_input_grad(&ma), dlt_model_input_grad(&mb),
+					nin * sizeof(float));
+		ok(same, "conv + relu + maxpool as one op, the input's gradient %s: every "
+		   "gradient's bits", want ? "wanted" : "not wanted");
+	}
+	dlt_model_free(&ma);
+	dlt_model_free(&mb);
+}
+
 static void test_mlp(void)
 {
 	dlt_layer_cfg l[] = {
@@ -568,5 +617,8 @@ int main(void)
 	test_errors();
 	test_optim();
 	test_schedules();
+	/* last: its draws would move the others' data */
+	test_conv_pool((dlt_shape){ 1, 8, 6 });
+	test_conv_pool((dlt_shape){ 1, 16, 16 });
 	return done_testing();
 }
