@@ -130,28 +130,39 @@ static void xent(int cols, const float *logits, float *dlogits)
 	     be->softmax_xent(logits, labels, BATCH, cols, dlogits, &loss, &correct));
 }
 
-/* conv1, and with fused its ReLU and pool too, as the model runs them
- * where the backend has them as one op (conv_pool_fuses); --unfused:
- * never, to compare */
-static int fused, unfused;
+/* A conv with its ReLU, and the max pool after it, as the model runs
+ * them: as one op the ways the backend has (conv_pool_fuses);
+ * --unfused: never, to compare */
+static int unfused;
 
-static void conv1_fwd(const dlt_conv *c, const dlt_pool *p, const float *x, const float *w,
-		      const float *b, float *y, float *pooled, int32_t *arg, float *work)
+static int fuses(const dlt_conv *c, const dlt_pool *p)
 {
-	if (fused)
-		be->conv_pool_forward(0, c, p, x, w, b, DLT_ACT_RELU, 0.0f, pooled, arg, work);
-	else
-		be->conv_forward(0, c, x, w, b, y, DLT_ACT_RELU, 0.0f, work);
+	return unfused || !be->conv_pool_fuses ? 0 : be->conv_pool_fuses(0, c, p);
 }
 
-static void conv1_bwd(const dlt_conv *c, const dlt_pool *p, const float *x, const float *w,
-		      const float *dy, const float *dpooled, const int32_t *arg, float *dw,
-		      float *work)
+static void conv_pool_fwd(const dlt_conv *c, const dlt_pool *p, const float *x, const float *w,
+			  const float *b, float *y, float *pooled, int32_t *arg, float *work)
 {
-	if (fused)
-		be->conv_pool_backward(0, c, p, x, dpooled, arg, dw, dw + 288, work);
-	else
-		be->conv_backward(0, c, x, w, dy, NULL, dw, dw + 288, work);
+	if (fuses(c, p) & DLT_FUSES_FORWARD) {
+		be->conv_pool_forward(0, c, p, x, w, b, DLT_ACT_RELU, 0.0f, pooled, arg, work);
+		return;
+	}
+	be->conv_forward(0, c, x, w, b, y, DLT_ACT_RELU, 0.0f, work);
+	be->maxpool_forward(p, y, pooled, arg);
+}
+
+/* dy: the conv's gradient, made from the pool's, dpooled */
+static void conv_pool_bwd(const dlt_conv *c, const dlt_pool *p, const float *x, const float *w,
+			  float *dy, const float *dpooled, const int32_t *arg, float *dx,
+			  float *dw, float *work)
+{
+	size_t nw = (size_t)c->k * c->c * c->kh * c->kw;
+	if (!dx && (fuses(c, p) & DLT_FUSES_BACKWARD)) {
+		be->conv_pool_backward(0, c, p, x, dpooled, arg, dw, dw + nw, work);
+		return;
+	}
+	be->maxpool_backward(p, dpooled, arg, dy);
+	be->conv_backward(0, c, x, w, dy, dx, dw, dw + nw, work);
 }
 
 static void cnn(void)
@@ -175,21 +186,12 @@ static void cnn(void)
 
 	for (size_t i = 0; i < np; i++)
 		v[i] = v[i] * v[i];
-	fused = !unfused && be->conv_pool_fuses && be->conv_pool_fuses(0, &c1, &p1);
 	printf("cnn, batch %d, %d threads%s\n", BATCH, omp_get_max_threads(),
-	       fused ? ", conv1 and maxpool1 fused" : "");
-	total = 0.0;
-	if (fused) {
-		TIME("conv1+relu+maxpool1 fwd", conv_flops(&c1),
-		     conv1_fwd(&c1, &p1, x, w1, b1, y1, y2, arg1, work));
-	} else {
-		TIME("conv1 fwd+relu", conv_flops(&c1),
-		     conv1_fwd(&c1, &p1, x, w1, b1, y1, y2, arg1, work));
-		TIME("maxpool1 fwd", 0, be->maxpool_forward(&p1, y1, y2, arg1));
-	}
-	TIME("conv2 fwd+relu", conv_flops(&c2),
-	     be->conv_forward(0, &c2, y2, w2, b2, y3, DLT_ACT_RELU, 0.0f, work));
-	TIME("maxpool2 fwd", 0, be->maxpool_forward(&p2, y3, y4, arg2));
+	       unfused ? ", convs and pools apart" : "");
+	TIME(fuses(&c1, &p1) ? "conv1+relu+maxpool1 fwd" : "conv1+relu, maxpool1 fwd",
+	     conv_flops(&c1), conv_pool_fwd(&c1, &p1, x, w1, b1, y1, y2, arg1, work));
+	TIME(fuses(&c2, &p2) ? "conv2+relu+maxpool2 fwd" : "conv2+relu, maxpool2 fwd",
+	     conv_flops(&c2), conv_pool_fwd(&c2, &p2, y2, w2, b2, y3, y4, arg2, work));
 	dense_fwd("dense1", 3136, 128, DLT_ACT_RELU, y4, w3, b3, y5);
 	dense_fwd("dense2", 128, 10, DLT_ACT_NONE, y5, w4, b4, y6);
 	xent(10, y6, g6);
@@ -197,17 +199,11 @@ static void cnn(void)
 	dense_bwd("dense2", 128, 10, y5, w4, g6, dw, dw + 1280, g5);
 	relu_bwd("relu3 bwd", BATCH * 128, y5, g5, g5);
 	dense_bwd("dense1", 3136, 128, y4, w3, g5, dw, dw + 3136 * 128, g4);
-	TIME("maxpool2+relu2 bwd", 0, be->maxpool_backward(&p2, g4, arg2, g3));
-	TIME("conv2 bwd", 2 * conv_flops(&c2),
-	     be->conv_backward(0, &c2, y2, w2, g3, g2, dw, dw + 18432, work));
-	if (fused) {
-		TIME("maxpool1+relu+conv1 bwd", conv_flops(&c1),
-		     conv1_bwd(&c1, &p1, x, w1, g1, g2, arg1, dw, work));
-	} else {
-		TIME("maxpool1+relu1 bwd", 0, be->maxpool_backward(&p1, g2, arg1, g1));
-		TIME("conv1 bwd (no dx)", conv_flops(&c1),
-		     conv1_bwd(&c1, &p1, x, w1, g1, g2, arg1, dw, work));
-	}
+	TIME("maxpool2+relu2, conv2 bwd", 2 * conv_flops(&c2),
+	     conv_pool_bwd(&c2, &p2, y2, w2, g3, g4, arg2, g2, dw, work));
+	TIME(fuses(&c1, &p1) & DLT_FUSES_BACKWARD ? "maxpool1+relu1+conv1 bwd (no dx)"
+						  : "maxpool1+relu1, conv1 bwd (no dx)",
+	     conv_flops(&c1), conv_pool_bwd(&c1, &p1, x, w1, g1, g2, arg1, NULL, dw, work));
 	adam(np, w, dw, m, v);
 	bwd = total - fwd;
 	printf("  forward %.3f ms, backward+adam %.3f ms, step %.3f ms: %.0f samples/s, "
@@ -219,20 +215,14 @@ static void cnn(void)
 		double best = 1e9;
 		for (int r = 0; r <= reps; r++) {
 			double t = now();
-			conv1_fwd(&c1, &p1, x, w1, b1, y1, y2, arg1, work);
-			if (!fused)
-				be->maxpool_forward(&p1, y1, y2, arg1);
-			be->conv_forward(0, &c2, y2, w2, b2, y3, DLT_ACT_RELU, 0.0f, work);
-			be->maxpool_forward(&p2, y3, y4, arg2);
+			conv_pool_fwd(&c1, &p1, x, w1, b1, y1, y2, arg1, work);
+			conv_pool_fwd(&c2, &p2, y2, w2, b2, y3, y4, arg2, work);
 			be->gemm(0, 0, 1, BATCH, 128, 3136, 1.0f, y4, 3136, w3, 3136, 0.0f, y5, 128);
 			be->bias_act(y5, b3, BATCH, 128, DLT_ACT_RELU, 0.0f);
 			be->gemm(0, 0, 1, BATCH, 10, 128, 1.0f, y5, 128, w4, 128, 0.0f, y6, 10);
 			be->gemm(0, 0, 0, BATCH, 3136, 128, 1.0f, g5, 128, w3, 3136, 0.0f, g4, 3136);
-			be->maxpool_backward(&p2, g4, arg2, g3);
-			be->conv_backward(0, &c2, y2, w2, g3, g2, dw, dw + 18432, work);
-			if (!fused)
-				be->maxpool_backward(&p1, g2, arg1, g1);
-			conv1_bwd(&c1, &p1, x, w1, g1, g2, arg1, dw, work);
+			conv_pool_bwd(&c2, &p2, y2, w2, g3, g4, arg2, g2, dw, work);
+			conv_pool_bwd(&c1, &p1, x, w1, g1, g2, arg1, NULL, dw, work);
 			be->adam(w, dw, m, v, np, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0, 10);
 			t = now() - t;
 			if (r && t < best)

@@ -47,6 +47,9 @@ typedef struct dlt_pool {
 	int relu;
 } dlt_pool;
 
+/* What conv_pool_fuses says a backend does as one op */
+enum { DLT_FUSES_FORWARD = 1, DLT_FUSES_BACKWARD = 2 };
+
 typedef struct dlt_backend {
 	const char *name;
 	/* Memory the kernels work on.  host: it is the host's own (the CPU),
@@ -111,11 +114,13 @@ typedef struct dlt_backend {
 			      float *dx, float *dw, float *db, float *work);
 	/* A conv whose ReLU it applies (act) and the max pool after it, as
 	 * one op that never writes the conv's output, where conv_pool_fuses
-	 * says the backend has one for s and p at prec (NULL: it has none).
-	 * forward writes the pool's y and arg, the bits of conv_forward then
-	 * maxpool_forward; backward takes the pool's dy and arg and writes
-	 * the conv's dw and db (db may be NULL), the bits of maxpool_backward
-	 * then conv_backward with no dx.  The workspace is conv_workspace's. */
+	 * says the backend has one for s and p at prec: DLT_FUSES_FORWARD,
+	 * and DLT_FUSES_BACKWARD too where it has backward's (0, or NULL:
+	 * none).  forward writes the pool's y and arg, the bits of
+	 * conv_forward then maxpool_forward; backward, for a conv with no
+	 * dx, takes the pool's dy and arg and writes the conv's dw and db
+	 * (db may be NULL), the bits of maxpool_backward then conv_backward.
+	 * The workspace is conv_workspace's. */
 	int (*conv_pool_fuses)(int prec, const dlt_conv *s, const dlt_pool *p);
 	void (*conv_pool_forward)(int prec, const dlt_conv *s, const dlt_pool *p, const float *x,
 				  const float *w, const float *b, int act, float slope, float *y,

@@ -30,6 +30,7 @@
 #include "kernels/common/math.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layers.h"
+#include "kernels/cpu/pool_avx2.h"
 
 /* Output columns [lo, hi) whose input column ox sw - pw + off lies in [0, w) */
 static void conv_span(int ow, int w, int sw, int pw, int off, int *lo, int *hi)
@@ -467,10 +468,13 @@ static void wino_in_row(const float *plane, int h, int w, int tw, int ty, float 
 }
 
 /* Tile row ty of output plane [h, w] from M's columns (A^T m A), then
- * act(+ bias) as conv_bias_act computes it where add */
+ * act(+ bias) as conv_bias_act computes it where add.  pool (2x2, h and
+ * w even): each tile is a window, pooled into plane [h / 2, w / 2] and
+ * pa, its argmax, as dlt_cpu_maxpool_plane pools. */
 __attribute__((target("avx2,fma")))
 static void wino_out_row(const float *m, size_t ms, int h, int w, int tw, int ty, float *plane,
-			 int add, float bias, int act, float slope)
+			 int add, float bias, int act, float slope, const dlt_pool *pool,
+			 int32_t *pa)
 {
 	__m256 bv = _mm256_set1_ps(bias);
 	int nrows = h - 2 * ty < 2 ? h - 2 * ty : 2;
@@ -503,6 +507,16 @@ static void wino_out_row(const float *m, size_t ms, int h, int w, int tw, int ty
 			y1 = _mm256_andnot_ps(_mm256_cmp_ps(y1, z, _CMP_LT_OQ), y1);
 			y2 = _mm256_andnot_ps(_mm256_cmp_ps(y2, z, _CMP_LT_OQ), y2);
 			y3 = _mm256_andnot_ps(_mm256_cmp_ps(y3, z, _CMP_LT_OQ), y3);
+		}
+		if (pool) {
+			__m256i at, i00 = _mm256_add_epi32(
+				_mm256_set1_epi32(2 * ty * w + 2 * tx),
+				_mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+			__m256 best = dlt_max2x2_avx2(pool, y0, y1, y2, y3, i00, w, &at);
+			int n = tw - tx < 8 ? tw - tx : 8;
+			store_part(plane + (size_t)ty * tw + tx, best, n);
+			store_part((float *)(pa + (size_t)ty * tw + tx), _mm256_castsi256_ps(at), n);
+			continue;
 		}
 		for (int i = 0; i < nrows; i++) {
 			__m256 ya = i ? y2 : y0, yb = i ? y3 : y1;
@@ -549,7 +563,7 @@ static void wino_gather(const dlt_conv *s, const wino_plan *p, wino_row_fn *row,
  * without b, is added as conv_bias_act does) */
 static void wino_conv(const dlt_conv *s, const wino_plan *p, int cin, int cout, const float *in,
 		      const float *u, const float *b, int add, int act, float slope, float *out,
-		      float *work, size_t slot, int slots)
+		      const dlt_pool *pool, int32_t *arg, float *work, size_t slot, int slots)
 {
 	int trows = s->n * p->th, blocks = (trows + p->rows - 1) / p->rows;
 	int threads = omp_get_max_threads() < slots ? omp_get_max_threads() : slots;
@@ -570,12 +584,14 @@ static void wino_conv(const dlt_conv *s, const wino_plan *p, int cin, int cout, 
 			for (int r = 0; r < nr;) {
 				int n = (r0 + r) / p->th, ty0 = (r0 + r) % p->th;
 				int m_rows = p->th - ty0 < nr - r ? p->th - ty0 : nr - r;
-				for (int co = 0; co < cout; co++)
+				for (int co = 0; co < cout; co++) {
+					size_t at = ((size_t)n * cout + co) * (pool ? hw / 4 : hw);
 					for (int j = 0; j < m_rows; j++)
 						wino_out_row(m + (size_t)co * p->ld + (r + j) * p->tw, ms,
-							     s->h, s->w, p->tw, ty0 + j,
-							     out + ((size_t)n * cout + co) * hw, add,
-							     add && b ? b[co] : 0.0f, act, slope);
+							     s->h, s->w, p->tw, ty0 + j, out + at, add,
+							     add && b ? b[co] : 0.0f, act, slope, pool,
+							     pool ? arg + at : NULL);
+				}
 				r += m_rows;
 			}
 		}
@@ -983,8 +999,8 @@ static void conv_forward(int prec, const dlt_conv *s, const float *x, const floa
 	if (conv_is_wino(prec, s)) {
 		wino_plan wp = wino_plan_of(s);
 		wino_kernels(w, s->k, s->c, 0, work + q.u);
-		wino_conv(s, &wp, s->c, s->k, x, work + q.u, b, 1, act, slope, y, work, q.slot,
-			  q.slots);
+		wino_conv(s, &wp, s->c, s->k, x, work + q.u, b, 1, act, slope, y, pool, arg, work,
+			  q.slot, q.slots);
 		return;
 	}
 	#pragma omp parallel num_threads(conv_threads(&q))
@@ -1189,7 +1205,7 @@ static void conv_backward(int prec, const dlt_conv *s, const float *x, const flo
 		if (dx) {
 			wino_kernels(w, s->c, s->k, 1, work + q.u);
 			wino_conv(s, &wp, s->k, s->c, dy, work + q.u, NULL, 0, DLT_ACT_NONE, 0.0f,
-				  dx, work, q.slot, q.slots);
+				  dx, NULL, NULL, work, q.slot, q.slots);
 		}
 		goto db;
 	}
@@ -1233,14 +1249,22 @@ void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const fl
 	conv_backward(prec, s, x, w, dy, dx, dw, db, NULL, NULL, work);
 }
 
-/* A first layer's 3x3 conv on one channel (the direct paths, no dx) and
- * a max pool of its ReLU: the conv's planes, the model's largest tensor,
- * stay in cache, a sample's at a time forward, a plane's backward. */
+/* The conv's planes, the model's largest tensors, stay in cache: a first
+ * layer's 3x3 conv on one channel (the direct paths, no dx) a sample's
+ * planes at a time forward, a plane's backward; Winograd's tiles are 2x2
+ * windows, pooled as they are made (forward only: its backward reads
+ * dy's planes whole). */
 int dlt_cpu_conv_pool_fuses(int prec, const dlt_conv *s, const dlt_pool *p)
 {
 	conv_plan q = conv_plan_of(s);
-	return conv_fwd_direct(prec, s, &q) && conv_dw_direct(prec, s, &q, NULL) && p->relu &&
-	       p->c == s->k && p->h == s->oh && p->w == s->ow;
+	if (!p->relu || p->c != s->k || p->h != s->oh || p->w != s->ow)
+		return 0;
+	if (conv_fwd_direct(prec, s, &q) && conv_dw_direct(prec, s, &q, NULL))
+		return DLT_FUSES_FORWARD | DLT_FUSES_BACKWARD;
+	if (conv_is_wino(prec, s) && p->kh == 2 && p->kw == 2 && p->sh == 2 && p->sw == 2 &&
+	    p->ph == 0 && p->pw == 0 && s->oh % 2 == 0 && s->ow % 2 == 0)
+		return DLT_FUSES_FORWARD;
+	return 0;
 }
 
 void dlt_cpu_conv_pool_forward(int prec, const dlt_conv *s, const dlt_pool *p, const float *x,

@@ -13,6 +13,7 @@
 #include "kernels/kernels.h"
 #include "kernels/common/pool.h"
 #include "kernels/cpu/layers.h"
+#include "kernels/cpu/pool_avx2.h"
 
 static int pool_is_2x2(const dlt_pool *s)
 {
@@ -71,16 +72,6 @@ static void load_pairs(const float *p, int masked, __m256i lo, __m256i hi, __m25
 		_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));
 }
 
-/* best, at = v, idx where v > best or v is NaN: the scalar loop's picks */
-#define MAX_PICK(best, at, v, idx)                                                      \
-	do {                                                                            \
-		__m256 t_ = _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ),            \
-					 _mm256_cmp_ps(v, v, _CMP_UNORD_Q));            \
-		best = _mm256_blendv_ps(best, v, t_);                                   \
-		at = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(at),      \
-							  _mm256_castsi256_ps(idx), t_)); \
-	} while (0)
-
 /* One plane of 2x2 pooling, maxpool_row_2x2's results */
 __attribute__((target("avx2")))
 static void maxpool_plane_2x2_avx2(const dlt_pool *s, const float *in, float *y, int32_t *arg)
@@ -94,11 +85,8 @@ static void maxpool_plane_2x2_avx2(const dlt_pool *s, const float *in, float *y,
 			int n = ow - ox < 8 ? ow - ox : 8;
 			__m256i lo = all, hi = all;
 			__m256i i00 = _mm256_add_epi32(_mm256_set1_epi32(2 * oy * w + 2 * ox), two);
-			__m256i i01 = _mm256_add_epi32(i00, _mm256_set1_epi32(1));
-			__m256i i10 = _mm256_add_epi32(i00, _mm256_set1_epi32(w));
-			__m256i i11 = _mm256_add_epi32(i10, _mm256_set1_epi32(1));
 			__m256 e0, o0, e1, o1, best;
-			__m256i at = i00;
+			__m256i at;
 			int o = oy * ow + ox;
 			int masked = 2 * oy * w + w + 2 * ox + 16 > plane;
 			if (masked) {
@@ -107,14 +95,7 @@ static void maxpool_plane_2x2_avx2(const dlt_pool *s, const float *in, float *y,
 			}
 			load_pairs(r0 + 2 * ox, masked, lo, hi, &e0, &o0);
 			load_pairs(r1 + 2 * ox, masked, lo, hi, &e1, &o1);
-			best = e0;
-			MAX_PICK(best, at, o0, i01);
-			MAX_PICK(best, at, e1, i10);
-			MAX_PICK(best, at, o1, i11);
-			if (s->relu)	/* dlt_maxpool_arg: -1 where not best > 0 */
-				at = _mm256_castps_si256(_mm256_blendv_ps(
-					_mm256_castsi256_ps(all), _mm256_castsi256_ps(at),
-					_mm256_cmp_ps(best, _mm256_setzero_ps(), _CMP_GT_OQ)));
+			best = dlt_max2x2_avx2(s, e0, o0, e1, o1, i00, w, &at);
 			if (o + 8 <= out) {
 				_mm256_storeu_ps(y + o, best);
 				_mm256_storeu_si256((__m256i *)(arg + o), at);

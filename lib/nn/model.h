@@ -33,8 +33,9 @@ struct dlt_layer {
 	int in, out, in2;	/* tensors */
 	int act;		/* an activation's own; dense/conv: the fused one */
 	float slope;		/* leaky_relu */
-	int fused;		/* an activation the op before it applies, or
-				 * a max pool the conv two before it does */
+	int fused;		/* an activation the op before it applies; a
+				 * max pool: the ways (DLT_FUSES_*) the conv
+				 * two before it does it */
 	int pool_op;		/* conv: the max pool it does too (the op
 				 * index, after its ReLU), 0: none */
 	int by_pool;		/* a ReLU whose backward the max pool after it does */

@@ -204,18 +204,28 @@ static void pool_after_relu(dlt_model *m, dlt_layer *l)
 }
 
 /* A conv whose ReLU is fused into it and the max pool after that, as one
- * op where the backend has one for them (conv_pool_fuses): the conv's
- * output, never written, is not read either. */
+ * op where the backend has one for them (conv_pool_fuses: the pool's
+ * fused says which ways): the conv's output, never written, is not read
+ * either. */
 static void pool_by_conv(dlt_model *m, dlt_layer *l)
 {
 	dlt_layer *relu = l - 1, *conv = m->n_layers > 2 ? l - 2 : NULL;
+	int ways;
 
 	if (!l->pool.relu || !relu->fused || !conv || conv->kind != DLT_LAYER_CONV2D ||
-	    conv->out != relu->in || !m->be->conv_pool_fuses ||
-	    !m->be->conv_pool_fuses(m->prec, &conv->conv, &l->pool))
+	    conv->out != relu->in || !m->be->conv_pool_fuses)
+		return;
+	ways = m->be->conv_pool_fuses(m->prec, &conv->conv, &l->pool);
+	if (!(ways & DLT_FUSES_FORWARD))
 		return;
 	conv->pool_op = (int)(l - m->layers);
-	l->fused = 1;
+	l->fused = ways;
+}
+
+/* Whether conv l does the backward of the pool it does too */
+static int pools_back(const dlt_model *m, const dlt_layer *l, const float *dx)
+{
+	return l->pool_op && (m->layers[l->pool_op].fused & DLT_FUSES_BACKWARD) && !dx;
 }
 
 static int plan_pool(planner *p, const dlt_layer_cfg *lc, dlt_layer *l, dlt_shape in,
@@ -595,7 +605,7 @@ static int plan_grads(const dlt_model *m, grad_life *g, size_t *total)
 		grad_touch(g, m->t[l->out].g_of, i);
 		grad_touch(g, m->t[l->in2].g_of, i);
 	}
-	/* a conv that pools reads the pool's gradient, not its own */
+	/* a conv that pools backward reads the pool's gradient */
 	for (int i = 0; i < m->n_layers; i++)
 		if (m->layers[i].pool_op)
 			grad_touch(g, m->t[m->layers[m->layers[i].pool_op].out].g_of, i);
@@ -1044,7 +1054,7 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 	}
 	case DLT_LAYER_CONV2D:
 		l->conv.n = batch;
-		if (l->pool_op && !dx) {
+		if (pools_back(m, l, dx)) {
 			const dlt_layer *p = &m->layers[l->pool_op];
 			be->conv_pool_backward(m->prec, &l->conv, &p->pool, x, dlt_tensor_g(m, p->out),
 					       p->arg, pg(m, l->w), pg(m, l->b), m->work);
@@ -1055,8 +1065,8 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 		round_grads(m, l);
 		break;
 	case DLT_LAYER_MAXPOOL:
-		/* fused: the conv does it, but where it has a dx to make */
-		if (dx && !(l->fused && !wants_dx(m, l - 2)))
+		/* fused: the conv does it where it can (no dx to make) */
+		if (dx && !((l->fused & DLT_FUSES_BACKWARD) && !wants_dx(m, l - 2)))
 			be->maxpool_backward(&l->pool, dy, l->arg, dx);
 		break;
 	case DLT_LAYER_AVGPOOL:

@@ -7,6 +7,7 @@
 
 #include "tap.h"
 #include "nn/model.h"
+#include "kernels/cpu/gemm.h"
 
 #define BATCH 4
 #define VEC(n) ((dlt_shape){ (n), 1, 1 })
@@ -388,16 +389,17 @@ static void test_pool_after_relu(void)
 	dlt_model_free(&mb);
 }
 
-/* A first conv on one channel, its ReLU and the max pool after it, as
- * one op (conv_pool_fuses): every gradient has the bits of the model
- * that runs them apart (a dropout of rate 0 between ReLU and pool), with
- * the input's gradient not wanted (the fused backward) and wanted (the
- * pool's and conv's own, after the fused forward). */
-static void test_conv_pool(dlt_shape img)
+/* A conv, its ReLU and the max pool after it, as one op where the cpu
+ * backend has it (conv_pool_fuses says which ways: a first conv on one
+ * channel both, Winograd's forward): every gradient has the bits of the
+ * model that runs them apart (a dropout of rate 0 between ReLU and pool),
+ * with the input's gradient not wanted (the fused backward, where there
+ * is one) and wanted (the pool's and conv's own). */
+static void test_conv_pool(dlt_shape img, int filters, int ways)
 {
-	dlt_layer_cfg a[] = { conv(4, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU),
+	dlt_layer_cfg a[] = { conv(filters, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU),
 			      pool(DLT_LAYER_MAXPOOL, 2, 2, 0), act(DLT_LAYER_FLATTEN), dense(3) };
-	dlt_layer_cfg b[] = { conv(4, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU), dropout(0.0f),
+	dlt_layer_cfg b[] = { conv(filters, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU), dropout(0.0f),
 			      pool(DLT_LAYER_MAXPOOL, 2, 2, 0), act(DLT_LAYER_FLATTEN), dense(3) };
 	dlt_config ca = config(a, 5), cb = config(b, 6);
 	size_t nin = (size_t)BATCH * img.c * img.h * img.w;
@@ -409,9 +411,9 @@ static void test_conv_pool(dlt_shape img)
 	    !ok_rc(dlt_model_init(&mb, &cb, dlt_backend_cpu(), img, 3, BATCH), 0,
 		   "conv + relu + dropout 0 + maxpool"))
 		return;
-	ok(ma.layers[0].pool_op == 2 && ma.layers[2].fused && !mb.layers[0].pool_op,
-	   "conv on one channel %dx%d + relu + maxpool: one op where the cpu backend has it",
-	   img.h, img.w);
+	ok(ma.layers[0].pool_op == 2 && ma.layers[2].fused == ways && !mb.layers[0].pool_op,
+	   "conv on %d channels %dx%d + relu + maxpool: one op, %s", img.c, img.h, img.w,
+	   ways & DLT_FUSES_BACKWARD ? "both ways" : "forward");
 	fill_input(dlt_model_input(&ma), nin);
 	memcpy(dlt_model_input(&mb), dlt_model_input(&ma), nin * sizeof(float));
 	for (int r = 0; r < BATCH; r++)
@@ -618,7 +620,13 @@ int main(void)
 	test_optim();
 	test_schedules();
 	/* last: its draws would move the others' data */
-	test_conv_pool((dlt_shape){ 1, 8, 6 });
-	test_conv_pool((dlt_shape){ 1, 16, 16 });
+	test_conv_pool((dlt_shape){ 1, 8, 6 }, 4, DLT_FUSES_FORWARD | DLT_FUSES_BACKWARD);
+	test_conv_pool((dlt_shape){ 1, 16, 16 }, 4, DLT_FUSES_FORWARD | DLT_FUSES_BACKWARD);
+	/* Winograd's: with AVX2 and FMA, and the GEMM dlt's own */
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+	    dlt_cpu_gemm_kind() != DLT_GEMM_OPENBLAS)
+		test_conv_pool((dlt_shape){ 16, 6, 10 }, 16, DLT_FUSES_FORWARD);
+	else
+		skip("conv + relu + maxpool as one op on Winograd's tiles: no Winograd here");
 	return done_testing();
 }
