@@ -903,15 +903,32 @@ static int conv_fwd_direct(int prec, const dlt_conv *s, const conv_plan *q)
 					      _mm256_loadu_ps((c) + r * ld), acc); \
 	} while (0)
 
-/* y's planes k of one sample from its patches col [9, ld] */
+/* acc + bias, then the ReLU where relu: conv_bias_act's bits */
+__attribute__((target("avx2"), always_inline))
+static inline __m256 taps9_out(__m256 acc, float bias, int relu)
+{
+	__m256 y = _mm256_add_ps(acc, _mm256_set1_ps(bias));
+	return relu ? _mm256_andnot_ps(_mm256_cmp_ps(y, _mm256_setzero_ps(), _CMP_LT_OQ), y) : y;
+}
+
+/* Whether conv_fwd_taps9_avx2 applies act itself (the others go through
+ * conv_bias_act after it) */
+static int taps9_acts(int act)
+{
+	return act == DLT_ACT_NONE || act == DLT_ACT_RELU;
+}
+
+/* y's planes k of one sample from its patches col [9, ld], + b (NULL:
+ * 0) and act where taps9_acts */
 __attribute__((target("avx2,fma")))
 static void conv_fwd_taps9_avx2(const dlt_conv *s, const conv_plan *q, const float *w,
-				const float *col, size_t ld, float *y)
+				const float *b, int act, const float *col, size_t ld, float *y)
 {
-	int k = 0;
+	int k = 0, own = taps9_acts(act), relu = own && act == DLT_ACT_RELU;
 	for (; k + 2 <= s->k; k += 2) {
 		const float *w0 = w + k * 9, *w1 = w0 + 9;
 		float *y0 = y + (size_t)k * q->p, *y1 = y0 + q->p;
+		float b0 = own && b ? b[k] : 0.0f, b1 = own && b ? b[k + 1] : 0.0f;
 		int i = 0;
 		for (; i + 32 <= q->p; i += 32) {
 			__m256 a[8];
@@ -919,32 +936,33 @@ static void conv_fwd_taps9_avx2(const dlt_conv *s, const conv_plan *q, const flo
 				a[v] = _mm256_setzero_ps();
 			#pragma GCC unroll 9
 			for (int r = 0; r < 9; r++) {
-				__m256 b0 = _mm256_broadcast_ss(w0 + r), b1 = _mm256_broadcast_ss(w1 + r);
+				__m256 c0 = _mm256_broadcast_ss(w0 + r), c1 = _mm256_broadcast_ss(w1 + r);
 				#pragma GCC unroll 4
 				for (int v = 0; v < 4; v++) {
 					__m256 c = _mm256_loadu_ps(col + r * ld + i + 8 * v);
-					a[v] = _mm256_fmadd_ps(b0, c, a[v]);
-					a[4 + v] = _mm256_fmadd_ps(b1, c, a[4 + v]);
+					a[v] = _mm256_fmadd_ps(c0, c, a[v]);
+					a[4 + v] = _mm256_fmadd_ps(c1, c, a[4 + v]);
 				}
 			}
 			for (int v = 0; v < 4; v++) {
-				_mm256_storeu_ps(y0 + i + 8 * v, a[v]);
-				_mm256_storeu_ps(y1 + i + 8 * v, a[4 + v]);
+				_mm256_storeu_ps(y0 + i + 8 * v, taps9_out(a[v], b0, relu));
+				_mm256_storeu_ps(y1 + i + 8 * v, taps9_out(a[4 + v], b1, relu));
 			}
 		}
 		for (; i < q->p; i += 8) {
 			__m256 a0 = _mm256_setzero_ps(), a1 = a0;
 			TAP9(a0, w0, col + i);
 			TAP9(a1, w1, col + i);
-			_mm256_storeu_ps(y0 + i, a0);
-			_mm256_storeu_ps(y1 + i, a1);
+			_mm256_storeu_ps(y0 + i, taps9_out(a0, b0, relu));
+			_mm256_storeu_ps(y1 + i, taps9_out(a1, b1, relu));
 		}
 	}
 	for (; k < s->k; k++) {
+		float bk = own && b ? b[k] : 0.0f;
 		for (int i = 0; i < q->p; i += 8) {
 			__m256 a0 = _mm256_setzero_ps();
 			TAP9(a0, w + k * 9, col + i);
-			_mm256_storeu_ps(y + (size_t)k * q->p + i, a0);
+			_mm256_storeu_ps(y + (size_t)k * q->p + i, taps9_out(a0, bk, relu));
 		}
 	}
 }
@@ -968,10 +986,12 @@ static void conv_forward_chunk(int prec, const dlt_conv *s, const conv_plan *q, 
 		for (int j = 0; j < ns; j++) {
 			size_t at = (size_t)(n0 + j) * s->k;
 			float *yn = pool ? ybuf : y + at * q->p;
-			conv_fwd_taps9_avx2(s, q, w, col + (size_t)j * q->p, ld, yn);
+			conv_fwd_taps9_avx2(s, q, w, b, act, col + (size_t)j * q->p, ld, yn);
 			for (int k = 0; k < s->k; k++) {
 				float *plane = yn + (size_t)k * q->p;
-				conv_bias_act(plane, plane, b ? b[k] : 0.0f, q->p, act, slope);
+				if (!taps9_acts(act))
+					conv_bias_act(plane, plane, b ? b[k] : 0.0f, q->p, act,
+						      slope);
 				if (pool)
 					dlt_cpu_maxpool_plane(pool, plane, y + (at + k) * out,
 							      arg + (at + k) * out);
@@ -1021,13 +1041,14 @@ void dlt_cpu_conv_forward(int prec, const dlt_conv *s, const float *x, const flo
 	conv_forward(prec, s, x, w, b, y, act, slope, NULL, NULL, work);
 }
 
-/* to[0, n) = from[0, n), and their sum in double: 8 lanes, added up in
- * a fixed order at the end */
+/* to[0, n) = from[0, n) (to NULL: no copy), and their sum in double: 8
+ * lanes, added up in a fixed order at the end */
 static double copy_sum(const float *from, float *to, int n)
 {
 	double lane[8] = { 0 }, sum = 0.0;
 	for (int i = 0; i < n; i++) {
-		to[i] = from[i];
+		if (to)
+			to[i] = from[i];
 		lane[i % 8] += from[i];
 	}
 	for (int l = 0; l < 8; l++)
@@ -1044,14 +1065,16 @@ static double copy_sum_avx2(const float *from, float *to, int n)
 	int i = 0;
 	for (; i + 8 <= n; i += 8) {
 		__m256 v = _mm256_loadu_ps(from + i);
-		_mm256_storeu_ps(to + i, v);
+		if (to)
+			_mm256_storeu_ps(to + i, v);
 		lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
 		hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
 	}
 	_mm256_storeu_pd(lane, lo);
 	_mm256_storeu_pd(lane + 4, hi);
 	for (; i < n; i++) {
-		to[i] = from[i];
+		if (to)
+			to[i] = from[i];
 		lane[i % 8] += from[i];
 	}
 	for (int l = 0; l < 8; l++)
@@ -1183,8 +1206,6 @@ static void conv_backward(int prec, const dlt_conv *s, const float *x, const flo
 		/* db: each chunk's sums as conv_gather_dy makes them */
 		#pragma omp parallel num_threads(conv_threads(&q))
 		{
-			int t = omp_get_thread_num();
-			float *scratch = work + t * q.slot + q.masks;
 			int avx2 = __builtin_cpu_supports("avx2");
 			#pragma omp for schedule(dynamic)
 			for (int ch = 0; ch < q.chunks; ch++) {
@@ -1194,8 +1215,8 @@ static void conv_backward(int prec, const dlt_conv *s, const float *x, const flo
 					double acc = 0.0;
 					for (int j = 0; j < ns; j++) {
 						const float *from = dy + ((size_t)(n0 + j) * s->k + k) * q.p;
-						acc += avx2 ? copy_sum_avx2(from, scratch, q.p)
-							    : copy_sum(from, scratch, q.p);
+						acc += avx2 ? copy_sum_avx2(from, NULL, q.p)
+							    : copy_sum(from, NULL, q.p);
 					}
 					dbs[(size_t)ch * s->k + k] = acc;
 				}

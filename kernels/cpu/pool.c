@@ -117,7 +117,9 @@ static void maxpool_plane_2x2_avx2(const dlt_pool *s, const float *in, float *y,
  * else 0.  A row's partial group stores 16 floats all the same, into
  * the start of the next row: the groups go from the last, so that the
  * first then writes that start again, and the plane's last row, whose
- * next is another plane, goes through a buffer. */
+ * next is another plane, goes through a buffer.  Rows of 8 floats or
+ * more (ow >= 4), so that the spill of the last row but one stays in
+ * the plane. */
 __attribute__((target("avx2")))
 static void maxpool_back_2x2_avx2(const dlt_pool *s, const float *dy, const int32_t *arg, float *d)
 {
@@ -187,8 +189,8 @@ static void maxpool_plane(const dlt_pool *s, const float *in, float *y, int32_t 
 	}
 }
 
-/* Whether the AVX2 loop pools planes of s: rows under 8 outputs, which
- * the compiler's loop would run scalar */
+/* Whether the AVX2 loop pools planes of s: any 2x2 pool, the rows of 7
+ * of the CNN's second pool too, which the compiler's loop runs scalar */
 static int pool_avx2(const dlt_pool *s)
 {
 	return pool_is_2x2(s) && __builtin_cpu_supports("avx2");
@@ -197,7 +199,7 @@ static int pool_avx2(const dlt_pool *s)
 /* Whether backward's planes go through maxpool_back_2x2_avx2 */
 static int pool_back_tiled(const dlt_pool *s)
 {
-	return pool_is_2x2(s) && s->h == 2 * s->oh && s->w == 2 * s->ow && s->ow >= 8 &&
+	return pool_is_2x2(s) && s->h == 2 * s->oh && s->w == 2 * s->ow && s->ow >= 4 &&
 	       __builtin_cpu_supports("avx2");
 }
 
