@@ -509,10 +509,9 @@ static void wino_out_row(const float *m, size_t ms, int h, int w, int tw, int ty
 			y3 = _mm256_andnot_ps(_mm256_cmp_ps(y3, z, _CMP_LT_OQ), y3);
 		}
 		if (pool) {
-			__m256i at, i00 = _mm256_add_epi32(
-				_mm256_set1_epi32(2 * ty * w + 2 * tx),
-				_mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
-			__m256 best = dlt_max2x2_avx2(pool, y0, y1, y2, y3, i00, w, &at);
+			__m256i at;
+			__m256 best = dlt_max2x2_avx2(pool, y0, y1, y2, y3, 2 * ty * w + 2 * tx, w,
+						      &at);
 			int n = tw - tx < 8 ? tw - tx : 8;
 			store_part(plane + (size_t)ty * tw + tx, best, n);
 			store_part((float *)(pa + (size_t)ty * tw + tx), _mm256_castsi256_ps(at), n);

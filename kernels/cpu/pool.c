@@ -78,13 +78,11 @@ static void maxpool_plane_2x2_avx2(const dlt_pool *s, const float *in, float *y,
 {
 	int w = s->w, ow = s->ow, plane = s->h * s->w, out = s->oh * s->ow;
 	__m256i all = _mm256_set1_epi32(-1);
-	__m256i two = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
 	for (int oy = 0; oy < s->oh; oy++) {
 		const float *r0 = in + (size_t)2 * oy * w, *r1 = r0 + w;
 		for (int ox = 0; ox < ow; ox += 8) {
 			int n = ow - ox < 8 ? ow - ox : 8;
 			__m256i lo = all, hi = all;
-			__m256i i00 = _mm256_add_epi32(_mm256_set1_epi32(2 * oy * w + 2 * ox), two);
 			__m256 e0, o0, e1, o1, best;
 			__m256i at;
 			int o = oy * ow + ox;
@@ -95,7 +93,7 @@ static void maxpool_plane_2x2_avx2(const dlt_pool *s, const float *in, float *y,
 			}
 			load_pairs(r0 + 2 * ox, masked, lo, hi, &e0, &o0);
 			load_pairs(r1 + 2 * ox, masked, lo, hi, &e1, &o1);
-			best = dlt_max2x2_avx2(s, e0, o0, e1, o1, i00, w, &at);
+			best = dlt_max2x2_avx2(s, e0, o0, e1, o1, 2 * oy * w + 2 * ox, w, &at);
 			if (o + 8 <= out) {
 				_mm256_storeu_ps(y + o, best);
 				_mm256_storeu_si256((__m256i *)(arg + o), at);
