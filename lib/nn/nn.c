@@ -222,10 +222,19 @@ static void pool_by_conv(dlt_model *m, dlt_layer *l)
 	l->fused = ways;
 }
 
-/* Whether conv l does the backward of the pool it does too */
-static int pools_back(const dlt_model *m, const dlt_layer *l, const float *dx)
+/* Whether op l's input gradient is wanted: the model input's only when
+ * asked for */
+static int wants_dx(const dlt_model *m, const dlt_layer *l)
 {
-	return l->pool_op && (m->layers[l->pool_op].fused & DLT_FUSES_BACKWARD) && !dx;
+	return m->t[l->in].g_of != 0 || m->want_input_grad;
+}
+
+/* Whether conv l does the backward of the pool it does too: where the
+ * backend has it and the conv makes no dx */
+static int pools_back(const dlt_model *m, const dlt_layer *l)
+{
+	return l->pool_op && (m->layers[l->pool_op].fused & DLT_FUSES_BACKWARD) &&
+	       !wants_dx(m, l);
 }
 
 static int plan_pool(planner *p, const dlt_layer_cfg *lc, dlt_layer *l, dlt_shape in,
@@ -1020,13 +1029,6 @@ static void round_grads(const dlt_model *m, const dlt_layer *l)
 		m->be->round(pg(m, l->b), m->params[l->b].n, m->prec);
 }
 
-/* Whether op l's input gradient is wanted: the model input's only when
- * asked for */
-static int wants_dx(const dlt_model *m, const dlt_layer *l)
-{
-	return m->t[l->in].g_of != 0 || m->want_input_grad;
-}
-
 /* Returns the input gradient it wrote, NULL if none. */
 static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 {
@@ -1054,7 +1056,7 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 	}
 	case DLT_LAYER_CONV2D:
 		l->conv.n = batch;
-		if (pools_back(m, l, dx)) {
+		if (pools_back(m, l)) {
 			const dlt_layer *p = &m->layers[l->pool_op];
 			be->conv_pool_backward(m->prec, &l->conv, &p->pool, x, dlt_tensor_g(m, p->out),
 					       p->arg, pg(m, l->w), pg(m, l->b), m->work);
@@ -1065,8 +1067,8 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 		round_grads(m, l);
 		break;
 	case DLT_LAYER_MAXPOOL:
-		/* fused: the conv does it where it can (no dx to make) */
-		if (dx && !((l->fused & DLT_FUSES_BACKWARD) && !wants_dx(m, l - 2)))
+		/* fused: the conv two before may do it */
+		if (dx && !(l->fused && pools_back(m, l - 2)))
 			be->maxpool_backward(&l->pool, dy, l->arg, dx);
 		break;
 	case DLT_LAYER_AVGPOOL:
