@@ -339,20 +339,28 @@ static wino_plan wino_plan_of(const dlt_conv *s)
  * a line more than its size from the next (wino_xi_stride) */
 static size_t wino_scratch(const wino_plan *p)
 {
-	return 2 * 16 * ((size_t)p->cmax * p->ld + 16);
+	return 2 * 16 * ((size_t)p->cmax * p->ld + DLT_GEMM_NR_MAX);
 }
 
-/* Floats from one xi's matrix of c rows to the next: a line more than its
- * size, so that the transforms' 16 streams, one a xi, do not fall on the
- * same few sets of L1 as they would at a multiple of 4 KiB apart */
+/* Floats from one xi's matrix of c rows to the next: two lines more than
+ * its size, so that the transforms' 16 streams, one a xi, do not fall on
+ * the same few sets of L1 as they would at a multiple of 4 KiB apart,
+ * and so that the GEMM's reads past a last row's tiles stay in V */
 static size_t wino_xi_stride(const wino_plan *p, int c)
 {
-	return (size_t)c * p->ld + 16;
+	return (size_t)c * p->ld + DLT_GEMM_NR_MAX;
+}
+
+/* Floats of one xi's kernels packed for the GEMM, cout x cin */
+static size_t wino_packed(int cout, int cin)
+{
+	return (dlt_cpu_gemm_packed_floats(cout, cin) + 15) & ~(size_t)15;
 }
 
 /* U [16, cout, cin] from w [cout, cin, 3, 3] (or, flip, from w [cin,
- * cout, 3, 3] with each 3x3 reversed: dx's) */
-static void wino_kernels(const float *w, int cout, int cin, int flip, float *u)
+ * cout, 3, 3] with each 3x3 reversed: dx's), then each xi's packed for
+ * dlt_cpu_gemm_packed into up, wino_packed floats apart */
+static void wino_kernels(const float *w, int cout, int cin, int flip, float *u, float *up)
 {
 	for (int o = 0; o < cout; o++) {
 		for (int i = 0; i < cin; i++) {
@@ -376,6 +384,9 @@ static void wino_kernels(const float *w, int cout, int cin, int flip, float *u)
 				u[((size_t)xi * cout + o) * cin + i] = t[xi / 4][xi % 4];
 		}
 	}
+	for (int xi = 0; xi < 16; xi++)
+		dlt_cpu_gemm_pack(cout, cin, u + (size_t)xi * cout * cin, cin,
+				  up + xi * wino_packed(cout, cin));
 }
 
 /* The first n (0 .. 8) floats of v to p */
@@ -558,10 +569,10 @@ static void wino_gather(const dlt_conv *s, const wino_plan *p, wino_row_fn *row,
 }
 
 /* out [n, cout, h, w] = the 3x3 convolution (padding 1) of in [n, cin,
- * h, w] whose kernels transformed are u, then act(+ b) (add: the bias, 0
- * without b, is added as conv_bias_act does) */
+ * h, w] whose kernels transformed and packed are up (wino_kernels), then
+ * act(+ b) (add: the bias, 0 without b, is added as conv_bias_act does) */
 static void wino_conv(const dlt_conv *s, const wino_plan *p, int cin, int cout, const float *in,
-		      const float *u, const float *b, int add, int act, float slope, float *out,
+		      const float *up, const float *b, int add, int act, float slope, float *out,
 		      const dlt_pool *pool, int32_t *arg, float *work, size_t slot, int slots)
 {
 	int trows = s->n * p->th, blocks = (trows + p->rows - 1) / p->rows;
@@ -577,9 +588,8 @@ static void wino_conv(const dlt_conv *s, const wino_plan *p, int cin, int cout, 
 			int nt = nr * p->tw;
 			wino_gather(s, p, wino_in_row, in, cin, r0, nr, v, vs);
 			for (int xi = 0; xi < 16; xi++)
-				dlt_cpu_sgemm(DLT_PREC_F32, 0, 0, cout, nt, cin, 1.0f,
-					      u + (size_t)xi * cout * cin, cin, v + xi * vs, p->ld, 0.0f,
-					      m + xi * ms, p->ld);
+				dlt_cpu_gemm_packed(cout, nt, cin, up + xi * wino_packed(cout, cin),
+						    v + xi * vs, p->ld, m + xi * ms, p->ld);
 			for (int r = 0; r < nr;) {
 				int n = (r0 + r) / p->th, ty0 = (r0 + r) % p->th;
 				int m_rows = p->th - ty0 < nr - r ? p->th - ty0 : nr - r;
@@ -805,7 +815,7 @@ static void wino_dw(const dlt_conv *s, const wino_plan *p, const float *x, const
  * their place. */
 typedef struct conv_plan {
 	int kg, kk, p, chunks, slots;
-	size_t col, masks, slot, wn, parts, u, zparts, dbs, total;
+	size_t col, masks, slot, wn, parts, u, up, zparts, dbs, total;
 } conv_plan;
 
 static conv_plan conv_plan_of(const dlt_conv *s)
@@ -833,10 +843,13 @@ static conv_plan conv_plan_of(const dlt_conv *s)
 	q.wn = (size_t)s->k * q.kk;
 	q.parts = q.slots * q.slot;
 	q.u = q.zparts = q.parts;
+	q.up = q.u + 16 * (size_t)s->k * s->c;
 	region = q.chunks * q.wn;
-	if (region < 16 * (size_t)s->k * s->c)	/* Winograd's kernels, 16 (k c) */
-		region = 16 * (size_t)s->k * s->c;
 	if (conv_is_wino(DLT_PREC_F32, s)) {
+		/* Winograd's kernels, 16 (k c), then packed, each way's */
+		size_t fwd = wino_packed(s->k, s->c), bwd = wino_packed(s->c, s->k);
+		if (region < q.up - q.u + 16 * (fwd > bwd ? fwd : bwd))
+			region = q.up - q.u + 16 * (fwd > bwd ? fwd : bwd);
 		/* Winograd dW's partial sums, 16 (k c) a block */
 		wino_plan wp = wino_plan_of(s);
 		int blocks = (s->n * wp.th + wp.rows - 1) / wp.rows;
@@ -1017,8 +1030,8 @@ static void conv_forward(int prec, const dlt_conv *s, const float *x, const floa
 
 	if (conv_is_wino(prec, s)) {
 		wino_plan wp = wino_plan_of(s);
-		wino_kernels(w, s->k, s->c, 0, work + q.u);
-		wino_conv(s, &wp, s->c, s->k, x, work + q.u, b, 1, act, slope, y, pool, arg, work,
+		wino_kernels(w, s->k, s->c, 0, work + q.u, work + q.up);
+		wino_conv(s, &wp, s->c, s->k, x, work + q.up, b, 1, act, slope, y, pool, arg, work,
 			  q.slot, q.slots);
 		return;
 	}
@@ -1223,8 +1236,8 @@ static void conv_backward(int prec, const dlt_conv *s, const float *x, const flo
 		}
 		wino_dw(s, &wp, x, dy, dw, work, q.slot, q.slots, work + q.zparts);
 		if (dx) {
-			wino_kernels(w, s->c, s->k, 1, work + q.u);
-			wino_conv(s, &wp, s->k, s->c, dy, work + q.u, NULL, 0, DLT_ACT_NONE, 0.0f,
+			wino_kernels(w, s->c, s->k, 1, work + q.u, work + q.up);
+			wino_conv(s, &wp, s->k, s->c, dy, work + q.up, NULL, 0, DLT_ACT_NONE, 0.0f,
 				  dx, NULL, NULL, work, q.slot, q.slots);
 		}
 		goto db;

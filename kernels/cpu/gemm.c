@@ -45,9 +45,11 @@
 enum { UPD_ADD, UPD_BETA, UPD_ZERO };
 
 /* C's element (i, j) of a tile is c[i ldc + j cs]: cs is 1, or ldc's
- * role swapped with it when the GEMM runs transposed (gemm_ours). */
-typedef void ukr_fn(int kc, const float *a, const float *b, float *c, long ldc, long cs, int m,
-		    int n, float alpha, float beta, int upd);
+ * role swapped with it when the GEMM runs transposed (gemm_ours).  B's
+ * rows are ldb floats apart: NR in a packed panel, more where
+ * dlt_cpu_gemm_packed reads B in place. */
+typedef void ukr_fn(int kc, const float *a, const float *b, long ldb, float *c, long ldc,
+		    long cs, int m, int n, float alpha, float beta, int upd);
 
 typedef struct impl {
 	const char *name;
@@ -81,16 +83,17 @@ INLINE void store_edge(const float *t, int nr, float *c, long ldc, long cs, int 
 						     upd);
 }
 
-/* ---- micro-kernels: a is MR x kc (k-major), b is kc x NR (k-major) ---- */
+/* ---- micro-kernels: a is MR x kc (k-major), b is kc x NR (k-major, rows
+ * ldb apart) ---- */
 
 #define S_MR 4
 #define S_NR 4
 
-static void ukr_scalar(int kc, const float *a, const float *b, float *c, long ldc, long cs,
-		       int m, int n, float alpha, float beta, int upd)
+static void ukr_scalar(int kc, const float *a, const float *b, long ldb, float *c, long ldc,
+		       long cs, int m, int n, float alpha, float beta, int upd)
 {
 	float acc[S_MR * S_NR] = { 0 };
-	for (int k = 0; k < kc; k++, a += S_MR, b += S_NR)
+	for (int k = 0; k < kc; k++, a += S_MR, b += ldb)
 		for (int i = 0; i < S_MR; i++)
 			for (int j = 0; j < S_NR; j++)
 				acc[i * S_NR + j] = fmaf(a[i], b[j], acc[i * S_NR + j]);
@@ -109,7 +112,7 @@ static void ukr_scalar(int kc, const float *a, const float *b, float *c, long ld
 
 #define A2_STEP()                                                    \
 	do {                                                         \
-		__m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8); \
+		__m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8); \
 		A2_ROW(0);                                           \
 		A2_ROW(1);                                           \
 		A2_ROW(2);                                           \
@@ -117,7 +120,7 @@ static void ukr_scalar(int kc, const float *a, const float *b, float *c, long ld
 		A2_ROW(4);                                           \
 		A2_ROW(5);                                           \
 		a += 6;                                              \
-		b += 16;                                             \
+		b += ldb;                                            \
 	} while (0)
 
 #define A2_UPD(i)                                                                    \
@@ -142,8 +145,9 @@ static void ukr_scalar(int kc, const float *a, const float *b, float *c, long ld
 	} while (0)
 
 __attribute__((target("avx2,fma")))
-static void ukr_avx2(int kc, const float *restrict a, const float *restrict b, float *restrict c,
-		     long ldc, long cs, int m, int n, float alpha, float beta, int upd)
+static void ukr_avx2(int kc, const float *restrict a, const float *restrict b, long ldb,
+		     float *restrict c, long ldc, long cs, int m, int n, float alpha, float beta,
+		     int upd)
 {
 	__m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
 	__m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -185,7 +189,7 @@ static void ukr_avx2(int kc, const float *restrict a, const float *restrict b, f
 
 #define A5_STEP()                                                    \
 	do {                                                         \
-		__m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16); \
+		__m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16); \
 		A5_ROW(0);                                           \
 		A5_ROW(1);                                           \
 		A5_ROW(2);                                           \
@@ -195,7 +199,7 @@ static void ukr_avx2(int kc, const float *restrict a, const float *restrict b, f
 		A5_ROW(6);                                           \
 		A5_ROW(7);                                           \
 		a += 8;                                              \
-		b += 32;                                             \
+		b += ldb;                                            \
 	} while (0)
 
 #define A5_UPD(i)                                                                    \
@@ -220,7 +224,7 @@ static void ukr_avx2(int kc, const float *restrict a, const float *restrict b, f
 	} while (0)
 
 __attribute__((target("avx512f")))
-static void ukr_avx512(int kc, const float *restrict a, const float *restrict b,
+static void ukr_avx512(int kc, const float *restrict a, const float *restrict b, long ldb,
 		       float *restrict c, long ldc, long cs, int m, int n, float alpha, float beta,
 		       int upd)
 {
@@ -528,7 +532,7 @@ static void gemm_block(const impl *im, const gemm_args *g, int i0, int i1, int j
 					float *c = g->C + ic * g->ldc + (jc + jr) * g->cs;
 					for (int ir = 0; ir < mc; ir += mr)
 						im->ukr(kc, ap + (size_t)ir * kc, bp + (size_t)jr * kc,
-							c + ir * g->ldc, g->ldc, g->cs,
+							nr, c + ir * g->ldc, g->ldc, g->cs,
 							min_i(mr, mc - ir), min_i(nr, nc - jr),
 							g->alpha, g->beta, upd);
 				}
@@ -705,4 +709,48 @@ void dlt_cpu_sgemm(int prec, int tA, int tB, int M, int N, int K, float alpha,
 	}
 	dlt_cpu_sgemm_kind(kind, prec, tA, tB, M, N, K, alpha, A, lda, B, ldb,
 			   beta, C, ldc);
+}
+
+/* ---- an A packed once, a B read in place ---- */
+
+/* Ours that runs: the packed GEMM has no OpenBLAS counterpart */
+static const impl *packed_impl(void)
+{
+	int kind = dlt_cpu_gemm_kind();
+	return &impls[kind == DLT_GEMM_OPENBLAS ? best_ours : kind];
+}
+
+size_t dlt_cpu_gemm_packed_floats(int M, int K)
+{
+	/* and room for pack_rows_avx2's last store */
+	return round_up((size_t)M, packed_impl()->mr) * K + 16;
+}
+
+void dlt_cpu_gemm_pack(int M, int K, const float *A, int lda, float *ap)
+{
+	const impl *im = packed_impl();
+	int kcmax = kc_step(K);
+	for (int pc = 0; pc < K; pc += kcmax) {
+		int kc = min_i(kcmax, K - pc);
+		pack_a(im->mr, im->simd_pack, 0, A, lda, 0, M, pc, kc, ap);
+		ap += round_up((size_t)M, im->mr) * kc;
+	}
+}
+
+/* gemm_block's loops, K sliced as there, without B's panels: each micro-
+ * kernel reads its NR columns of B where they lie, rows ldb apart */
+void dlt_cpu_gemm_packed(int M, int N, int K, const float *ap, const float *B, int ldb,
+			 float *C, int ldc)
+{
+	const impl *im = packed_impl();
+	int mr = im->mr, nr = im->nr, kcmax = kc_step(K);
+	for (int pc = 0; pc < K; pc += kcmax) {
+		int kc = min_i(kcmax, K - pc), upd = pc ? UPD_ADD : UPD_ZERO;
+		const float *a = ap + round_up((size_t)M, mr) * pc;
+		for (int j = 0; j < N; j += nr)
+			for (int i = 0; i < M; i += mr)
+				im->ukr(kc, a + (size_t)i * kc, B + (size_t)pc * ldb + j, ldb,
+					C + (size_t)i * ldc + j, ldc, 1, min_i(mr, M - i),
+					min_i(nr, N - j), 1.0f, 0.0f, upd);
+	}
 }

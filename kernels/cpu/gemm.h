@@ -44,4 +44,18 @@ void dlt_cpu_sgemm_kind(int kind, int prec, int tA, int tB, int M, int N, int K,
 			const float *A, int lda, const float *B, int ldb,
 			float beta, float *C, int ldc);
 
+/* C [M, N] = A B for an A [M, K] used many times (a Winograd conv's
+ * kernels): packed once by dlt_cpu_gemm_pack into ap (of
+ * dlt_cpu_gemm_packed_floats), then dlt_cpu_gemm_packed reads B [K, N]
+ * (rows ldb floats apart) where it lies, on the calling thread.  The
+ * micro-kernels read up to DLT_GEMM_NR_MAX - 1 floats past each row's N
+ * (the memory after B's last row must have that room); C's columns from
+ * them are not stored.  C gets the bits our f32 kernels give it in
+ * dlt_cpu_sgemm. */
+#define DLT_GEMM_NR_MAX 32
+size_t dlt_cpu_gemm_packed_floats(int M, int K);
+void dlt_cpu_gemm_pack(int M, int K, const float *A, int lda, float *ap);
+void dlt_cpu_gemm_packed(int M, int N, int K, const float *ap, const float *B, int ldb,
+			 float *C, int ldc);
+
 #endif

@@ -274,6 +274,40 @@ static void test_degenerate(void)
 	}
 }
 
+/* An A packed once and B read in place (the Winograd convs') against
+ * dlt_cpu_sgemm with our kernel: the same bits, for N off the tiles, K
+ * over KC, and the columns read past N (NaN here) never stored. */
+static void test_packed(void)
+{
+	static const int shapes[][3] = { { 64, 224, 32 }, { 32, 224, 64 }, { 7, 37, 5 },
+					 { 13, 3, 300 }, { 66, 50, 577 } };
+	int kind = dlt_cpu_gemm_kind() == DLT_GEMM_OPENBLAS ? kinds[nkinds - 1]
+							    : dlt_cpu_gemm_kind();
+	for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+		int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ldb = N + 3;
+		problem p;
+		make(&p, 0, 0, M, N, K, 0, 1.0f, 0.0f);
+		float *B = malloc(((size_t)K * ldb + DLT_GEMM_NR_MAX) * sizeof(float));
+		for (size_t i = 0; i < (size_t)K * ldb + DLT_GEMM_NR_MAX; i++)
+			B[i] = NAN;
+		for (int k = 0; k < K; k++)
+			memcpy(B + (size_t)k * ldb, p.B + (size_t)k * p.ldb, N * sizeof(float));
+		float *ap = malloc(dlt_cpu_gemm_packed_floats(M, K) * sizeof(float));
+		float *C = malloc(p.nc * sizeof(float)), *want = run(kind, &p);
+		memcpy(C, p.C0, p.nc * sizeof(float));
+		dlt_cpu_gemm_pack(M, K, p.A, p.lda, ap);
+		dlt_cpu_gemm_packed(M, N, K, ap, B, ldb, C, p.ldc);
+		ok(!memcmp(C, want, p.nc * sizeof(float)),
+		   "packed A, B in place: %d x %d x %d the bits of %s", M, N, K,
+		   dlt_cpu_gemm_kind_name(kind));
+		free(ap);
+		free(B);
+		free(C);
+		free(want);
+		drop(&p);
+	}
+}
+
 /* bf16 on the CPU's dot products (gemm_bf16.c) against the converted
  * path (ours, rounding the packed panels, f32 fma from k = 0 up).  Both
  * sum the same bf16-rounded products, in orders that differ within each
@@ -416,6 +450,7 @@ int main(void)
 	test_blocks();
 	test_threads();
 	test_degenerate();
+	test_packed();
 	test_bf16();
 	return done_testing();
 }
