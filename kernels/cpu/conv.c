@@ -979,6 +979,117 @@ static void conv_fwd_taps9_avx2(const dlt_conv *s, const conv_plan *q, const flo
 	}
 }
 
+/* A first layer's 3x3 conv (one channel, stride 1, padding 1) and its
+ * 2x2 max pool, as one pass that never writes the conv's planes: each
+ * output's 2x2 window is made in registers, 8 windows side by side, and
+ * pooled there.  The image is split first into its even and odd columns
+ * (c1_split), so that the 8 windows' taps are 8 consecutive floats.  The
+ * sums are those of conv_fwd_taps9_avx2, so the bits are too. */
+static int c1_width(const dlt_conv *s)
+{
+	return (s->ow / 2 + 7) / 8 * 8 + 8;	/* and the taps one column on */
+}
+
+static size_t c1_scratch(const dlt_conv *s)
+{
+	return 2 * (size_t)(s->h + 2) * c1_width(s);
+}
+
+static int conv_pool_c1(int prec, const dlt_conv *s, const conv_plan *q, const dlt_pool *p,
+			int act)
+{
+	return conv_fwd_direct(prec, s, q) && s->c == 1 && s->kh == 3 && s->kw == 3 &&
+	       s->sh == 1 && s->sw == 1 && s->ph == 1 && s->pw == 1 && s->dh == 1 && s->dw == 1 &&
+	       p && p->kh == 2 && p->kw == 2 && p->sh == 2 && p->sw == 2 && p->ph == 0 &&
+	       p->pw == 0 && s->oh % 2 == 0 && s->ow % 2 == 0 && taps9_acts(act) &&
+	       c1_scratch(s) <= q->slot;
+}
+
+/* The image x [h, w] zero-padded by one, as planes e and o of h + 2 rows
+ * of ew floats: e's column t is the padded image's 2t (the image's 2t - 1),
+ * o's its 2t + 1 */
+static void c1_split(const float *x, int h, int w, int ew, float *e, float *o)
+{
+	memset(e, 0, 2 * (size_t)(h + 2) * ew * sizeof(float));
+	for (int y = 0; y < h; y++)
+		for (int c = 0; c < w; c++)
+			(c & 1 ? e : o)[(size_t)(y + 1) * ew + (c + 1) / 2] = x[(size_t)y * w + c];
+}
+
+/* One sample's pooled planes y [k, oh / 2, ow / 2] and arg from its split
+ * image e, o (c1_split); window (i, t) of 8 side by side: its top row's
+ * even and odd columns, then its bottom row's (a, b, c, d), each 9 taps:
+ * e, o, e one on for the even columns, o, e one on, o one on for the odd.
+ * (Two runs of 8 at a time, for more chains of FMAs, spill registers and
+ * measured slower.) */
+__attribute__((target("avx2,fma")))
+static void conv_pool_c1_avx2(const dlt_conv *s, const dlt_pool *p, const float *w,
+			      const float *b, int relu, const float *e, const float *o, int ew,
+			      float *y, int32_t *arg)
+{
+	int ph = s->oh / 2, pw = s->ow / 2;
+	for (int k = 0; k < s->k; k++) {
+		__m256 wk[9];
+		float bk = b ? b[k] : 0.0f;
+		float *yk = y + (size_t)k * ph * pw;
+		int32_t *ak = arg + (size_t)k * ph * pw;
+		for (int r = 0; r < 9; r++)
+			wk[r] = _mm256_broadcast_ss(w + k * 9 + r);
+		for (int i = 0; i < ph; i++) {
+			for (int t = 0; t < pw; t += 8) {
+				__m256 acc[4], best;
+				__m256i at;
+				int n = pw - t < 8 ? pw - t : 8;
+				for (int v = 0; v < 4; v++)
+					acc[v] = _mm256_setzero_ps();
+				#pragma GCC unroll 3
+				for (int ky = 0; ky < 3; ky++) {
+					#pragma GCC unroll 2
+					for (int a = 0; a < 2; a++) {
+						size_t row = (size_t)(2 * i + a + ky) * ew + t;
+						__m256 e0 = _mm256_loadu_ps(e + row);
+						__m256 o0 = _mm256_loadu_ps(o + row);
+						__m256 e1 = _mm256_loadu_ps(e + row + 1);
+						__m256 o1 = _mm256_loadu_ps(o + row + 1);
+						__m256 *ev = &acc[2 * a], *od = &acc[2 * a + 1];
+						*ev = _mm256_fmadd_ps(wk[3 * ky], e0, *ev);
+						*ev = _mm256_fmadd_ps(wk[3 * ky + 1], o0, *ev);
+						*ev = _mm256_fmadd_ps(wk[3 * ky + 2], e1, *ev);
+						*od = _mm256_fmadd_ps(wk[3 * ky], o0, *od);
+						*od = _mm256_fmadd_ps(wk[3 * ky + 1], e1, *od);
+						*od = _mm256_fmadd_ps(wk[3 * ky + 2], o1, *od);
+					}
+				}
+				best = dlt_max2x2_avx2(p, taps9_out(acc[0], bk, relu),
+						       taps9_out(acc[1], bk, relu),
+						       taps9_out(acc[2], bk, relu),
+						       taps9_out(acc[3], bk, relu), 2 * i * s->ow + 2 * t,
+						       s->ow, &at);
+				store_part(yk + (size_t)i * pw + t, best, n);
+				store_part((float *)(ak + (size_t)i * pw + t), _mm256_castsi256_ps(at), n);
+			}
+		}
+	}
+}
+
+static void conv_pool_c1_forward(const dlt_conv *s, const conv_plan *q, const dlt_pool *p,
+				 const float *x, const float *w, const float *b, int act,
+				 float *y, int32_t *arg, float *work)
+{
+	size_t out = (size_t)s->k * (s->oh / 2) * (s->ow / 2);
+	int ew = c1_width(s);
+	#pragma omp parallel num_threads(conv_threads(q))
+	{
+		float *e = work + omp_get_thread_num() * q->slot, *o = e + (size_t)(s->h + 2) * ew;
+		#pragma omp for schedule(static)
+		for (int n = 0; n < s->n; n++) {
+			c1_split(x + (size_t)n * s->h * s->w, s->h, s->w, ew, e, o);
+			conv_pool_c1_avx2(s, p, w, b, act == DLT_ACT_RELU, e, o, ew, y + n * out,
+					  arg + n * out);
+		}
+	}
+}
+
 /* pool: the planes go through ybuf, one sample's at a time, and are
  * pooled from there into y and arg (only on the direct path, see
  * dlt_cpu_conv_pool_fuses) */
@@ -1033,6 +1144,10 @@ static void conv_forward(int prec, const dlt_conv *s, const float *x, const floa
 		wino_kernels(w, s->k, s->c, 0, work + q.u, work + q.up);
 		wino_conv(s, &wp, s->c, s->k, x, work + q.up, b, 1, act, slope, y, pool, arg, work,
 			  q.slot, q.slots);
+		return;
+	}
+	if (conv_pool_c1(prec, s, &q, pool, act)) {
+		conv_pool_c1_forward(s, &q, pool, x, w, b, act, y, arg, work);
 		return;
 	}
 	#pragma omp parallel num_threads(conv_threads(&q))

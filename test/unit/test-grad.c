@@ -622,6 +622,8 @@ int main(void)
 	/* last: its draws would move the others' data */
 	test_conv_pool((dlt_shape){ 1, 8, 6 }, 4, DLT_FUSES_FORWARD | DLT_FUSES_BACKWARD);
 	test_conv_pool((dlt_shape){ 1, 16, 16 }, 4, DLT_FUSES_FORWARD | DLT_FUSES_BACKWARD);
+	/* rows of 14 windows: a run of 8 and one of 6 */
+	test_conv_pool((dlt_shape){ 1, 4, 28 }, 3, DLT_FUSES_FORWARD | DLT_FUSES_BACKWARD);
 	/* Winograd's: with AVX2 and FMA, and the GEMM dlt's own */
 	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
 	    dlt_cpu_gemm_kind() != DLT_GEMM_OPENBLAS)
