@@ -990,19 +990,18 @@ static int c1_width(const dlt_conv *s)
 	return (s->ow / 2 + 7) / 8 * 8 + 8;	/* and the taps one column on */
 }
 
+/* A chunk's samples split (backward; forward needs one) */
 static size_t c1_scratch(const dlt_conv *s)
 {
-	return 2 * (size_t)(s->h + 2) * c1_width(s);
+	return CONV_CHUNK * 2 * (size_t)(s->h + 2) * c1_width(s);
 }
 
-static int conv_pool_c1(int prec, const dlt_conv *s, const conv_plan *q, const dlt_pool *p,
-			int act)
+static int conv_pool_c1(int prec, const dlt_conv *s, const conv_plan *q, const dlt_pool *p)
 {
 	return conv_fwd_direct(prec, s, q) && s->c == 1 && s->kh == 3 && s->kw == 3 &&
 	       s->sh == 1 && s->sw == 1 && s->ph == 1 && s->pw == 1 && s->dh == 1 && s->dw == 1 &&
 	       p && p->kh == 2 && p->kw == 2 && p->sh == 2 && p->sw == 2 && p->ph == 0 &&
-	       p->pw == 0 && s->oh % 2 == 0 && s->ow % 2 == 0 && taps9_acts(act) &&
-	       c1_scratch(s) <= q->slot;
+	       p->pw == 0 && s->oh % 2 == 0 && s->ow % 2 == 0 && c1_scratch(s) <= q->slot;
 }
 
 /* The image x [h, w] zero-padded by one, as planes e and o of h + 2 rows
@@ -1146,7 +1145,7 @@ static void conv_forward(int prec, const dlt_conv *s, const float *x, const floa
 			  q.slot, q.slots);
 		return;
 	}
-	if (conv_pool_c1(prec, s, &q, pool, act)) {
+	if (conv_pool_c1(prec, s, &q, pool) && taps9_acts(act)) {
 		conv_pool_c1_forward(s, &q, pool, x, w, b, act, y, arg, work);
 		return;
 	}
@@ -1284,6 +1283,90 @@ static void conv_dw_taps9_avx2(const dlt_conv *s, const conv_plan *q, const floa
 	}
 }
 
+/* conv_pool_c1's backward: its dW and db from the pool's dy and arg, no
+ * dx.  Each window's gradient goes to the one of its 4 inputs the pool
+ * picked (none where the ReLU stopped it), so the conv's planes are never
+ * made: for 8 windows side by side, dy masked by arg for each of the 4,
+ * times their taps as conv_pool_c1_avx2 reads them.  The chunk's samples
+ * split in slot, 9 sums and db's in 8 float lanes a channel, added up in
+ * a fixed order at the end: the same bits on any thread count, and equal
+ * to the direct path's (conv_dw_taps9_avx2) up to the order of the sums. */
+__attribute__((target("avx2,fma")))
+static void conv_pool_c1_dw_avx2(const dlt_conv *s, const dlt_pool *p, const float *dy,
+				 const int32_t *arg, int n0, int ns, const float *eo, int ew,
+				 float *part, double *db)
+{
+	int ph = s->oh / 2, pw = s->ow / 2;
+	size_t out = (size_t)ph * pw, split = 2 * (size_t)(s->h + 2) * ew;
+	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	for (int k = 0; k < s->k; k++) {
+		__m256 g[9];
+		double dbk = 0.0;
+		float lanes[8];
+		for (int r = 0; r < 9; r++)
+			g[r] = _mm256_setzero_ps();
+		for (int j = 0; j < ns; j++) {
+			const float *e = eo + j * split, *o = e + split / 2;
+			const float *d = dy + ((size_t)(n0 + j) * s->k + k) * out;
+			const int32_t *at = arg + ((size_t)(n0 + j) * s->k + k) * out;
+			__m256 plane = _mm256_setzero_ps();
+			for (int i = 0; i < ph; i++) {
+				for (int t = 0; t < pw; t += 8) {
+					__m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(pw - t), lane);
+					__m256 dv = _mm256_maskload_ps(d + (size_t)i * pw + t, in);
+					__m256i av = _mm256_maskload_epi32((const int *)at + (size_t)i * pw + t,
+									   in);
+					__m256i i00 = _mm256_add_epi32(
+						_mm256_set1_epi32(2 * i * s->ow + 2 * t),
+						_mm256_slli_epi32(lane, 1));
+					__m256i i10 = _mm256_add_epi32(i00, _mm256_set1_epi32(s->ow));
+					__m256i one = _mm256_set1_epi32(1);
+					/* the window's top row's even and odd, its bottom row's */
+					__m256 dw[4] = {
+						_mm256_and_ps(dv, _mm256_castsi256_ps(_mm256_cmpeq_epi32(av, i00))),
+						_mm256_and_ps(dv, _mm256_castsi256_ps(_mm256_cmpeq_epi32(
+							av, _mm256_add_epi32(i00, one)))),
+						_mm256_and_ps(dv, _mm256_castsi256_ps(_mm256_cmpeq_epi32(av, i10))),
+						_mm256_and_ps(dv, _mm256_castsi256_ps(_mm256_cmpeq_epi32(
+							av, _mm256_add_epi32(i10, one)))),
+					};
+					plane = _mm256_add_ps(plane, _mm256_add_ps(_mm256_add_ps(dw[0], dw[1]),
+										   _mm256_add_ps(dw[2], dw[3])));
+					#pragma GCC unroll 3
+					for (int ky = 0; ky < 3; ky++) {
+						#pragma GCC unroll 2
+						for (int a = 0; a < 2; a++) {
+							size_t row = (size_t)(2 * i + a + ky) * ew + t;
+							__m256 e0 = _mm256_loadu_ps(e + row);
+							__m256 o0 = _mm256_loadu_ps(o + row);
+							__m256 e1 = _mm256_loadu_ps(e + row + 1);
+							__m256 o1 = _mm256_loadu_ps(o + row + 1);
+							__m256 ev = dw[2 * a], od = dw[2 * a + 1];
+							g[3 * ky] = _mm256_fmadd_ps(ev, e0, g[3 * ky]);
+							g[3 * ky] = _mm256_fmadd_ps(od, o0, g[3 * ky]);
+							g[3 * ky + 1] = _mm256_fmadd_ps(ev, o0, g[3 * ky + 1]);
+							g[3 * ky + 1] = _mm256_fmadd_ps(od, e1, g[3 * ky + 1]);
+							g[3 * ky + 2] = _mm256_fmadd_ps(ev, e1, g[3 * ky + 2]);
+							g[3 * ky + 2] = _mm256_fmadd_ps(od, o1, g[3 * ky + 2]);
+						}
+					}
+				}
+			}
+			_mm256_storeu_ps(lanes, plane);
+			for (int l = 0; l < 8; l++)
+				dbk += lanes[l];
+		}
+		db[k] = dbk;
+		for (int r = 0; r < 9; r++) {
+			float sum = 0.0f;
+			_mm256_storeu_ps(lanes, g[r]);
+			for (int l = 0; l < 8; l++)
+				sum += lanes[l];
+			part[k * 9 + r] = sum;
+		}
+	}
+}
+
 /* One chunk's samples: its partial dW and db, and dx. */
 static void conv_backward_chunk(int prec, const dlt_conv *s, const conv_plan *q, const float *x,
 				const float *w, const float *dy, float *dx, const dlt_pool *pool,
@@ -1293,6 +1376,15 @@ static void conv_backward_chunk(int prec, const dlt_conv *s, const conv_plan *q,
 	int n0 = ch * CONV_CHUNK, ns = s->n - n0 < CONV_CHUNK ? s->n - n0 : CONV_CHUNK;
 	size_t ld = (size_t)ns * q->p;
 	float *col = slot, *dybuf = slot + q->col;
+	if (!dx && conv_pool_c1(prec, s, q, pool)) {
+		int ew = c1_width(s);
+		size_t split = 2 * (size_t)(s->h + 2) * ew;
+		for (int j = 0; j < ns; j++)
+			c1_split(x + (size_t)(n0 + j) * s->h * s->w, s->h, s->w, ew, slot + j * split,
+				 slot + j * split + split / 2);
+		conv_pool_c1_dw_avx2(s, pool, dy, arg, n0, ns, slot, ew, part, dbpart);
+		return;
+	}
 	if (conv_dw_direct(prec, s, q, dx)) {
 		for (int j = 0; j < ns; j++)
 			im2col(s, x + (size_t)(n0 + j) * s->c * s->h * s->w, col + (size_t)j * q->p,

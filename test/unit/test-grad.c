@@ -394,7 +394,9 @@ static void test_pool_after_relu(void)
  * channel both, Winograd's forward): every gradient has the bits of the
  * model that runs them apart (a dropout of rate 0 between ReLU and pool),
  * with the input's gradient not wanted (the fused backward, where there
- * is one) and wanted (the pool's and conv's own). */
+ * is one) and wanted (the pool's and conv's own).  The gradients have the
+ * same bits, but for a fused backward's conv, whose sums run in another
+ * order. */
 static void test_conv_pool(dlt_shape img, int filters, int ways)
 {
 	dlt_layer_cfg a[] = { conv(filters, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU),
@@ -426,14 +428,24 @@ static void test_conv_pool(dlt_shape img, int filters, int ways)
 		dlt_model_backward(&ma, BATCH);
 		dlt_model_backward(&mb, BATCH);
 		same = 1;
-		for (int i = 0; i < ma.n_params; i++)
+		/* the fused backward of a first layer sums its dW and db in
+		 * another order (conv_pool_c1_dw_avx2): those to rounding */
+		for (int i = (ways & DLT_FUSES_BACKWARD) && !want ? 2 : 0; i < ma.n_params; i++)
 			same &= !memcmp(ma.params[i].g, mb.params[i].g,
 					ma.params[i].n * sizeof(float));
+		for (int i = 0; i < 2 && (ways & DLT_FUSES_BACKWARD) && !want; i++) {
+			float big = 0.0f;
+			for (size_t j = 0; j < ma.params[i].n; j++)
+				big = fmaxf(big, fabsf(mb.params[i].g[j]));
+			for (size_t j = 0; j < ma.params[i].n; j++)
+				same &= fabsf(ma.params[i].g[j] - mb.params[i].g[j]) <= 1e-5f * big;
+		}
 		if (want)
 			same &= !memcmp(dlt_model_input_grad(&ma), dlt_model_input_grad(&mb),
 					nin * sizeof(float));
 		ok(same, "conv + relu + maxpool as one op, the input's gradient %s: every "
-		   "gradient's bits", want ? "wanted" : "not wanted");
+		   "gradient's bits%s", want ? "wanted" : "not wanted",
+		   (ways & DLT_FUSES_BACKWARD) && !want ? " (the conv's to rounding)" : "");
 	}
 	dlt_model_free(&ma);
 	dlt_model_free(&mb);
