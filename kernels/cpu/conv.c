@@ -318,7 +318,13 @@ typedef struct wino_plan {
 	int cmax;		/* the larger channel count: V and M are sized by it */
 } wino_plan;
 
-static wino_plan wino_plan_of(const dlt_conv *s)
+/* Tiles a block, at most: the forward's and dx's GEMMs (112 for the
+ * CNN's 7 tiles a row), whose V and M then sit nearer L2, measured faster
+ * now that the GEMM reads V in place; dW's dots (224), whose every block
+ * is 16 k c more partial sums to add up. */
+enum { WINO_CONV_TILES = 128, WINO_DW_TILES = 256 };
+
+static wino_plan wino_plan_of(const dlt_conv *s, int tiles)
 {
 	wino_plan p;
 	int g = 16;
@@ -327,8 +333,7 @@ static wino_plan wino_plan_of(const dlt_conv *s)
 	while (p.tw % g)
 		g /= 2;
 	p.rows = 16 / g;	/* rows tw = a multiple of 16 */
-	/* about 224 tiles: fewer and the GEMMs' packing of U weighs more */
-	while (p.rows * p.tw * 2 <= 256)
+	while (p.rows * p.tw * 2 <= tiles)
 		p.rows *= 2;
 	p.ld = p.rows * p.tw + 8;
 	p.cmax = s->c > s->k ? s->c : s->k;
@@ -757,10 +762,10 @@ static void wino_dw(const dlt_conv *s, const wino_plan *p, const float *x, const
 			/* the rows' ends past the tiles (what the transforms spilled
 			 * there) out of the dots */
 			for (int xi = 0; xi < 16; xi++) {
-				for (int ci = 0; ci < c; ci++)
+				for (int ci = 0; ci < c && nt8 > nt; ci++)
 					memset(v + xi * vs + (size_t)ci * p->ld + nt, 0,
 					       (nt8 - nt) * sizeof(float));
-				for (int ko = 0; ko < k; ko++)
+				for (int ko = 0; ko < k && nt8 > nt; ko++)
 					memset(e + xi * es + (size_t)ko * p->ld + nt, 0,
 					       (nt8 - nt) * sizeof(float));
 				wino_dots(e + xi * es, v + xi * vs, p->ld, k, c, nt8,
@@ -833,8 +838,10 @@ static conv_plan conv_plan_of(const dlt_conv *s)
 	q.col = ((size_t)s->c * s->kh * s->kw * CONV_CHUNK * q.p + 15) & ~(size_t)15;
 	if (conv_is_wino(DLT_PREC_F32, s)) {
 		/* the Winograd scratch in a slot's col */
-		wino_plan wp = wino_plan_of(s);
+		wino_plan wp = wino_plan_of(s, WINO_DW_TILES), wc = wino_plan_of(s, WINO_CONV_TILES);
 		size_t need = (wino_scratch(&wp) + 15) & ~(size_t)15;
+		if (need < ((wino_scratch(&wc) + 15) & ~(size_t)15))
+			need = (wino_scratch(&wc) + 15) & ~(size_t)15;
 		if (q.col < need)
 			q.col = need;
 	}
@@ -851,7 +858,7 @@ static conv_plan conv_plan_of(const dlt_conv *s)
 		if (region < q.up - q.u + 16 * (fwd > bwd ? fwd : bwd))
 			region = q.up - q.u + 16 * (fwd > bwd ? fwd : bwd);
 		/* Winograd dW's partial sums, 16 (k c) a block */
-		wino_plan wp = wino_plan_of(s);
+		wino_plan wp = wino_plan_of(s, WINO_DW_TILES);
 		int blocks = (s->n * wp.th + wp.rows - 1) / wp.rows;
 		if (region < (size_t)blocks * 16 * s->k * s->c)
 			region = (size_t)blocks * 16 * s->k * s->c;
@@ -1004,12 +1011,13 @@ static int conv_pool_c1(int prec, const dlt_conv *s, const conv_plan *q, const d
 	       p->pw == 0 && s->oh % 2 == 0 && s->ow % 2 == 0 && c1_scratch(s) <= q->slot;
 }
 
-/* The image x [h, w] zero-padded by one, as planes e and o of h + 2 rows
- * of ew floats: e's column t is the padded image's 2t (the image's 2t - 1),
- * o's its 2t + 1 */
-static void c1_split(const float *x, int h, int w, int ew, float *e, float *o)
+/* The image x [h, w] zero-padded by one, as planes e then o at eo, of h
+ * + 2 rows of ew floats: e's column t is the padded image's 2t (the
+ * image's 2t - 1), o's its 2t + 1 */
+static void c1_split(const float *x, int h, int w, int ew, float *eo)
 {
-	memset(e, 0, 2 * (size_t)(h + 2) * ew * sizeof(float));
+	float *e = eo, *o = eo + (size_t)(h + 2) * ew;
+	memset(eo, 0, 2 * (size_t)(h + 2) * ew * sizeof(float));
 	for (int y = 0; y < h; y++)
 		for (int c = 0; c < w; c++)
 			(c & 1 ? e : o)[(size_t)(y + 1) * ew + (c + 1) / 2] = x[(size_t)y * w + c];
@@ -1023,10 +1031,11 @@ static void c1_split(const float *x, int h, int w, int ew, float *e, float *o)
  * measured slower.) */
 __attribute__((target("avx2,fma")))
 static void conv_pool_c1_avx2(const dlt_conv *s, const dlt_pool *p, const float *w,
-			      const float *b, int relu, const float *e, const float *o, int ew,
-			      float *y, int32_t *arg)
+			      const float *b, int relu, const float *eo, int ew, float *y,
+			      int32_t *arg)
 {
 	int ph = s->oh / 2, pw = s->ow / 2;
+	const float *e = eo, *o = eo + (size_t)(s->h + 2) * ew;
 	for (int k = 0; k < s->k; k++) {
 		__m256 wk[9];
 		float bk = b ? b[k] : 0.0f;
@@ -1079,11 +1088,11 @@ static void conv_pool_c1_forward(const dlt_conv *s, const conv_plan *q, const dl
 	int ew = c1_width(s);
 	#pragma omp parallel num_threads(conv_threads(q))
 	{
-		float *e = work + omp_get_thread_num() * q->slot, *o = e + (size_t)(s->h + 2) * ew;
+		float *eo = work + omp_get_thread_num() * q->slot;
 		#pragma omp for schedule(static)
 		for (int n = 0; n < s->n; n++) {
-			c1_split(x + (size_t)n * s->h * s->w, s->h, s->w, ew, e, o);
-			conv_pool_c1_avx2(s, p, w, b, act == DLT_ACT_RELU, e, o, ew, y + n * out,
+			c1_split(x + (size_t)n * s->h * s->w, s->h, s->w, ew, eo);
+			conv_pool_c1_avx2(s, p, w, b, act == DLT_ACT_RELU, eo, ew, y + n * out,
 					  arg + n * out);
 		}
 	}
@@ -1139,7 +1148,7 @@ static void conv_forward(int prec, const dlt_conv *s, const float *x, const floa
 	conv_plan q = conv_plan_of(s);
 
 	if (conv_is_wino(prec, s)) {
-		wino_plan wp = wino_plan_of(s);
+		wino_plan wp = wino_plan_of(s, WINO_CONV_TILES);
 		wino_kernels(w, s->k, s->c, 0, work + q.u, work + q.up);
 		wino_conv(s, &wp, s->c, s->k, x, work + q.up, b, 1, act, slope, y, pool, arg, work,
 			  q.slot, q.slots);
@@ -1380,8 +1389,7 @@ static void conv_backward_chunk(int prec, const dlt_conv *s, const conv_plan *q,
 		int ew = c1_width(s);
 		size_t split = 2 * (size_t)(s->h + 2) * ew;
 		for (int j = 0; j < ns; j++)
-			c1_split(x + (size_t)(n0 + j) * s->h * s->w, s->h, s->w, ew, slot + j * split,
-				 slot + j * split + split / 2);
+			c1_split(x + (size_t)(n0 + j) * s->h * s->w, s->h, s->w, ew, slot + j * split);
 		conv_pool_c1_dw_avx2(s, pool, dy, arg, n0, ns, slot, ew, part, dbpart);
 		return;
 	}
@@ -1421,7 +1429,7 @@ static void conv_backward(int prec, const dlt_conv *s, const float *x, const flo
 	double *dbs = (double *)(work + q.dbs);
 
 	if (conv_is_wino(prec, s)) {
-		wino_plan wp = wino_plan_of(s);
+		wino_plan wp = wino_plan_of(s, WINO_DW_TILES), wc = wino_plan_of(s, WINO_CONV_TILES);
 		/* db: each chunk's sums as conv_gather_dy makes them */
 		#pragma omp parallel num_threads(conv_threads(&q))
 		{
@@ -1444,7 +1452,7 @@ static void conv_backward(int prec, const dlt_conv *s, const float *x, const flo
 		wino_dw(s, &wp, x, dy, dw, work, q.slot, q.slots, work + q.zparts);
 		if (dx) {
 			wino_kernels(w, s->c, s->k, 1, work + q.u, work + q.up);
-			wino_conv(s, &wp, s->k, s->c, dy, work + q.up, NULL, 0, DLT_ACT_NONE, 0.0f,
+			wino_conv(s, &wc, s->k, s->c, dy, work + q.up, NULL, 0, DLT_ACT_NONE, 0.0f,
 				  dx, NULL, NULL, work, q.slot, q.slots);
 		}
 		goto db;
