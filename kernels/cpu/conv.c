@@ -1325,13 +1325,11 @@ static void conv_pool_c1_dw_avx2(const dlt_conv *s, const dlt_pool *p, const flo
 					__m256 dv = _mm256_maskload_ps(d + (size_t)i * pw + t, in);
 					__m256i av = _mm256_maskload_epi32((const int *)at + (size_t)i * pw + t,
 									   in);
-					__m256i i00 = _mm256_add_epi32(
-						_mm256_set1_epi32(2 * i * s->ow + 2 * t),
-						_mm256_slli_epi32(lane, 1));
+					__m256i i00 = dlt_win2x2_avx2(2 * i * s->ow + 2 * t);
 					__m256i i10 = _mm256_add_epi32(i00, _mm256_set1_epi32(s->ow));
 					__m256i one = _mm256_set1_epi32(1);
 					/* the window's top row's even and odd, its bottom row's */
-					__m256 dw[4] = {
+					__m256 win[4] = {
 						_mm256_and_ps(dv, _mm256_castsi256_ps(_mm256_cmpeq_epi32(av, i00))),
 						_mm256_and_ps(dv, _mm256_castsi256_ps(_mm256_cmpeq_epi32(
 							av, _mm256_add_epi32(i00, one)))),
@@ -1339,8 +1337,8 @@ static void conv_pool_c1_dw_avx2(const dlt_conv *s, const dlt_pool *p, const flo
 						_mm256_and_ps(dv, _mm256_castsi256_ps(_mm256_cmpeq_epi32(
 							av, _mm256_add_epi32(i10, one)))),
 					};
-					plane = _mm256_add_ps(plane, _mm256_add_ps(_mm256_add_ps(dw[0], dw[1]),
-										   _mm256_add_ps(dw[2], dw[3])));
+					plane = _mm256_add_ps(plane, _mm256_add_ps(_mm256_add_ps(win[0], win[1]),
+										   _mm256_add_ps(win[2], win[3])));
 					#pragma GCC unroll 3
 					for (int ky = 0; ky < 3; ky++) {
 						#pragma GCC unroll 2
@@ -1350,7 +1348,7 @@ static void conv_pool_c1_dw_avx2(const dlt_conv *s, const dlt_pool *p, const flo
 							__m256 o0 = _mm256_loadu_ps(o + row);
 							__m256 e1 = _mm256_loadu_ps(e + row + 1);
 							__m256 o1 = _mm256_loadu_ps(o + row + 1);
-							__m256 ev = dw[2 * a], od = dw[2 * a + 1];
+							__m256 ev = win[2 * a], od = win[2 * a + 1];
 							g[3 * ky] = _mm256_fmadd_ps(ev, e0, g[3 * ky]);
 							g[3 * ky] = _mm256_fmadd_ps(od, o0, g[3 * ky]);
 							g[3 * ky + 1] = _mm256_fmadd_ps(ev, o0, g[3 * ky + 1]);
