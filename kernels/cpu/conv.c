@@ -1246,6 +1246,31 @@ static int conv_dw_direct(int prec, const dlt_conv *s, const conv_plan *q, const
 	       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
+/* The lanes of a added to sum, in lane order: the first layer's dW and
+ * db paths' fixed order */
+__attribute__((target("avx2"), always_inline))
+static inline double lanes_add(double sum, __m256 a)
+{
+	float lane[8];
+	_mm256_storeu_ps(lane, a);
+	for (int l = 0; l < 8; l++)
+		sum += lane[l];
+	return sum;
+}
+
+/* A channel's 9 taps' sums from their lanes, in lane order, into part */
+__attribute__((target("avx2"), always_inline))
+static inline void taps9_sums(const __m256 acc[9], float *part)
+{
+	for (int r = 0; r < 9; r++) {
+		float lane[8], sum = 0.0f;
+		_mm256_storeu_ps(lane, acc[r]);
+		for (int l = 0; l < 8; l++)
+			sum += lane[l];
+		part[r] = sum;
+	}
+}
+
 /* pool: dy is the pool's, each plane of the conv's made from it in buf
  * (p floats) as the pool's backward makes it, and read from there */
 __attribute__((target("avx2,fma")))
@@ -1257,7 +1282,6 @@ static void conv_dw_taps9_avx2(const dlt_conv *s, const conv_plan *q, const floa
 	for (int k = 0; k < s->k; k++) {
 		__m256 acc[9];
 		double dbk = 0.0;
-		float lane[8];
 		for (int r = 0; r < 9; r++)
 			acc[r] = _mm256_setzero_ps();
 		for (int j = 0; j < ns; j++) {
@@ -1277,18 +1301,10 @@ static void conv_dw_taps9_avx2(const dlt_conv *s, const conv_plan *q, const floa
 					acc[r] = _mm256_fmadd_ps(v, _mm256_loadu_ps(c + r * ld + i),
 								 acc[r]);
 			}
-			_mm256_storeu_ps(lane, plane);
-			for (int l = 0; l < 8; l++)
-				dbk += lane[l];
+			dbk = lanes_add(dbk, plane);
 		}
 		db[k] = dbk;
-		for (int r = 0; r < 9; r++) {
-			float sum = 0.0f;
-			_mm256_storeu_ps(lane, acc[r]);
-			for (int l = 0; l < 8; l++)
-				sum += lane[l];
-			part[k * 9 + r] = sum;
-		}
+		taps9_sums(acc, part + k * 9);
 	}
 }
 
@@ -1311,7 +1327,6 @@ static void conv_pool_c1_dw_avx2(const dlt_conv *s, const dlt_pool *p, const flo
 	for (int k = 0; k < s->k; k++) {
 		__m256 g[9];
 		double dbk = 0.0;
-		float lanes[8];
 		for (int r = 0; r < 9; r++)
 			g[r] = _mm256_setzero_ps();
 		for (int j = 0; j < ns; j++) {
@@ -1359,18 +1374,10 @@ static void conv_pool_c1_dw_avx2(const dlt_conv *s, const dlt_pool *p, const flo
 					}
 				}
 			}
-			_mm256_storeu_ps(lanes, plane);
-			for (int l = 0; l < 8; l++)
-				dbk += lanes[l];
+			dbk = lanes_add(dbk, plane);
 		}
 		db[k] = dbk;
-		for (int r = 0; r < 9; r++) {
-			float sum = 0.0f;
-			_mm256_storeu_ps(lanes, g[r]);
-			for (int l = 0; l < 8; l++)
-				sum += lanes[l];
-			part[k * 9 + r] = sum;
-		}
+		taps9_sums(g, part + k * 9);
 	}
 }
 
