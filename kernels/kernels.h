@@ -119,8 +119,10 @@ typedef struct dlt_backend {
 	 * none).  forward writes the pool's y and arg, the bits of
 	 * conv_forward then maxpool_forward; backward, for a conv with no
 	 * dx, takes the pool's dy and arg and writes the conv's dw and db
-	 * (db may be NULL), the bits of maxpool_backward then conv_backward.
-	 * The workspace is conv_workspace's. */
+	 * (db may be NULL): those of maxpool_backward then conv_backward, to
+	 * the order of their sums (the CPU's first 3x3 conv on a 2x2 pool
+	 * sums in another, so its bits differ).  The workspace is
+	 * conv_workspace's. */
 	int (*conv_pool_fuses)(int prec, const dlt_conv *s, const dlt_pool *p);
 	void (*conv_pool_forward)(int prec, const dlt_conv *s, const dlt_pool *p, const float *x,
 				  const float *w, const float *b, int act, float slope, float *y,
