@@ -107,7 +107,9 @@ test_expect_success 'an overflow skips the step and halves the scale; training r
 test_expect_success 'an fp16 checkpoint keeps the scale: resume gives the same bytes' '
 	grep "\"event\":\"train\"" over/metrics.jsonl | sed -n 30p |
 		grep -o "\"loss_scale\":[0-9]*,\"skipped\":[0-9]*" >want &&
-	dlt-ckpt info --json mlp-fp16/ckpt/step-00000045.dlt | grep -q "\"loss_scale\":65536" &&
+	dlt-ckpt info --json mlp-fp16/ckpt/step-00000045.dlt | grep -q "\"loss_scale\":65536" ||
+		exit 1
+	# alone after the list, so that $! is dlt-train, not a subshell
 	DLT_TEST_STEP_DELAY=0.02 dlt-train -c mlp.yaml -o stop -q -s train.precision=fp16 \
 		-s train.loss_scale.init=1099511627776 -s train.loss_scale.growth_interval=20 \
 		-s train.log_every=1 >/dev/null 2>&1 &

@@ -152,7 +152,9 @@ field() {
 }
 
 test_expect_success 'jobs: a running dlt-train advances, and is on the GPU of its pid' '
-	dlt-prep csv blobs.csv --label kind --shuffle --split 0.8 -o train.dlt -o test.dlt &&
+	dlt-prep csv blobs.csv --label kind --shuffle --split 0.8 -o train.dlt -o test.dlt ||
+		exit 1
+	# alone after the list, so that $! is dlt-train, not a subshell
 	DLT_TEST_STEP_DELAY=0.02 dlt-train -c mlp.yaml -o runs/mlp -q >/dev/null 2>&1 &
 	echo $! >train.pid &&
 	wait_for runs/mlp/metrics.jsonl "\"event\":\"eval\"" &&
