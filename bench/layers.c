@@ -169,8 +169,8 @@ static void cnn(void)
 {
 	dlt_conv c1 = conv_shape(1, 28, 32), c2 = conv_shape(32, 14, 64);
 	dlt_pool p1 = pool_shape(32, 28), p2 = pool_shape(64, 14);
-	size_t ws = be->conv_workspace(&c1) > be->conv_workspace(&c2) ? be->conv_workspace(&c1)
-								       : be->conv_workspace(&c2);
+	size_t ws1 = be->conv_workspace(DLT_PREC_F32, &c1), ws2 = be->conv_workspace(DLT_PREC_F32, &c2);
+	size_t ws = ws1 > ws2 ? ws1 : ws2;
 	size_t a1 = (size_t)BATCH * 32 * 28 * 28, a2 = (size_t)BATCH * 32 * 14 * 14;
 	size_t a3 = (size_t)BATCH * 64 * 14 * 14, a4 = (size_t)BATCH * 3136;
 	size_t np = 32 * 9 + 32 + 64 * 288 + 64 + 3136 * 128 + 128 + 1280 + 10;

@@ -103,9 +103,11 @@ typedef struct dlt_backend {
 		    int nesterov, float wd, int first);
 
 	/* Floats of scratch that conv_forward and conv_backward need for s
-	 * (the model plans it once, with the other buffers). */
-	size_t (*conv_workspace)(const dlt_conv *s);
-	/* y = act(conv(x, w) + b); b may be NULL */
+	 * at prec (the model plans it once, with the other buffers). */
+	size_t (*conv_workspace)(int prec, const dlt_conv *s);
+	/* y = act(conv(x, w) + b); b may be NULL.  x and w rounded to prec,
+	 * and in backward dy too (db is the sum of the rounded dy), as the
+	 * inputs of gemm; the arithmetic is f32's. */
 	void (*conv_forward)(int prec, const dlt_conv *s, const float *x, const float *w, const float *b,
 			     float *y, int act, float slope, float *work);
 	/* From dy (the gradient of the conv's output, before any activation):

@@ -286,8 +286,9 @@ static void col2im(const dlt_conv *s, float *col, size_t ld, float *dx, const in
  * [cin, tiles] the transformed inputs: 2.25 times fewer multiply-adds than
  * im2col and GEMM, and no im2col.  The forward runs so, and so does dx,
  * which is the convolution of dy with the kernel flipped and its in and
- * out channels swapped.  Only for f32 (bf16 and fp16 round the products'
- * inputs, which the transforms would not keep) and AVX2.
+ * out channels swapped.  With AVX2; for bf16 and fp16 too, on the
+ * rounded copies of x, w and dy (conv_forward): the transforms' arithmetic
+ * is f32's, as the GEMM's sums are.
  *
  * Tiles go in blocks of whole tile rows (a sample's row of tw tiles), as
  * many as make about a multiple of 16 tiles (the micro-kernel's NR); the
@@ -299,11 +300,11 @@ static void col2im(const dlt_conv *s, float *col, size_t ld, float *dx, const in
 /* Floats of dW summed at a time */
 #define DW_BLOCK 256
 
-/* Whether the Winograd path runs for s at prec */
-static int conv_is_wino(int prec, const dlt_conv *s)
+/* Whether the Winograd path runs for s */
+static int conv_is_wino(const dlt_conv *s)
 {
 	/* in and out channels are the GEMMs' K: too few and they are all edge */
-	return prec == DLT_PREC_F32 && s->c >= 16 && s->k >= 16 && s->kh == 3 && s->kw == 3 &&
+	return s->c >= 16 && s->k >= 16 && s->kh == 3 && s->kw == 3 &&
 	       s->sh == 1 && s->sw == 1 &&
 	       s->ph == 1 && s->pw == 1 && s->dh == 1 && s->dw == 1 && s->groups == 1 &&
 	       dlt_cpu_gemm_kind() != DLT_GEMM_OPENBLAS && __builtin_cpu_supports("avx2") &&
@@ -836,7 +837,7 @@ static conv_plan conv_plan_of(const dlt_conv *s)
 	 * that the workspace asked for at build time still fits later */
 	q.slots = q.chunks < procs ? q.chunks : procs > 0 ? procs : 1;
 	q.col = ((size_t)s->c * s->kh * s->kw * CONV_CHUNK * q.p + 15) & ~(size_t)15;
-	if (conv_is_wino(DLT_PREC_F32, s)) {
+	if (conv_is_wino(s)) {
 		/* the Winograd scratch in a slot's col */
 		wino_plan wp = wino_plan_of(s, WINO_DW_TILES), wc = wino_plan_of(s, WINO_CONV_TILES);
 		size_t need = (wino_scratch(&wp) + 15) & ~(size_t)15;
@@ -852,7 +853,7 @@ static conv_plan conv_plan_of(const dlt_conv *s)
 	q.u = q.zparts = q.parts;
 	q.up = q.u + 16 * (size_t)s->k * s->c;
 	region = q.chunks * q.wn;
-	if (conv_is_wino(DLT_PREC_F32, s)) {
+	if (conv_is_wino(s)) {
 		/* Winograd's kernels, 16 (k c), then packed, each way's */
 		size_t fwd = wino_packed(s->k, s->c), bwd = wino_packed(s->c, s->k);
 		if (region < q.up - q.u + 16 * (fwd > bwd ? fwd : bwd))
@@ -868,9 +869,43 @@ static conv_plan conv_plan_of(const dlt_conv *s)
 	return q;
 }
 
-size_t dlt_cpu_conv_workspace(const dlt_conv *s)
+/* bf16 and fp16: x, w and dy (or the pool's dy) are rounded into copies
+ * after the plan's workspace, and every path reads the copies: the
+ * products are of rounded values, as the GEMM's with prec, and the f32
+ * paths (Winograd, the first layer's) run for every precision. */
+static size_t round16(size_t floats)
 {
-	return conv_plan_of(s).total;
+	return (floats + 15) & ~(size_t)15;
+}
+
+static size_t x_floats(const dlt_conv *s)
+{
+	return (size_t)s->n * s->c * s->h * s->w;
+}
+
+static size_t w_floats(const dlt_conv *s)
+{
+	return (size_t)s->k * (s->c / s->groups) * s->kh * s->kw;
+}
+
+static size_t y_floats(const dlt_conv *s)
+{
+	return (size_t)s->n * s->k * s->oh * s->ow;
+}
+
+/* from rounded to prec into to, or from itself at f32 */
+static const float *rounded(int prec, const float *from, size_t n, float *to)
+{
+	if (prec == DLT_PREC_F32)
+		return from;
+	dlt_cpu_round(from, to, n, prec);
+	return to;
+}
+
+size_t dlt_cpu_conv_workspace(int prec, const dlt_conv *s)
+{
+	size_t copies = round16(x_floats(s)) + round16(w_floats(s)) + y_floats(s);
+	return conv_plan_of(s).total + (prec == DLT_PREC_F32 ? 0 : copies);
 }
 
 /* Threads for the chunks: at most the slots */
@@ -908,9 +943,9 @@ static void conv_bias_act(float *y, const float *in, float b, int n, int act, fl
  * GEMM, K = 9 is all edge and its output one more pass).  The sums are
  * the GEMM's, from 0 by fused multiply-adds in tap order, so the bits are
  * too. */
-static int conv_fwd_direct(int prec, const dlt_conv *s, const conv_plan *q)
+static int conv_fwd_direct(const dlt_conv *s, const conv_plan *q)
 {
-	return prec == DLT_PREC_F32 && q->kk == 9 && s->groups == 1 && q->p % 8 == 0 &&
+	return q->kk == 9 && s->groups == 1 && q->p % 8 == 0 &&
 	       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
@@ -1003,9 +1038,9 @@ static size_t c1_scratch(const dlt_conv *s)
 	return CONV_CHUNK * 2 * (size_t)(s->h + 2) * c1_width(s);
 }
 
-static int conv_pool_c1(int prec, const dlt_conv *s, const conv_plan *q, const dlt_pool *p)
+static int conv_pool_c1(const dlt_conv *s, const conv_plan *q, const dlt_pool *p)
 {
-	return conv_fwd_direct(prec, s, q) && s->c == 1 && s->kh == 3 && s->kw == 3 &&
+	return conv_fwd_direct(s, q) && s->c == 1 && s->kh == 3 && s->kw == 3 &&
 	       s->sh == 1 && s->sw == 1 && s->ph == 1 && s->pw == 1 && s->dh == 1 && s->dw == 1 &&
 	       p && p->kh == 2 && p->kw == 2 && p->sh == 2 && p->sw == 2 && p->ph == 0 &&
 	       p->pw == 0 && s->oh % 2 == 0 && s->ow % 2 == 0 && c1_scratch(s) <= q->slot;
@@ -1112,7 +1147,7 @@ static void conv_forward_chunk(int prec, const dlt_conv *s, const conv_plan *q, 
 	for (int j = 0; j < ns; j++)
 		im2col(s, x + (size_t)(n0 + j) * s->c * s->h * s->w, col + (size_t)j * q->p, ld,
 		       masks);
-	if (conv_fwd_direct(prec, s, q)) {
+	if (conv_fwd_direct(s, q)) {
 		size_t out = pool ? (size_t)pool->oh * pool->ow : 0;
 		for (int j = 0; j < ns; j++) {
 			size_t at = (size_t)(n0 + j) * s->k;
@@ -1146,15 +1181,18 @@ static void conv_forward(int prec, const dlt_conv *s, const float *x, const floa
 			 int32_t *arg, float *work)
 {
 	conv_plan q = conv_plan_of(s);
+	float *rx = work + q.total, *rw = rx + round16(x_floats(s));
 
-	if (conv_is_wino(prec, s)) {
+	x = rounded(prec, x, x_floats(s), rx);
+	w = rounded(prec, w, w_floats(s), rw);
+	if (conv_is_wino(s)) {
 		wino_plan wp = wino_plan_of(s, WINO_CONV_TILES);
 		wino_kernels(w, s->k, s->c, 0, work + q.u, work + q.up);
 		wino_conv(s, &wp, s->c, s->k, x, work + q.up, b, 1, act, slope, y, pool, arg, work,
 			  q.slot, q.slots);
 		return;
 	}
-	if (conv_pool_c1(prec, s, &q, pool) && taps9_acts(act)) {
+	if (conv_pool_c1(s, &q, pool) && taps9_acts(act)) {
 		conv_pool_c1_forward(s, &q, pool, x, w, b, act, y, arg, work);
 		return;
 	}
@@ -1240,9 +1278,9 @@ static void conv_gather_dy(const dlt_conv *s, const conv_plan *q, const float *d
  * planes are read once, straight from dy, into 9 sums of dy col and db's
  * in 8 float lanes, added up in a fixed order at the end.  col is the
  * chunk's patches, [9, ld]. */
-static int conv_dw_direct(int prec, const dlt_conv *s, const conv_plan *q, const float *dx)
+static int conv_dw_direct(const dlt_conv *s, const conv_plan *q, const float *dx)
 {
-	return prec == DLT_PREC_F32 && !dx && q->kk == 9 && s->groups == 1 && q->p % 8 == 0 &&
+	return !dx && q->kk == 9 && s->groups == 1 && q->p % 8 == 0 &&
 	       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
@@ -1390,7 +1428,7 @@ static void conv_backward_chunk(int prec, const dlt_conv *s, const conv_plan *q,
 	int n0 = ch * CONV_CHUNK, ns = s->n - n0 < CONV_CHUNK ? s->n - n0 : CONV_CHUNK;
 	size_t ld = (size_t)ns * q->p;
 	float *col = slot, *dybuf = slot + q->col;
-	if (!dx && conv_pool_c1(prec, s, q, pool)) {
+	if (!dx && conv_pool_c1(s, q, pool)) {
 		int ew = c1_width(s);
 		size_t split = 2 * (size_t)(s->h + 2) * ew;
 		for (int j = 0; j < ns; j++)
@@ -1398,7 +1436,7 @@ static void conv_backward_chunk(int prec, const dlt_conv *s, const conv_plan *q,
 		conv_pool_c1_dw_avx2(s, pool, dy, arg, n0, ns, slot, ew, part, dbpart);
 		return;
 	}
-	if (conv_dw_direct(prec, s, q, dx)) {
+	if (conv_dw_direct(s, q, dx)) {
 		for (int j = 0; j < ns; j++)
 			im2col(s, x + (size_t)(n0 + j) * s->c * s->h * s->w, col + (size_t)j * q->p,
 			       ld, masks);
@@ -1432,8 +1470,14 @@ static void conv_backward(int prec, const dlt_conv *s, const float *x, const flo
 	conv_plan q = conv_plan_of(s);
 	float *parts = work + q.parts;
 	double *dbs = (double *)(work + q.dbs);
+	float *rx = work + q.total, *rw = rx + round16(x_floats(s)), *rdy = rw + round16(w_floats(s));
 
-	if (conv_is_wino(prec, s)) {
+	x = rounded(prec, x, x_floats(s), rx);
+	if (w)
+		w = rounded(prec, w, w_floats(s), rw);
+	dy = rounded(prec, dy, pool ? (size_t)pool->n * pool->c * pool->oh * pool->ow : y_floats(s),
+		     rdy);
+	if (conv_is_wino(s)) {
 		wino_plan wp = wino_plan_of(s, WINO_DW_TILES), wc = wino_plan_of(s, WINO_CONV_TILES);
 		/* db: each chunk's sums as conv_gather_dy makes them */
 		#pragma omp parallel num_threads(conv_threads(&q))
@@ -1512,9 +1556,9 @@ int dlt_cpu_conv_pool_fuses(int prec, const dlt_conv *s, const dlt_pool *p)
 	conv_plan q = conv_plan_of(s);
 	if (!p->relu || p->c != s->k || p->h != s->oh || p->w != s->ow)
 		return 0;
-	if (conv_fwd_direct(prec, s, &q) && conv_dw_direct(prec, s, &q, NULL))
+	if (conv_fwd_direct(s, &q) && conv_dw_direct(s, &q, NULL))
 		return DLT_FUSES_FORWARD | DLT_FUSES_BACKWARD;
-	if (conv_is_wino(prec, s) && p->kh == 2 && p->kw == 2 && p->sh == 2 && p->sw == 2 &&
+	if (conv_is_wino(s) && p->kh == 2 && p->kw == 2 && p->sh == 2 && p->sw == 2 &&
 	    p->ph == 0 && p->pw == 0 && s->oh % 2 == 0 && s->ow % 2 == 0)
 		return DLT_FUSES_FORWARD;
 	return 0;

@@ -277,11 +277,16 @@ static void cpu_scale(float *x, size_t n, float s)
 		x[i] *= s;
 }
 
-static void cpu_round(float *x, size_t n, int prec)
+void dlt_cpu_round(const float *x, float *y, size_t n, int prec)
 {
 	#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-	for (size_t i = 0; i < n; i++)
-		x[i] = dlt_round_prec(x[i], prec);
+	for (size_t i = 0; i < n; i += CHUNK)
+		dlt_cpu_round_to(x + i, y + i, min_sz(CHUNK, n - i), prec);
+}
+
+static void cpu_round(float *x, size_t n, int prec)
+{
+	dlt_cpu_round(x, x, n, prec);
 }
 
 static size_t cpu_nonfinite(const float *x, size_t n)

@@ -461,15 +461,67 @@ typedef struct gemm_args {
 	int prec;		/* enum dlt_prec: A and B are rounded to it */
 } gemm_args;
 
+/* bf16 by dlt_round_bf16's integer steps, 8 lanes at a time */
+__attribute__((target("avx2")))
+static void round_bf16_avx2(const float *x, float *y, size_t n)
+{
+	const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7fff);
+	const __m256i high = _mm256_set1_epi32((int)0xffff0000u), quiet = _mm256_set1_epi32(0x00400000);
+	const __m256i mag = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
+		__m256i even = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
+		__m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(half, even)), high);
+		__m256i nan = _mm256_or_si256(_mm256_and_si256(u, high), quiet);
+		__m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, mag), inf);
+		_mm256_storeu_si256((__m256i *)(y + i), _mm256_blendv_epi8(r, nan, is_nan));
+	}
+	for (; i < n; i++)
+		y[i] = dlt_round_bf16(x[i]);
+}
+
+/* fp16 by F16C's conversions there and back, which round as
+ * dlt_round_f16 does (to nearest even, subnormals kept, inf from 65520);
+ * a NaN is made as it makes one, quietened with its payload kept (the
+ * conversion would drop the payload's low bits). */
+__attribute__((target("avx2,f16c")))
+static void round_f16_avx2(const float *x, float *y, size_t n)
+{
+	const __m256 quiet = _mm256_castsi256_ps(_mm256_set1_epi32(0x00400000));
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 v = _mm256_loadu_ps(x + i);
+		__m256 r = _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+		__m256 is_nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+		_mm256_storeu_ps(y + i, _mm256_blendv_ps(r, _mm256_or_ps(v, quiet), is_nan));
+	}
+	for (; i < n; i++)
+		y[i] = dlt_round_f16(x[i]);
+}
+
+void dlt_cpu_round_to(const float *x, float *y, size_t n, int prec)
+{
+	static int avx2 = -1;
+	if (avx2 < 0)
+		avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+	if (prec == DLT_PREC_BF16 && avx2)
+		round_bf16_avx2(x, y, n);
+	else if (prec == DLT_PREC_F16 && avx2)
+		round_f16_avx2(x, y, n);
+	else if (prec != DLT_PREC_F32)
+		for (size_t i = 0; i < n; i++)
+			y[i] = dlt_round_prec(x[i], prec);
+	else if (x != y)
+		memmove(y, x, n * sizeof(*y));
+}
+
 /* bf16 or fp16 inputs: the packed panels are rounded, so the micro-
  * kernels and the order of the sums stay those of f32. */
 static void round_panel(float *p, size_t n, int prec)
 {
-	if (prec == DLT_PREC_F32)
-		return;
-	#pragma omp simd
-	for (size_t i = 0; i < n; i++)
-		p[i] = dlt_round_prec(p[i], prec);
+	if (prec != DLT_PREC_F32)
+		dlt_cpu_round_to(p, p, n, prec);
 }
 
 /* K in equal slices of at most KC (a multiple of 8 but the last): 288

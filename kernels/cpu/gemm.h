@@ -18,6 +18,10 @@ void dlt_cpu_sgemm(int prec, int tA, int tB, int M, int N, int K, float alpha,
 		   const float *A, int lda, const float *B, int ldb,
 		   float beta, float *C, int ldc);
 
+/* y = x rounded to prec (enum dlt_prec), dlt_round_prec's bits; y may be
+ * x.  On the calling thread: the GEMM rounds its panels with it. */
+void dlt_cpu_round_to(const float *x, float *y, size_t n, int prec);
+
 /* The implementations, for logs, the tests and bench/gemm. */
 enum dlt_cpu_gemm_kind {
 	DLT_GEMM_OPENBLAS,	/* cblas_sgemm: bits depend on the thread count */

@@ -17,7 +17,11 @@ void dlt_host_free(void *p);
 void dlt_host_copy(void *dst, const void *src, size_t bytes);
 void dlt_host_zero(void *p, size_t bytes);
 
-size_t dlt_cpu_conv_workspace(const dlt_conv *s);
+/* y = x rounded to prec (y may be x), on the backend's threads: the
+ * table's round, and the convolutions' rounded copies */
+void dlt_cpu_round(const float *x, float *y, size_t n, int prec);
+
+size_t dlt_cpu_conv_workspace(int prec, const dlt_conv *s);
 void dlt_cpu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w,
 			  const float *b, float *y, int act, float slope, float *work);
 void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *w,
@@ -50,7 +54,7 @@ void dlt_cpu_batchnorm_backward(int n, int c, int hw, const float *x, const floa
 				float *dx, float *dgamma, float *dbeta);
 void dlt_cpu_add(const float *a, const float *b, float *y, size_t n);
 
-size_t dlt_ref_conv_workspace(const dlt_conv *s);
+size_t dlt_ref_conv_workspace(int prec, const dlt_conv *s);
 void dlt_ref_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w,
 			  const float *b, float *y, int act, float slope, float *work);
 void dlt_ref_conv_backward(int prec, const dlt_conv *s, const float *x, const float *w,

@@ -27,7 +27,7 @@ static size_t conv_y_at(const dlt_conv *s, int n, int k, int oy, int ox)
 	return (((size_t)n * s->k + k) * s->oh + oy) * s->ow + ox;
 }
 
-size_t dlt_ref_conv_workspace(const dlt_conv *s)
+size_t dlt_ref_conv_workspace(int prec, const dlt_conv *s)
 {
 	return 0;
 }
@@ -81,7 +81,7 @@ void dlt_ref_conv_backward(int prec, const dlt_conv *s, const float *x, const fl
 		double acc = 0.0;
 		for (int n = 0; n < s->n; n++)
 			for (int p = 0; p < s->oh * s->ow; p++)
-				acc += dy[conv_y_at(s, n, k, 0, 0) + p];
+				acc += dlt_round_prec(dy[conv_y_at(s, n, k, 0, 0) + p], prec);
 		db[k] = (float)acc;
 	}
 	for (int k = 0; k < s->k; k++)

@@ -8,16 +8,16 @@
  * fp32 on the copies: the products are of the rounded values, exact in
  * f32, summed in f32, as on the CPU.  (cuDNN in bf16/half data would give
  * its outputs in that type, rounded before the bias and activation, which
- * the CPU does not do.)  The copies are in the workspace for every
- * precision, since conv_workspace is not told which.
+ * the CPU does not do.)  The copies come before cuDNN's workspace, for
+ * bf16 and fp16 only.
  *
  * A plan (descriptors and algorithms) is cached per shape, n included.
  * Algorithms come from cuDNN's heuristics, the first one that is
  * deterministic (the same bits run after run: resumed runs must match),
  * not a tensor-op one, and needs no more workspace than allowed: at most
  * PLAN_CAP when conv_workspace plans a shape, and, for a smaller batch
- * later, what conv_workspace reported for the batch it was planned at
- * (the model sizes `work` from it once). */
+ * later, what conv_workspace planned for cuDNN at the batch it was planned
+ * at (the model sizes `work` from it once). */
 #include <string.h>
 
 #include "kernels/cuda/internal.h"
@@ -37,7 +37,8 @@ typedef struct conv_plan {
 	size_t bytes;		/* the workspace the three algorithms need at most */
 } conv_plan;
 
-/* What conv_workspace reported for a shape planned at batch s.n */
+/* cuDNN's part of what conv_workspace reported for a shape planned at
+ * batch s.n */
 typedef struct conv_budget {
 	dlt_conv s;
 	size_t floats;
@@ -77,8 +78,10 @@ static size_t y_floats(const dlt_conv *s)
 }
 
 /* The rounded copies of x, w and dy, before cuDNN's workspace */
-static size_t copies(const dlt_conv *s)
+static size_t copies(int prec, const dlt_conv *s)
 {
+	if (prec == DLT_PREC_F32)
+		return 0;
 	return aligned(x_floats(s)) + aligned(w_floats(s)) + aligned(y_floats(s));
 }
 
@@ -218,34 +221,42 @@ static void remember_budget(const dlt_conv *s, size_t floats)
 	b->floats = floats;
 }
 
-/* The least workspace reported for this shape at a batch >= s->n: any
- * caller that planned for a batch this large has at least that.  0 if
- * none was planned. */
-static size_t budget_for(const dlt_conv *s)
+/* The least cuDNN workspace planned for this shape at a batch >= s->n:
+ * any caller that planned for a batch this large has at least that.
+ * Whether one was planned. */
+static int budget_for(const dlt_conv *s, size_t *least)
 {
-	size_t least = 0;
+	int found = 0;
 	for (int i = 0; i < n_budgets; i++)
 		if (same_shape(&budgets[i].s, s) && budgets[i].s.n >= s->n &&
-		    (!least || budgets[i].floats < least))
-			least = budgets[i].floats;
-	return least;
+		    (!found || budgets[i].floats < *least)) {
+			*least = budgets[i].floats;
+			found = 1;
+		}
+	return found;
 }
 
-size_t cu_conv_workspace(const dlt_conv *s)
+/* cuDNN's workspace for s, planned within PLAN_CAP, and remembered */
+static size_t dnn_floats(const dlt_conv *s)
 {
 	conv_plan *p = plan_for(s, PLAN_CAP);
-	size_t floats = copies(s) + (p ? (p->bytes + 3) / 4 : 0);
+	size_t floats = p ? (p->bytes + 3) / 4 : 0;
 	remember_budget(s, floats);
 	return floats;
+}
+
+size_t cu_conv_workspace(int prec, const dlt_conv *s)
+{
+	return copies(prec, s) + dnn_floats(s);
 }
 
 /* The plan a forward or backward call may use with the caller's work */
 static conv_plan *plan_within(const dlt_conv *s)
 {
-	size_t budget = budget_for(s), limit;
-	if (!budget)
-		budget = cu_conv_workspace(s);
-	limit = (budget - copies(s)) * sizeof(float);
+	size_t budget = 0, limit;
+	if (!budget_for(s, &budget))
+		budget = dnn_floats(s);
+	limit = budget * sizeof(float);
 	return plan_for(s, limit < PLAN_CAP ? limit : PLAN_CAP);
 }
 
@@ -300,7 +311,7 @@ void cu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w
 		     const float *b, float *y, int act, float slope, float *work)
 {
 	conv_plan *p = plan_within(s);
-	float *xr = work, *wr = xr + aligned(x_floats(s)), *ws = work + copies(s);
+	float *xr = work, *wr = xr + aligned(x_floats(s)), *ws = work + copies(prec, s);
 	size_t ny = y_floats(s);
 	if (!p)
 		return;
@@ -321,17 +332,17 @@ void cu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *
 {
 	conv_plan *p = plan_within(s);
 	float *xr = work, *wr = xr + aligned(x_floats(s)), *dyr = wr + aligned(w_floats(s));
-	float *ws = work + copies(s);
+	float *ws = work + copies(prec, s);
 	const float *dyp;
 	if (!p)
 		return;
-	/* the bias gradient sums dy itself, unrounded, as the CPU */
+	dyp = rounded(dy, y_floats(s), prec, dyr);
+	/* the bias gradient sums the rounded dy, as the CPU */
 	if (db) {
-		channel_sum<<<s->k, CU_THREADS, 0, cu.stream>>>(dy, db, s->n, s->k,
+		channel_sum<<<s->k, CU_THREADS, 0, cu.stream>>>(dyp, db, s->n, s->k,
 								(size_t)s->oh * s->ow);
 		cu_launched("conv_backward: bias");
 	}
-	dyp = rounded(dy, y_floats(s), prec, dyr);
 	cu_check_dnn(cudnnConvolutionBackwardFilter(cu.dnn, &one, p->x,
 						    rounded(x, x_floats(s), prec, xr), p->y, dyp,
 						    p->conv, p->filter, ws, p->bytes, &zero, p->w, dw),

@@ -61,7 +61,7 @@ static inline unsigned cu_blocks(size_t n)
 /* The table's entries that live outside backend.cu */
 void cu_gemm(int prec, int tA, int tB, int M, int N, int K, float alpha, const float *A,
 	     int lda, const float *B, int ldb, float beta, float *C, int ldc);
-size_t cu_conv_workspace(const dlt_conv *s);
+size_t cu_conv_workspace(int prec, const dlt_conv *s);
 void cu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w,
 		     const float *b, float *y, int act, float slope, float *work);
 void cu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *w,

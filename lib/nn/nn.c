@@ -725,8 +725,8 @@ static int make_buffers(dlt_model *m)
 			break;
 		case DLT_LAYER_CONV2D:
 			l->conv.n = m->max_batch;
-			if (m->be->conv_workspace(&l->conv) > work)
-				work = m->be->conv_workspace(&l->conv);
+			if (m->be->conv_workspace(m->prec, &l->conv) > work)
+				work = m->be->conv_workspace(m->prec, &l->conv);
 			break;
 		}
 	}
@@ -896,8 +896,9 @@ static float *bufw(const dlt_model *m, int k)
 	return m->dev_bufs + m->bufs[k].off;
 }
 
-/* Returns the activations it wrote, NULL if none. */
-static float *forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long long step)
+/* Returns the tensor whose activations it wrote, -1 if none (a conv that
+ * does the max pool after it writes the pool's). */
+static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long long step)
 {
 	const dlt_backend *be = m->be;
 	const dlt_tensor *ti = &m->t[l->in];
@@ -922,14 +923,14 @@ static float *forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long 
 			be->conv_pool_forward(m->prec, &l->conv, &p->pool, x, pw(m, l->w),
 					      pw(m, l->b), l->act, l->slope,
 					      dlt_tensor_a(m, p->out), p->arg, m->work);
-			return NULL;
+			return p->out;
 		}
 		be->conv_forward(m->prec, &l->conv, x, pw(m, l->w), pw(m, l->b), y, l->act, l->slope,
 				 m->work);
 		break;
 	case DLT_LAYER_MAXPOOL:
 		if (l->fused)
-			return NULL;
+			return -1;
 		l->pool.n = batch;
 		be->maxpool_forward(&l->pool, x, y, l->arg);
 		break;
@@ -956,16 +957,16 @@ static float *forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long 
 		break;
 	case DLT_LAYER_FLATTEN:
 	case DLT_OP_FORK:
-		return NULL;
+		return -1;
 	case DLT_OP_ADD:
 		be->add(x, dlt_tensor_a(m, l->in2), y, n);
 		break;
 	default:
 		if (l->fused)
-			return NULL;
+			return -1;
 		be->act_forward(x, y, n, l->act, l->slope);
 	}
-	return y;
+	return l->out;
 }
 
 float *dlt_model_forward(dlt_model *m, int batch, int train, long long step)
@@ -977,9 +978,9 @@ float *dlt_model_forward(dlt_model *m, int batch, int train, long long step)
 	}
 	for (int i = 0; i < m->n_layers; i++) {
 		dlt_layer *l = &m->layers[i];
-		float *y = forward_op(m, l, batch, train, step);
-		if (y && m->prec != DLT_PREC_F32)
-			m->be->round(y, (size_t)batch * m->t[l->out].n, m->prec);
+		int t = forward_op(m, l, batch, train, step);
+		if (t >= 0 && m->prec != DLT_PREC_F32)
+			m->be->round(dlt_tensor_a(m, t), (size_t)batch * m->t[t].n, m->prec);
 	}
 	return dlt_tensor_a(m, m->n_t - 1);
 }

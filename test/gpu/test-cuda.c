@@ -707,7 +707,7 @@ static void test_conv_case(const conv_case *cc, int prec, double *worst, int *de
 {
 	int max = cc->n + 2, sizes[2] = { max, cc->n };
 	dlt_conv smax = conv_shape(cc, max);
-	size_t nwork = gpu->conv_workspace(&smax);
+	size_t nwork = gpu->conv_workspace(prec, &smax);
 	float *work = gpu->alloc(nwork * sizeof(float));
 	size_t nx = (size_t)max * smax.c * smax.h * smax.w;
 	size_t ny = (size_t)max * smax.k * smax.oh * smax.ow;
@@ -765,7 +765,7 @@ static void test_conv_exact(void)
 		       .kw = 3, .sh = 1, .sw = 1, .dh = 1, .dw = 1, .groups = 1 };
 	size_t nx = 2 * 16 * 64, nw = 32 * 16 * 9, ny = 2 * 32 * 36;
 	float *x = malloc(nx * 4), *w = malloc(nw * 4), *y;
-	float *gx, *gw, *gy = dev_nan(ny), *work = gpu->alloc(gpu->conv_workspace(&s) * 4);
+	float *gx, *gw, *gy = dev_nan(ny), *work = gpu->alloc(gpu->conv_workspace(DLT_PREC_F32, &s) * 4);
 	double want = 144.0 * (1.0 + 0x1p-12), worst = 0.0;
 	for (size_t i = 0; i < nx; i++)
 		x[i] = 1.0f + 0x1p-12f;
@@ -1071,7 +1071,7 @@ static double cpu_conv_time(const dlt_conv *s)
 	float *x = randv(nx, -1, 1), *w = randv(nw, -1, 1), *b = randv(s->k, -1, 1);
 	float *dy = randv(ny, -1, 1), *y = malloc(ny * 4), *dx = malloc(nx * 4);
 	float *dw = malloc(nw * 4), *db = malloc(s->k * 4);
-	float *work = malloc(cpu->conv_workspace(s) * 4 + 4);
+	float *work = malloc(cpu->conv_workspace(DLT_PREC_F32, s) * 4 + 4);
 	double t0 = dlt_now();
 	cpu->conv_forward(DLT_PREC_F32, s, x, w, b, y, DLT_ACT_RELU, 0.0f, work);
 	cpu->conv_backward(DLT_PREC_F32, s, x, w, dy, dx, dw, db, work);
@@ -1115,7 +1115,7 @@ static void timings(void)
 	c.dw = gpu->alloc(64 * 32 * 9 * 4);
 	c.b = gpu->alloc(64 * 4);
 	c.db = gpu->alloc(64 * 4);
-	c.work = gpu->alloc(gpu->conv_workspace(&s) * 4);
+	c.work = gpu->alloc(gpu->conv_workspace(DLT_PREC_BF16, &s) * 4);
 	flop = 3 * 2.0 * 128 * 64 * 196 * 32 * 9;
 	cpu = cpu_conv_time(&s);
 	for (c.prec = DLT_PREC_F32; c.prec <= DLT_PREC_BF16; c.prec++) {
@@ -1148,7 +1148,7 @@ static void test_failure_shows(void)
 	int hits;
 	gpu->softmax_xent(x, glab, 1, 4, y, &loss, &hits);
 	ok(fabs(loss - log(4.0)) < 1e-6, "cuda softmax_xent of 4 zeros: log 4");
-	work = gpu->alloc(gpu->conv_workspace(&s) * 4 + 4);
+	work = gpu->alloc(gpu->conv_workspace(DLT_PREC_F32, &s) * 4 + 4);
 	gpu->conv_forward(DLT_PREC_F32, &s, x, w, NULL, y, DLT_ACT_NONE, 0.0f, work);
 	gpu->softmax_xent(x, glab, 1, 4, y, &loss, &hits);
 	ok(isnan(loss), "cuda: after a failed entry (a conv of a wrong shape) the loss is NaN");

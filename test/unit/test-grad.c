@@ -451,6 +451,53 @@ static void test_conv_pool(dlt_shape img, int filters, int ways)
 	dlt_model_free(&mb);
 }
 
+/* bf16 and fp16: the same ops are one op, on the rounded copies of the
+ * input and weights, and the loss has the bits of the model that runs
+ * them apart, which rounds the conv's output before the pool: rounding
+ * keeps the order, so the pool's maxima are the same values.  (Which of
+ * two inputs that round alike is the argmax can differ, and so can the
+ * gradients, by where they go.) */
+static void test_conv_pool_prec(dlt_shape img, int filters, int ways, const char *prec)
+{
+	dlt_layer_cfg a[] = { conv(filters, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU),
+			      pool(DLT_LAYER_MAXPOOL, 2, 2, 0), act(DLT_LAYER_FLATTEN), dense(3) };
+	dlt_layer_cfg b[] = { conv(filters, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU), dropout(0.0f),
+			      pool(DLT_LAYER_MAXPOOL, 2, 2, 0), act(DLT_LAYER_FLATTEN), dense(3) };
+	dlt_config ca = config(a, 5), cb = config(b, 6);
+	size_t nin = (size_t)BATCH * img.c * img.h * img.w;
+	dlt_model ma, mb;
+	int32_t lab[BATCH];
+	double la, lb;
+
+	snprintf(ca.train.precision, sizeof(ca.train.precision), "%s", prec);
+	snprintf(cb.train.precision, sizeof(cb.train.precision), "%s", prec);
+	if (!ok_rc(dlt_model_init(&ma, &ca, dlt_backend_cpu(), img, 3, BATCH), 0,
+		   "conv + relu + maxpool, %s", prec) ||
+	    !ok_rc(dlt_model_init(&mb, &cb, dlt_backend_cpu(), img, 3, BATCH), 0,
+		   "conv + relu + dropout 0 + maxpool, %s", prec))
+		return;
+	ok(ma.layers[0].pool_op == 2 && ma.layers[2].fused == ways,
+	   "%s: conv on %d channels %dx%d + relu + maxpool: one op", prec, img.c, img.h, img.w);
+	fill_input(dlt_model_input(&ma), nin);
+	memcpy(dlt_model_input(&mb), dlt_model_input(&ma), nin * sizeof(float));
+	for (int r = 0; r < BATCH; r++)
+		lab[r] = (int32_t)dlt_rng_below(&rng, 3);
+	la = loss_now(&ma, lab);
+	lb = loss_now(&mb, lab);
+	/* the same model in f32 (the same seed, so the same weights) */
+	dlt_model_free(&mb);
+	memset(cb.train.precision, 0, sizeof(cb.train.precision));
+	if (ok_rc(dlt_model_init(&mb, &cb, dlt_backend_cpu(), img, 3, BATCH), 0, "in f32")) {
+		memcpy(dlt_model_input(&mb), dlt_model_input(&ma), nin * sizeof(float));
+		ok(la == lb && la != loss_now(&mb, lab),
+		   "%s: conv + relu + maxpool as one op: the loss's bits, not f32's", prec);
+		dlt_model_backward(&ma, BATCH);
+		ok(isfinite(ma.params[0].g[0]), "%s: the fused backward runs", prec);
+		dlt_model_free(&mb);
+	}
+	dlt_model_free(&ma);
+}
+
 static void test_mlp(void)
 {
 	dlt_layer_cfg l[] = {
@@ -636,11 +683,14 @@ int main(void)
 	test_conv_pool((dlt_shape){ 1, 16, 16 }, 4, DLT_FUSES_FORWARD | DLT_FUSES_BACKWARD);
 	/* rows of 14 windows: a run of 8 and one of 6 */
 	test_conv_pool((dlt_shape){ 1, 4, 28 }, 3, DLT_FUSES_FORWARD | DLT_FUSES_BACKWARD);
+	test_conv_pool_prec((dlt_shape){ 1, 4, 28 }, 3, DLT_FUSES_FORWARD | DLT_FUSES_BACKWARD,
+			    "bf16");
 	/* Winograd's: with AVX2 and FMA, and the GEMM dlt's own */
 	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-	    dlt_cpu_gemm_kind() != DLT_GEMM_OPENBLAS)
+	    dlt_cpu_gemm_kind() != DLT_GEMM_OPENBLAS) {
 		test_conv_pool((dlt_shape){ 16, 6, 10 }, 16, DLT_FUSES_FORWARD);
-	else
+		test_conv_pool_prec((dlt_shape){ 16, 6, 10 }, 16, DLT_FUSES_FORWARD, "fp16");
+	} else
 		skip("conv + relu + maxpool as one op on Winograd's tiles: no Winograd here");
 	return done_testing();
 }

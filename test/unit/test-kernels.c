@@ -10,6 +10,7 @@
 #include "tap.h"
 #include "vec.h"
 #include "kernels/kernels.h"
+#include "kernels/common/math.h"
 #include "kernels/common/philox.h"
 #include "util/util.h"
 
@@ -239,14 +240,17 @@ static double check_scale(const dlt_backend *be, const dlt_backend *ref, shape s
 	return d;
 }
 
-/* arg: the precision; the values span fp16's range and beyond */
+/* arg: the precision; the values span fp16's range and beyond, and every
+ * third is a bit pattern from a stride through all 2^32 (NaNs with
+ * payloads, infinities, subnormals) */
 static double check_round(const dlt_backend *be, const dlt_backend *ref, shape s, int arg)
 {
 	size_t n = (size_t)s.rows * s.cols;
 	float *x = randv(n, -1, 1), *x2;
 	double d;
 	for (size_t i = 0; i < n; i++)
-		x[i] = ldexpf(x[i], (int)(i % 60) - 40);
+		x[i] = i % 3 == 2 ? dlt_bits_f32((uint32_t)i * 2654435761u)
+				  : ldexpf(x[i], (int)(i % 60) - 40);
 	x2 = copyv(x, n);
 	be->round(x, n, arg);
 	ref->round(x2, n, arg);

@@ -66,6 +66,10 @@ static const conv_case convs[] = {
 	{ 9, 16, 6, 4, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_GELU, NO_FD },
 	{ 3, 16, 2, 2, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_SIGMOID, NO_DX | NO_FD },
 	{ 2, 16, 14, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_RELU, BF16 },
+	{ 3, 16, 7, 9, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_LEAKY_RELU, F16 },
+	/* the first layer's direct kernels on the rounded copies */
+	{ 2, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_RELU, NO_DX | BF16 },
+	{ 3, 1, 8, 8, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_NONE, NO_DX | F16 },
 	/* the first layer's direct kernels: without bias, with dx, odd k */
 	{ 2, 1, 28, 28, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_NONE, NO_BIAS | NO_FD },
 	{ 3, 1, 8, 8, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_LEAKY_RELU, NO_FD },
@@ -119,9 +123,8 @@ static void conv_free_outputs(conv_io *io)
 static void conv_run(const dlt_backend *be, const dlt_conv *s, const conv_case *cc,
 		     const conv_io *in, conv_io *out)
 {
-	size_t nwork = be->conv_workspace(s);
-	float *work = nanv(nwork);
 	int prec = cc->flags & BF16 ? DLT_PREC_BF16 : cc->flags & F16 ? DLT_PREC_F16 : DLT_PREC_F32;
+	float *work = nanv(be->conv_workspace(prec, s));
 	conv_outputs(s, out);
 	be->conv_forward(prec, s, in->x, in->w, cc->flags & NO_BIAS ? NULL : in->b, out->y,
 			 cc->act, 0.1f, work);
@@ -618,7 +621,7 @@ static void test_conv_values(const dlt_backend *be)
 	dlt_conv s = { .n = 1, .c = 1, .h = 3, .w = 3, .k = 1, .oh = 3, .ow = 3, .kh = 3,
 		       .kw = 3, .sh = 1, .sw = 1, .ph = 1, .pw = 1, .dh = 1, .dw = 1,
 		       .groups = 1 };
-	float *work = nanv(be->conv_workspace(&s) + 64);
+	float *work = nanv(be->conv_workspace(DLT_PREC_F32, &s) + 64);
 	for (int i = 0; i < 25; i++)
 		x[i] = i + 1;
 	for (int i = 0; i < 9; i++)
