@@ -34,6 +34,22 @@ typedef struct dlt_conv {
 	int groups;		/* c and k are multiples of it */
 } dlt_conv;
 
+/* The floats of a convolution's x, w and y */
+static inline size_t dlt_conv_x_floats(const dlt_conv *s)
+{
+	return (size_t)s->n * s->c * s->h * s->w;
+}
+
+static inline size_t dlt_conv_w_floats(const dlt_conv *s)
+{
+	return (size_t)s->k * (s->c / s->groups) * s->kh * s->kw;
+}
+
+static inline size_t dlt_conv_y_floats(const dlt_conv *s)
+{
+	return (size_t)s->n * s->k * s->oh * s->ow;
+}
+
 /* Max or average pooling over NCHW images, each channel on its own.
  * Average pooling counts the padding as zeros (PyTorch's default
  * count_include_pad); global average pooling is kh = h, kw = w.

@@ -878,21 +878,6 @@ static size_t round16(size_t floats)
 	return (floats + 15) & ~(size_t)15;
 }
 
-static size_t x_floats(const dlt_conv *s)
-{
-	return (size_t)s->n * s->c * s->h * s->w;
-}
-
-static size_t w_floats(const dlt_conv *s)
-{
-	return (size_t)s->k * (s->c / s->groups) * s->kh * s->kw;
-}
-
-static size_t y_floats(const dlt_conv *s)
-{
-	return (size_t)s->n * s->k * s->oh * s->ow;
-}
-
 /* from rounded to prec into to, or from itself at f32 */
 static const float *rounded(int prec, const float *from, size_t n, float *to)
 {
@@ -904,7 +889,8 @@ static const float *rounded(int prec, const float *from, size_t n, float *to)
 
 size_t dlt_cpu_conv_workspace(int prec, const dlt_conv *s)
 {
-	size_t copies = round16(x_floats(s)) + round16(w_floats(s)) + y_floats(s);
+	size_t copies = round16(dlt_conv_x_floats(s)) + round16(dlt_conv_w_floats(s)) +
+			dlt_conv_y_floats(s);
 	return conv_plan_of(s).total + (prec == DLT_PREC_F32 ? 0 : copies);
 }
 
@@ -1181,10 +1167,10 @@ static void conv_forward(int prec, const dlt_conv *s, const float *x, const floa
 			 int32_t *arg, float *work)
 {
 	conv_plan q = conv_plan_of(s);
-	float *rx = work + q.total, *rw = rx + round16(x_floats(s));
+	float *rx = work + q.total, *rw = rx + round16(dlt_conv_x_floats(s));
 
-	x = rounded(prec, x, x_floats(s), rx);
-	w = rounded(prec, w, w_floats(s), rw);
+	x = rounded(prec, x, dlt_conv_x_floats(s), rx);
+	w = rounded(prec, w, dlt_conv_w_floats(s), rw);
 	if (conv_is_wino(s)) {
 		wino_plan wp = wino_plan_of(s, WINO_CONV_TILES);
 		wino_kernels(w, s->k, s->c, 0, work + q.u, work + q.up);
@@ -1470,12 +1456,14 @@ static void conv_backward(int prec, const dlt_conv *s, const float *x, const flo
 	conv_plan q = conv_plan_of(s);
 	float *parts = work + q.parts;
 	double *dbs = (double *)(work + q.dbs);
-	float *rx = work + q.total, *rw = rx + round16(x_floats(s)), *rdy = rw + round16(w_floats(s));
+	float *rx = work + q.total, *rw = rx + round16(dlt_conv_x_floats(s));
+	float *rdy = rw + round16(dlt_conv_w_floats(s));
 
-	x = rounded(prec, x, x_floats(s), rx);
+	x = rounded(prec, x, dlt_conv_x_floats(s), rx);
 	if (w)
-		w = rounded(prec, w, w_floats(s), rw);
-	dy = rounded(prec, dy, pool ? (size_t)pool->n * pool->c * pool->oh * pool->ow : y_floats(s),
+		w = rounded(prec, w, dlt_conv_w_floats(s), rw);
+	dy = rounded(prec, dy,
+		     pool ? (size_t)pool->n * pool->c * pool->oh * pool->ow : dlt_conv_y_floats(s),
 		     rdy);
 	if (conv_is_wino(s)) {
 		wino_plan wp = wino_plan_of(s, WINO_DW_TILES), wc = wino_plan_of(s, WINO_CONV_TILES);

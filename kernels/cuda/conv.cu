@@ -62,27 +62,13 @@ static size_t aligned(size_t floats)
 	return (floats + 63) & ~(size_t)63;
 }
 
-static size_t x_floats(const dlt_conv *s)
-{
-	return (size_t)s->n * s->c * s->h * s->w;
-}
-
-static size_t w_floats(const dlt_conv *s)
-{
-	return (size_t)s->k * (s->c / s->groups) * s->kh * s->kw;
-}
-
-static size_t y_floats(const dlt_conv *s)
-{
-	return (size_t)s->n * s->k * s->oh * s->ow;
-}
-
 /* The rounded copies of x, w and dy, before cuDNN's workspace */
 static size_t copies(int prec, const dlt_conv *s)
 {
 	if (prec == DLT_PREC_F32)
 		return 0;
-	return aligned(x_floats(s)) + aligned(w_floats(s)) + aligned(y_floats(s));
+	return aligned(dlt_conv_x_floats(s)) + aligned(dlt_conv_w_floats(s)) +
+	       aligned(dlt_conv_y_floats(s));
 }
 
 static int set_descs(conv_plan *p, const dlt_conv *s)
@@ -311,12 +297,13 @@ void cu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w
 		     const float *b, float *y, int act, float slope, float *work)
 {
 	conv_plan *p = plan_within(s);
-	float *xr = work, *wr = xr + aligned(x_floats(s)), *ws = work + copies(prec, s);
-	size_t ny = y_floats(s);
+	float *xr = work, *wr = xr + aligned(dlt_conv_x_floats(s));
+	float *ws = work + copies(prec, s);
+	size_t ny = dlt_conv_y_floats(s);
 	if (!p)
 		return;
-	x = rounded(x, x_floats(s), prec, xr);
-	w = rounded(w, w_floats(s), prec, wr);
+	x = rounded(x, dlt_conv_x_floats(s), prec, xr);
+	w = rounded(w, dlt_conv_w_floats(s), prec, wr);
 	if (!cu_check_dnn(cudnnConvolutionForward(cu.dnn, &one, p->x, x, p->w, w, p->conv, p->fwd,
 						  ws, p->bytes, &zero, p->y, y), "conv_forward"))
 		return;
@@ -331,12 +318,13 @@ void cu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *
 		      const float *dy, float *dx, float *dw, float *db, float *work)
 {
 	conv_plan *p = plan_within(s);
-	float *xr = work, *wr = xr + aligned(x_floats(s)), *dyr = wr + aligned(w_floats(s));
+	float *xr = work, *wr = xr + aligned(dlt_conv_x_floats(s));
+	float *dyr = wr + aligned(dlt_conv_w_floats(s));
 	float *ws = work + copies(prec, s);
 	const float *dyp;
 	if (!p)
 		return;
-	dyp = rounded(dy, y_floats(s), prec, dyr);
+	dyp = rounded(dy, dlt_conv_y_floats(s), prec, dyr);
 	/* the bias gradient sums the rounded dy, as the CPU */
 	if (db) {
 		channel_sum<<<s->k, CU_THREADS, 0, cu.stream>>>(dyp, db, s->n, s->k,
@@ -344,12 +332,12 @@ void cu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *
 		cu_launched("conv_backward: bias");
 	}
 	cu_check_dnn(cudnnConvolutionBackwardFilter(cu.dnn, &one, p->x,
-						    rounded(x, x_floats(s), prec, xr), p->y, dyp,
+						    rounded(x, dlt_conv_x_floats(s), prec, xr), p->y, dyp,
 						    p->conv, p->filter, ws, p->bytes, &zero, p->w, dw),
 		     "conv_backward: filter");
 	if (dx)
 		cu_check_dnn(cudnnConvolutionBackwardData(cu.dnn, &one, p->w,
-							  rounded(w, w_floats(s), prec, wr), p->y,
+							  rounded(w, dlt_conv_w_floats(s), prec, wr), p->y,
 							  dyp, p->conv, p->data, ws, p->bytes, &zero,
 							  p->x, dx),
 			     "conv_backward: data");

@@ -389,6 +389,24 @@ static void test_pool_after_relu(void)
 	dlt_model_free(&mb);
 }
 
+/* A conv on img, its ReLU, a 2x2 max pool and a dense layer, at prec (""
+ * is f32); apart: with a dropout of rate 0 between the ReLU and the pool,
+ * which keeps the conv and the pool two ops.  Whether it was made. */
+static int conv_pool_model(dlt_model *m, dlt_shape img, int filters, int apart,
+			   const char *prec)
+{
+	dlt_layer_cfg l[] = { conv(filters, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU), dropout(0.0f),
+			      pool(DLT_LAYER_MAXPOOL, 2, 2, 0), act(DLT_LAYER_FLATTEN), dense(3) };
+	dlt_config c;
+	if (!apart)
+		memmove(l + 2, l + 3, 3 * sizeof(*l));
+	c = config(l, apart ? 6 : 5);
+	snprintf(c.train.precision, sizeof(c.train.precision), "%s", prec);
+	return ok_rc(dlt_model_init(m, &c, dlt_backend_cpu(), img, 3, BATCH), 0,
+		     "conv + relu + %smaxpool%s%s", apart ? "dropout 0 + " : "", *prec ? ", " : "",
+		     prec);
+}
+
 /* A conv, its ReLU and the max pool after it, as one op where the cpu
  * backend has it (conv_pool_fuses says which ways: a first conv on one
  * channel both, Winograd's forward): every gradient has the bits of the
@@ -399,19 +417,12 @@ static void test_pool_after_relu(void)
  * order. */
 static void test_conv_pool(dlt_shape img, int filters, int ways)
 {
-	dlt_layer_cfg a[] = { conv(filters, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU),
-			      pool(DLT_LAYER_MAXPOOL, 2, 2, 0), act(DLT_LAYER_FLATTEN), dense(3) };
-	dlt_layer_cfg b[] = { conv(filters, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU), dropout(0.0f),
-			      pool(DLT_LAYER_MAXPOOL, 2, 2, 0), act(DLT_LAYER_FLATTEN), dense(3) };
-	dlt_config ca = config(a, 5), cb = config(b, 6);
 	size_t nin = (size_t)BATCH * img.c * img.h * img.w;
 	dlt_model ma, mb;
 	int32_t lab[BATCH];
 
-	if (!ok_rc(dlt_model_init(&ma, &ca, dlt_backend_cpu(), img, 3, BATCH), 0,
-		   "conv + relu + maxpool") ||
-	    !ok_rc(dlt_model_init(&mb, &cb, dlt_backend_cpu(), img, 3, BATCH), 0,
-		   "conv + relu + dropout 0 + maxpool"))
+	if (!conv_pool_model(&ma, img, filters, 0, "") ||
+	    !conv_pool_model(&mb, img, filters, 1, ""))
 		return;
 	ok(ma.layers[0].pool_op == 2 && ma.layers[2].fused == ways && !mb.layers[0].pool_op,
 	   "conv on %d channels %dx%d + relu + maxpool: one op, %s", img.c, img.h, img.w,
@@ -459,22 +470,13 @@ static void test_conv_pool(dlt_shape img, int filters, int ways)
  * gradients, by where they go.) */
 static void test_conv_pool_prec(dlt_shape img, int filters, int ways, const char *prec)
 {
-	dlt_layer_cfg a[] = { conv(filters, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU),
-			      pool(DLT_LAYER_MAXPOOL, 2, 2, 0), act(DLT_LAYER_FLATTEN), dense(3) };
-	dlt_layer_cfg b[] = { conv(filters, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU), dropout(0.0f),
-			      pool(DLT_LAYER_MAXPOOL, 2, 2, 0), act(DLT_LAYER_FLATTEN), dense(3) };
-	dlt_config ca = config(a, 5), cb = config(b, 6);
 	size_t nin = (size_t)BATCH * img.c * img.h * img.w;
 	dlt_model ma, mb;
 	int32_t lab[BATCH];
 	double la, lb;
 
-	snprintf(ca.train.precision, sizeof(ca.train.precision), "%s", prec);
-	snprintf(cb.train.precision, sizeof(cb.train.precision), "%s", prec);
-	if (!ok_rc(dlt_model_init(&ma, &ca, dlt_backend_cpu(), img, 3, BATCH), 0,
-		   "conv + relu + maxpool, %s", prec) ||
-	    !ok_rc(dlt_model_init(&mb, &cb, dlt_backend_cpu(), img, 3, BATCH), 0,
-		   "conv + relu + dropout 0 + maxpool, %s", prec))
+	if (!conv_pool_model(&ma, img, filters, 0, prec) ||
+	    !conv_pool_model(&mb, img, filters, 1, prec))
 		return;
 	ok(ma.layers[0].pool_op == 2 && ma.layers[2].fused == ways,
 	   "%s: conv on %d channels %dx%d + relu + maxpool: one op", prec, img.c, img.h, img.w);
@@ -486,8 +488,7 @@ static void test_conv_pool_prec(dlt_shape img, int filters, int ways, const char
 	lb = loss_now(&mb, lab);
 	/* the same model in f32 (the same seed, so the same weights) */
 	dlt_model_free(&mb);
-	memset(cb.train.precision, 0, sizeof(cb.train.precision));
-	if (ok_rc(dlt_model_init(&mb, &cb, dlt_backend_cpu(), img, 3, BATCH), 0, "in f32")) {
+	if (conv_pool_model(&mb, img, filters, 1, "")) {
 		memcpy(dlt_model_input(&mb), dlt_model_input(&ma), nin * sizeof(float));
 		ok(la == lb && la != loss_now(&mb, lab),
 		   "%s: conv + relu + maxpool as one op: the loss's bits, not f32's", prec);
