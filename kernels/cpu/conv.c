@@ -872,7 +872,10 @@ static conv_plan conv_plan_of(const dlt_conv *s)
 /* bf16 and fp16: x, w and dy (or the pool's dy) are rounded into copies
  * after the plan's workspace, and every path reads the copies: the
  * products are of rounded values, as the GEMM's with prec, and the f32
- * paths (Winograd, the first layer's) run for every precision. */
+ * paths (Winograd, the first layer's) run for every precision.  The GEMM
+ * path still passes prec on, so that a CPU with bf16 dot products runs
+ * them; elsewhere the GEMM's rounding of the copies leaves them as they
+ * are. */
 static size_t round16(size_t floats)
 {
 	return (floats + 15) & ~(size_t)15;
