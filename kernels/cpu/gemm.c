@@ -502,9 +502,7 @@ static void round_f16_avx2(const float *x, float *y, size_t n)
 
 void dlt_cpu_round_to(const float *x, float *y, size_t n, int prec)
 {
-	static int avx2 = -1;
-	if (avx2 < 0)
-		avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+	int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
 	if (prec == DLT_PREC_BF16 && avx2)
 		round_bf16_avx2(x, y, n);
 	else if (prec == DLT_PREC_F16 && avx2)

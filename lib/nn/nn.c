@@ -723,11 +723,14 @@ static int make_buffers(dlt_model *m)
 				return DLT_ENOMEM;
 			l->invstd = l->mean + c;
 			break;
-		case DLT_LAYER_CONV2D:
+		case DLT_LAYER_CONV2D: {
+			size_t need;
 			l->conv.n = m->max_batch;
-			if (m->be->conv_workspace(m->prec, &l->conv) > work)
-				work = m->be->conv_workspace(m->prec, &l->conv);
+			need = m->be->conv_workspace(m->prec, &l->conv);
+			if (need > work)
+				work = need;
 			break;
+		}
 		}
 	}
 	if (work && !(m->work = alloc_rows(m, 1, work, sizeof(float))))
