@@ -131,6 +131,28 @@ $(BUILD)/test/libfake-%.so: test/fake-%.c
 	$(call say,CC)
 	$(Q)$(CC) -std=gnu11 $(WARN) $(CFLAGS) -shared -fPIC -o $@ $< -ldl
 
+# The bf16 GEMM's vdpbf16ps kernel for an emulated CPU that has it
+# (test/t0500-gemm-bf16-emulated.sh): gemm_bf16.c in a static program with
+# no libc and no OpenMP (test/emu/gemm-bf16.c), built with flags of its own
+# (no sanitizers: nothing runs under it but the program), and the C23
+# functions that bochscpu-python's wheel wants of glibc before 2.38.
+ifeq ($(shell uname -m),x86_64)
+EMU = $(BUILD)/test/emu/gemm-bf16 $(BUILD)/test/emu/libc23.so
+all: $(EMU)
+endif
+$(BUILD)/test/emu/gemm-bf16: test/emu/gemm-bf16.c kernels/cpu/gemm_bf16.c kernels/cpu/gemm_bf16.h \
+		kernels/cpu/gemm.h kernels/common/math.h
+	@mkdir -p $(@D)
+	$(call say,CC)
+	$(Q)$(CC) -std=gnu11 $(WARN) -Wno-unknown-pragmas -O2 -g -Ilib -I. -fno-math-errno \
+		-ffp-contract=off -mfma -fno-stack-protector -fno-asynchronous-unwind-tables \
+		-ffunction-sections -fdata-sections -static -nostdlib -fno-pie -no-pie \
+		-Wl,--gc-sections -Wl,-e,emu_main -o $@ $<
+$(BUILD)/test/emu/libc23.so: test/emu/c23.c
+	@mkdir -p $(@D)
+	$(call say,CC)
+	$(Q)$(CC) -std=c11 $(WARN) -O2 -shared -fPIC -o $@ $<
+
 deps:
 	@scripts/install-deps
 

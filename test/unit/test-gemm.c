@@ -413,7 +413,7 @@ static void test_bf16(void)
 	test_bf16_kernel(0, "portable micro-kernel");
 	if (!dlt_cpu_bf16_native()) {
 		skip("bf16 vdpbf16ps: this CPU or OS lacks AVX512_BF16 (cpuid 7.1 eax bit 5) "
-		     "or the ZMM state (xgetbv)");
+		     "or the ZMM state (xgetbv); t0500 runs it on an emulated CPU");
 		return;
 	}
 	test_bf16_kernel(1, "vdpbf16ps");
