@@ -131,27 +131,38 @@ $(BUILD)/test/libfake-%.so: test/fake-%.c
 	$(call say,CC)
 	$(Q)$(CC) -std=gnu11 $(WARN) $(CFLAGS) -shared -fPIC -o $@ $< -ldl
 
-# The bf16 GEMM's vdpbf16ps kernel for an emulated CPU that has it
-# (test/t0500-gemm-bf16-emulated.sh): gemm_bf16.c in a static program with
-# no libc and no OpenMP (test/emu/gemm-bf16.c), built with flags of its own
-# (no sanitizers: nothing runs under it but the program), and the C23
-# functions that bochscpu-python's wheel wants of glibc before 2.38.
+# The CPU GEMM's AVX-512 kernels on an emulated CPU that has AVX-512 and
+# AVX512_BF16 (test/t0500-gemm-emulated.sh): gemm.c and gemm_bf16.c in a
+# static program with no libc and no OpenMP (test/emu/), built with flags
+# of their own (no sanitizers: nothing runs under the program but itself;
+# libgcc for __builtin_cpu_supports), and the C23 functions that
+# bochscpu-python's wheel wants of glibc before 2.38.
 ifeq ($(shell uname -m),x86_64)
-EMU = $(BUILD)/test/emu/gemm-bf16 $(BUILD)/test/emu/libc23.so
+EMU = $(BUILD)/test/emu/gemm $(BUILD)/test/emu/libc23.so
 all: $(EMU)
 endif
-$(BUILD)/test/emu/gemm-bf16: test/emu/gemm-bf16.c kernels/cpu/gemm_bf16.c kernels/cpu/gemm_bf16.h \
-		kernels/cpu/gemm.h kernels/common/math.h
+EMU_CFLAGS = -std=gnu11 $(WARN) -Wno-unknown-pragmas -O2 -g -Ilib -I. $(PKG_CFLAGS) \
+	-fno-math-errno -ffp-contract=off -mfma -fno-stack-protector -fno-pie \
+	-fno-asynchronous-unwind-tables -ffunction-sections -fdata-sections -MMD -MP
+EMU_OBJ = $(addprefix $(BUILD)/test/emu/,gemm.o libc.o kernels-gemm.o kernels-gemm_bf16.o)
+$(BUILD)/test/emu/gemm: $(EMU_OBJ)
+	$(call say,LD)
+	$(Q)$(CC) -static -nostdlib -no-pie -Wl,--gc-sections -Wl,-e,emu_main -o $@ $^ -lgcc
+$(BUILD)/test/emu/kernels-%.o: kernels/cpu/%.c
 	@mkdir -p $(@D)
 	$(call say,CC)
-	$(Q)$(CC) -std=gnu11 $(WARN) -Wno-unknown-pragmas -O2 -g -Ilib -I. -fno-math-errno \
-		-ffp-contract=off -mfma -fno-stack-protector -fno-asynchronous-unwind-tables \
-		-ffunction-sections -fdata-sections -static -nostdlib -fno-pie -no-pie \
-		-Wl,--gc-sections -Wl,-e,emu_main -o $@ $<
+	$(Q)$(CC) $(EMU_CFLAGS) -c -o $@ $<
+$(BUILD)/test/emu/%.o: test/emu/%.c
+	@mkdir -p $(@D)
+	$(call say,CC)
+	$(Q)$(CC) $(EMU_CFLAGS) -c -o $@ $<
+# (gcc would make libc.c's memcpy loop a call to memcpy)
+$(BUILD)/test/emu/libc.o: EMU_CFLAGS += -fno-tree-loop-distribute-patterns
 $(BUILD)/test/emu/libc23.so: test/emu/c23.c
 	@mkdir -p $(@D)
 	$(call say,CC)
 	$(Q)$(CC) -std=c11 $(WARN) -O2 -shared -fPIC -o $@ $<
+-include $(wildcard $(BUILD)/test/emu/*.d)
 
 deps:
 	@scripts/install-deps

@@ -20,7 +20,7 @@
  * The same loops also run a portable micro-kernel that does vdpbf16ps's
  * arithmetic in C, so that the packing and the blocking are tested on
  * every machine, the instruction itself where the CPU has it and, on an
- * emulated CPU, in test/t0500-gemm-bf16-emulated.sh everywhere.  Kept
+ * emulated CPU, in test/t0500-gemm-emulated.sh everywhere.  Kept
  * apart from gemm.c, whose packing for f32 changes on its own. */
 #include <immintrin.h>
 #include <math.h>

@@ -4,7 +4,7 @@ Sapphire Rapids (Bochs, through bochscpu-python), a CPU with AVX-512 and
 AVX512_BF16, so that kernels for instructions this machine lacks are run
 here too.
 
-PROGRAM is a static x86-64 ELF with no libc (test/emu/gemm-bf16.c): its
+PROGRAM is a static x86-64 ELF with no libc (test/emu/gemm.c): its
 entry is `int main(char *out, size_t cap)`, called with a buffer for its
 report, which it leaves NUL-terminated.  The report goes to stdout, and
 the exit status is 0 when main returned 0, else 1.
@@ -134,8 +134,10 @@ def main():
     write(TLS_BASE, struct.pack("<Q", TLS_BASE))
     write(OUT, bytes(OUT_PAGES * PAGE))
     write(TRAMPOLINE, b"\xcc")
-    rsp = STACK_TOP - 64
-    write(rsp, struct.pack("<Q", TRAMPOLINE))  # main's return address
+    # main's return address, where a call leaves it: the ABI's rsp + 8 is
+    # a multiple of 16 at a function's entry
+    rsp = STACK_TOP - 64 - 8
+    write(rsp, struct.pack("<Q", TRAMPOLINE))
 
     state = bochscpu.State()
     cpu.set_long_mode(state)

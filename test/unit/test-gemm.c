@@ -443,7 +443,9 @@ int main(void)
 	for (int k = DLT_GEMM_SCALAR; k < DLT_GEMM_KINDS; k++)
 		if (dlt_cpu_gemm_supported(k))
 			kinds[nkinds++] = k;
-	diag("dlt_cpu_sgemm runs %s; testing %d of our kernels", dlt_cpu_gemm_name(), nkinds);
+	diag("dlt_cpu_sgemm runs %s; testing %d of our kernels%s", dlt_cpu_gemm_name(), nkinds,
+	     dlt_cpu_gemm_supported(DLT_GEMM_AVX512) ? ""
+						     : " (t0500 runs dlt-avx512 on an emulated CPU)");
 	ok(dlt_cpu_gemm_supported(DLT_GEMM_SCALAR) && dlt_cpu_gemm_supported(DLT_GEMM_OPENBLAS),
 	   "the scalar kernel and OpenBLAS run anywhere");
 	test_edges();
