@@ -5,9 +5,9 @@ AVX512_BF16, so that kernels for instructions this machine lacks are run
 here too.
 
 PROGRAM is a static x86-64 ELF with no libc (test/emu/gemm.c): its
-entry is `int main(char *out, size_t cap)`, called with a buffer for its
-report, which it leaves NUL-terminated.  The report goes to stdout, and
-the exit status is 0 when main returned 0, else 1.
+entry is emu.h's `int emu_main(char *buf, size_t cap)`, called with a
+buffer for its report, which it leaves NUL-terminated.  The report goes to
+stdout, and the exit status is 0 when emu_main returned 0, else 1.
 
 SHIM: test/emu/c23.c's library, loaded first where glibc lacks the C23
 scanf and strtoull that the bochscpu-python wheel (built on glibc 2.38 or
@@ -17,12 +17,13 @@ The machine: paging that maps every address to itself, 64-bit user mode,
 SSE, AVX and AVX-512 state enabled (CR4.OSXSAVE, XCR0) as an OS does,
 MXCSR and the x87 control word at their reset values, a stack, and FS's
 base on a zeroed block for thread-local variables (x86-64's variant II:
-the block lies below the pointer, which points at itself).  main returns
+the block lies below the pointer, which points at itself).  emu_main returns
 to an int3, where the emulation stops (there is no IDT, so the int3 may
 come as the #GP of its missing gate); any other exception is an error."""
 import ctypes
 import importlib.metadata
 import os
+import signal
 import struct
 import sys
 
@@ -33,11 +34,12 @@ TLS_BASE = 0x7FF00000  # FS's base: the thread block lies in the page below
 TLS_PAGES = 2
 OUT = 0x7FE00000  # the report's buffer
 OUT_PAGES = 16
-TRAMPOLINE = 0x7FD00000  # int3: where main returns to
+TRAMPOLINE = 0x7FD00000  # int3: where emu_main returns to
 PML4 = 0x7FC00000  # the page tables, built by bochscpu from here on
+LIMIT_S = 300  # seconds the emulation may take (the GEMM's take 4)
+BOCHSCPU = "0.4.0"
 # Bochs's sapphire_rapids in bochscpu-python 0.4.0's list of CPU models
 # (cpudb.h's order; the list's names are not searchable by name there)
-BOCHSCPU = "0.4.0"
 MODEL = 30
 
 
@@ -61,7 +63,7 @@ def load_bochscpu(shim):
         import bochscpu.cpu
         import bochscpu.memory
     except ImportError as e:
-        fail(f"bochscpu-python: {e} (scripts/install-deps installs it)")
+        fail(f"bochscpu-python: {e}" + (" (the SHIM gives it)" if "isoc23" in str(e) else ""))
     # The CPU model is a Bochs parameter that bochscpu-python does not
     # expose: set it through the library's own symbols, before the CPU
     # is made.
@@ -106,6 +108,7 @@ def main():
 
     sess.missing_page_handler = missing_page
     table = mem.PageMapLevel4Table()
+
     def map_range(start, end):
         for va in range(start & ~(PAGE - 1), end, PAGE):
             if table.translate(va) is None:
@@ -134,7 +137,7 @@ def main():
     write(TLS_BASE, struct.pack("<Q", TLS_BASE))
     write(OUT, bytes(OUT_PAGES * PAGE))
     write(TRAMPOLINE, b"\xcc")
-    # main's return address, where a call leaves it: the ABI's rsp + 8 is
+    # emu_main's return address, where a call leaves it: the ABI's rsp + 8 is
     # a multiple of 16 at a function's entry
     rsp = STACK_TOP - 64 - 8
     write(rsp, struct.pack("<Q", TRAMPOLINE))
@@ -183,14 +186,18 @@ def main():
 
     hook = bochscpu.Hook()
     hook.exception = exception
+    # A program that never returns is killed (SIGALRM's default action)
+    # rather than left to hang the test suite.
+    signal.alarm(LIMIT_S)
     sess.run([hook])
+    signal.alarm(0)
 
     end = sess.cpu.state
     # int3 with no IDT: #BP, or the #GP of its missing gate (IDT entry 3)
-    if stop.get("vector") not in (3, 13) or stop.get("error") not in (0, 3 << 3 | 2) or \
+    if (stop.get("vector"), stop.get("error")) not in ((3, 0), (13, 3 << 3 | 2)) or \
             stop.get("rip") != TRAMPOLINE + 1:
         fail(f"exception {stop.get('vector')} (error code {stop.get('error')}) "
-             f"at {stop.get('rip', 0):#x}")
+             f"at or just before {stop.get('rip', 0):#x}")
     report = bytes(mem.virt_read(PML4, OUT, OUT_PAGES * PAGE)).split(b"\0", 1)[0]
     sys.stdout.write(report.decode("ascii", "replace"))
     sys.stdout.flush()
