@@ -43,9 +43,10 @@ BOCHSCPU = "0.4.0"
 MODEL = 30
 
 
-def fail(msg):
+def fail(msg, status=1):
+    """status 1: the run failed; 2: the program given is no program"""
     print("Bail out! x86-run: " + msg, flush=True)
-    os._exit(1)
+    os._exit(status)
 
 
 def load_bochscpu(shim):
@@ -78,10 +79,13 @@ def load_bochscpu(shim):
 
 def segments(path):
     """PT_LOAD segments (vaddr, file bytes, memory size) and the entry."""
-    with open(path, "rb") as f:
-        elf = f.read()
+    try:
+        with open(path, "rb") as f:
+            elf = f.read()
+    except OSError as e:
+        fail(f"{path}: {e.strerror}", 2)
     if elf[:4] != b"\x7fELF" or elf[4] != 2 or elf[5] != 1:
-        fail(f"{path}: not a little-endian ELF64 file")
+        fail(f"{path}: not a little-endian ELF64 file", 2)
     entry, phoff = struct.unpack_from("<QQ", elf, 24)
     phentsize, phnum = struct.unpack_from("<HH", elf, 54)
     loads = []
@@ -97,9 +101,9 @@ def main():
     if len(sys.argv) not in (2, 3):
         print("usage: x86-run.py PROGRAM [SHIM]", file=sys.stderr)
         sys.exit(2)
+    loads, entry = segments(sys.argv[1])
     bochscpu = load_bochscpu(sys.argv[2] if len(sys.argv) == 3 else None)
     mem, cpu = bochscpu.memory, bochscpu.cpu
-    loads, entry = segments(sys.argv[1])
 
     sess = bochscpu.Session()
 
@@ -154,27 +158,14 @@ def main():
     state.rsp = rsp
     state.rdi = OUT
     state.rsi = OUT_PAGES * PAGE
-    code = bochscpu.Segment()
-    code.present = True
-    code.selector = 0x33
-    code.base = 0
-    code.limit = 0xFFFFFFFF
-    code.attr = 0x22FB  # 64-bit code, DPL 3
-    data = bochscpu.Segment()
-    data.present = True
-    data.selector = 0x2B
-    data.base = 0
-    data.limit = 0xFFFFFFFF
-    data.attr = 0xCF3  # data, DPL 3
-    state.cs = code
-    state.ds = state.es = state.ss = state.gs = data
-    fs = bochscpu.Segment()
-    fs.present = True
-    fs.selector = 0x2B
-    fs.base = TLS_BASE
-    fs.limit = 0xFFFFFFFF
-    fs.attr = 0xCF3
-    state.fs = fs
+    def segment(selector, attr, base=0):
+        s = bochscpu.Segment()
+        s.present, s.selector, s.attr, s.base, s.limit = True, selector, attr, base, 0xFFFFFFFF
+        return s
+
+    state.cs = segment(0x33, 0x22FB)  # 64-bit code, DPL 3
+    state.ds = state.es = state.ss = state.gs = segment(0x2B, 0xCF3)  # data, DPL 3
+    state.fs = segment(0x2B, 0xCF3, TLS_BASE)
     sess.cpu.state = state
 
     stop = {}
