@@ -6,9 +6,9 @@ PREFIX ?= /usr/local
 CFLAGS ?= -O2 -g
 WERROR ?= -Werror
 WARN = -Wall -Wextra $(WERROR) -Wshadow -Wno-unused-parameter
-PKGS = openblas libzstd yaml-0.1 libxxhash zlib
+PKGS = openblas libzstd yaml-0.1 libxxhash zlib libpng libjpeg
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lopenblas -lzstd -lyaml -lxxhash -lz)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lopenblas -lzstd -lyaml -lxxhash -lz -lpng -ljpeg)
 ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) -fno-math-errno -fopenmp -pthread -Ilib -I. $(PKG_CFLAGS) \
 	-DDLT_VERSION='"$(VERSION)"' -MMD -MP
 LDLIBS = $(PKG_LIBS) -ldl -fopenmp -pthread -lm
@@ -240,6 +240,7 @@ demo: deps
 BENCH ?= full
 bench: all $(BUILD)/bench/gemm $(BUILD)/bench/codec
 	@/usr/bin/python3 bench/run --mode $(BENCH) $(BENCH_ARGS)
+	-@/usr/bin/python3 bench/tasks --bin $(BIN)
 	@bench/gpu
 	@$(if $(filter full,$(BENCH)),bench/search-asha,echo 'bench/search-asha: left out of BENCH=$(BENCH)')
 

@@ -44,136 +44,33 @@ static const struct option longopts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-/* Which options each command takes, and how many operands. */
-enum { O_OUT = 1, O_FORMAT = 2, O_WEIGHTS = 4, O_CONFIG = 8, O_JSON = 16 };
-static const struct command {
-	const char *name;
-	int opts;		/* O_* it accepts */
-	int need;		/* of them, those it requires */
-	int min, max;		/* operands; max 0: no limit */
-	const char *operands;	/* for messages */
-} commands[] = {
-	{ "info", O_JSON, 0, 1, 1, "one CKPT" },
-	{ "verify", 0, 0, 1, 0, "one CKPT or more" },
-	{ "diff", O_JSON, 0, 2, 2, "A and B" },
-	{ "export", O_OUT | O_FORMAT | O_WEIGHTS, O_OUT | O_FORMAT, 1, 1, "one CKPT" },
-	{ "import", O_OUT | O_CONFIG, O_OUT, 1, 1, "one SAFETENSORS" },
-	{ "average", O_OUT, O_OUT, 2, 0, "two CKPTs or more" },
-	{ "strip", O_OUT, O_OUT, 1, 1, "one CKPT" },
-	{ NULL, 0, 0, 0, 0, NULL },
-};
-
-struct args {
-	const struct command *cmd;
+struct cli_args {
 	const char *out, *config;
 	int format;		/* DLT_EXPORT_* */
-	int given;		/* O_* seen */
 	int json, weights_only;
-	int help, version;
-	char **files;
-	int nfiles;
 };
 
-static const char *opt_name(int o)
+static int parse_opt(struct cli_args *a, int c)
 {
-	switch (o) {
-	case O_OUT: return "-o";
-	case O_FORMAT: return "-f";
-	case O_WEIGHTS: return "--weights-only";
-	case O_CONFIG: return "-c";
-	default: return "--json";
-	}
-}
+	static const char *const formats[] = { "safetensors", "npy", NULL };
+	int i = 0;
 
-static int parse_opt(struct args *a, int c, char **argv)
-{
 	switch (c) {
 	case 'o':
-		if (a->given & O_OUT)
+		if (a->out)
 			return cli_usage(prog, "more than one -o");
-		a->given |= O_OUT;
 		a->out = optarg;
 		return 0;
 	case 'f':
-		a->given |= O_FORMAT;
-		if (strcmp(optarg, "safetensors") == 0)
-			a->format = DLT_EXPORT_SAFETENSORS;
-		else if (strcmp(optarg, "npy") == 0)
-			a->format = DLT_EXPORT_NPY;
-		else
-			return cli_usage(prog, "--format: '%s' is not safetensors or npy", optarg);
+		if (cli_choice(prog, "--format", optarg, formats, &i))
+			return 2;
+		a->format = i ? DLT_EXPORT_NPY : DLT_EXPORT_SAFETENSORS;
 		return 0;
-	case OPT_WEIGHTS_ONLY:
-		a->given |= O_WEIGHTS;
-		a->weights_only = 1;
-		return 0;
-	case 'c':
-		a->given |= O_CONFIG;
-		a->config = optarg;
-		return 0;
-	case OPT_JSON:
-		a->given |= O_JSON;
-		a->json = 1;
-		return 0;
-	case 'h':
-		a->help = 1;
-		return 0;
-	case OPT_VERSION:
-		a->version = 1;
-		return 0;
-	default:
-		return cli_bad_option(prog, c, argv, longopts);
-	}
-}
-
-static int check_args(const struct args *a)
-{
-	const struct command *c = a->cmd;
-
-	for (int o = 1; o <= O_JSON; o <<= 1) {
-		if ((a->given & o) && !(c->opts & o))
-			return cli_usage(prog, "%s takes no %s", c->name, opt_name(o));
-		if ((c->need & o) && !(a->given & o))
-			return cli_usage(prog, "%s needs %s", c->name,
-					 o == O_OUT ? "-o OUT" : "-f safetensors|npy");
-	}
-	if (a->nfiles < c->min || (c->max && a->nfiles > c->max))
-		return cli_usage(prog, "%s takes %s, got %d operand%s", c->name, c->operands,
-				 a->nfiles, a->nfiles == 1 ? "" : "s");
-	if (a->out && strcmp(a->out, "-") == 0) {
-		if (a->format == DLT_EXPORT_NPY)
-			return cli_usage(prog, "npy needs a directory, not -o -");
-		if (isatty(1))
-			return cli_usage(prog, "refusing to write a binary file to a terminal");
+	case OPT_WEIGHTS_ONLY: a->weights_only = 1; return 0;
+	case 'c': a->config = optarg; return 0;
+	case OPT_JSON: a->json = 1; return 0;
 	}
 	return 0;
-}
-
-static int parse_args(struct args *a, int argc, char **argv)
-{
-	int c, rc;
-
-	if (argc > 1 && argv[1][0] != '-') {
-		for (a->cmd = commands; a->cmd->name && strcmp(a->cmd->name, argv[1]); a->cmd++)
-			;
-		if (!a->cmd->name)
-			return cli_usage(prog, "unknown command '%s'", argv[1]);
-		argc--;
-		argv++;
-	}
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":o:f:c:h", longopts, NULL)) != -1) {
-		if ((rc = parse_opt(a, c, argv)) != 0)
-			return rc;
-		if (a->help || a->version)
-			return 0;
-	}
-	if (!a->cmd)
-		return cli_usage(prog, "missing command: info, verify, diff, export, import, "
-				 "average or strip (see dlt-ckpt -h)");
-	a->files = argv + optind;
-	a->nfiles = argc - optind;
-	return check_args(a);
 }
 
 static int print(const dlt_buf *out)
@@ -184,10 +81,10 @@ static int print(const dlt_buf *out)
 	return 0;
 }
 
-static int info(const struct args *a)
+static int info(const struct cli_args *a, char **files, int nfiles)
 {
 	dlt_buf out = { 0 };
-	int rc = dlt_ckpt_info(a->files[0], a->json, &out);
+	int rc = dlt_ckpt_info(files[0], a->json, &out);
 
 	rc = rc < 0 ? cli_fail(prog, rc) : print(&out);
 	dlt_buf_free(&out);
@@ -195,12 +92,12 @@ static int info(const struct args *a)
 }
 
 /* Like cmp: 1 when a file is damaged, 2 when one cannot be read at all. */
-static int verify(const struct args *a)
+static int verify(const struct cli_args *a, char **files, int nfiles)
 {
 	int status = 0;
 
-	for (int i = 0; i < a->nfiles; i++) {
-		const char *path = a->files[i];
+	for (int i = 0; i < nfiles; i++) {
+		const char *path = files[i];
 		dlt_archive *ar = NULL;
 		struct stat st;
 		int rc;
@@ -226,49 +123,83 @@ static int verify(const struct args *a)
 	return status;
 }
 
-static int diff(const struct args *a)
+static int diff(const struct cli_args *a, char **files, int nfiles)
 {
 	dlt_buf out = { 0 };
 	size_t differ = 0;
-	int rc = dlt_ckpt_diff(a->files[0], a->files[1], a->json, &out, &differ);
+	int rc = dlt_ckpt_diff(files[0], files[1], a->json, &out, &differ);
 
 	rc = rc < 0 ? cli_fail(prog, rc) : print(&out);
 	dlt_buf_free(&out);
 	return rc ? rc : differ ? 1 : 0;
 }
 
-static int run(const struct args *a)
+/* The commands that write a file: the library's status, mapped.  A
+ * binary file goes to standard output only when it is no terminal. */
+static int done(int rc)
 {
-	const char *cmd = a->cmd->name;
-	int rc;
-
-	if (strcmp(cmd, "export") == 0)
-		rc = dlt_ckpt_export(a->files[0], a->format, a->out, a->weights_only);
-	else if (strcmp(cmd, "import") == 0)
-		rc = dlt_ckpt_import(a->files[0], a->out, a->config);
-	else if (strcmp(cmd, "average") == 0)
-		rc = dlt_ckpt_average((const char *const *)a->files, a->nfiles, a->out);
-	else
-		rc = dlt_ckpt_strip(a->files[0], a->out);
 	return rc < 0 ? cli_fail(prog, rc) : 0;
 }
 
+static int bad_output(const struct cli_args *a)
+{
+	if (strcmp(a->out, "-"))
+		return 0;
+	if (a->format == DLT_EXPORT_NPY)
+		return cli_usage(prog, "npy needs a directory, not -o -");
+	if (isatty(1))
+		return cli_usage(prog, "refusing to write a binary file to a terminal");
+	return 0;
+}
+
+static int export(const struct cli_args *a, char **files, int nfiles)
+{
+	return bad_output(a) ? 2 :
+	       done(dlt_ckpt_export(files[0], a->format, a->out, a->weights_only));
+}
+
+static int import(const struct cli_args *a, char **files, int nfiles)
+{
+	return bad_output(a) ? 2 : done(dlt_ckpt_import(files[0], a->out, a->config));
+}
+
+static int average(const struct cli_args *a, char **files, int nfiles)
+{
+	return bad_output(a) ? 2 :
+	       done(dlt_ckpt_average((const char *const *)files, nfiles, a->out));
+}
+
+static int strip(const struct cli_args *a, char **files, int nfiles)
+{
+	return bad_output(a) ? 2 : done(dlt_ckpt_strip(files[0], a->out));
+}
+
+/* Which options each command takes, and how many operands. */
+enum { O_OUT = 1, O_FORMAT = 2, O_WEIGHTS = 4, O_CONFIG = 8, O_JSON = 16 };
+static const cli_command commands[] = {
+	{ "info", info, O_JSON, 0, 1, 1, "one CKPT" },
+	{ "verify", verify, 0, 0, 1, 0, "one CKPT or more" },
+	{ "diff", diff, O_JSON, 0, 2, 2, "A and B" },
+	{ "export", export, O_OUT | O_FORMAT | O_WEIGHTS, O_OUT | O_FORMAT, 1, 1, "one CKPT" },
+	{ "import", import, O_OUT | O_CONFIG, O_OUT, 1, 1, "one SAFETENSORS" },
+	{ "average", average, O_OUT, O_OUT, 2, 0, "two CKPTs or more" },
+	{ "strip", strip, O_OUT, O_OUT, 1, 1, "one CKPT" },
+	{ NULL, NULL, 0, 0, 0, 0, NULL },
+};
+static const cli_option options[] = {
+	{ 'o', "-o", "-o OUT" },
+	{ 'f', "-f", "-f safetensors|npy" },
+	{ OPT_WEIGHTS_ONLY, "--weights-only", NULL },
+	{ 'c', "-c", NULL },
+	{ OPT_JSON, "--json", NULL },
+	{ 0, NULL, NULL },
+};
+static const cli_program program = {
+	prog, usage, commands, ":o:f:c:h", longopts, options, parse_opt, 1,
+};
+
 int main(int argc, char **argv)
 {
-	struct args a = { 0 };
-	int rc = parse_args(&a, argc, argv);
-
-	if (rc != 0)
-		return rc;
-	if (a.help)
-		return cli_help(usage);
-	if (a.version)
-		return cli_version(prog);
-	if (strcmp(a.cmd->name, "info") == 0)
-		return info(&a);
-	if (strcmp(a.cmd->name, "verify") == 0)
-		return verify(&a);
-	if (strcmp(a.cmd->name, "diff") == 0)
-		return diff(&a);
-	return run(&a);
+	struct cli_args a = { 0 };
+	return cli_main(&program, &a, argc, argv);
 }

@@ -1,6 +1,7 @@
 /* dlt-infer: a trained model's predictions for a dataset archive read from
- * a file or a pipe, as CSV or JSON Lines; its accuracy when the data has
- * labels. */
+ * a file or a pipe, as CSV or JSON Lines: classes, float targets in their
+ * own units, or sets of labels, as the model's task is; its metrics when
+ * the data has targets. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,26 +17,29 @@
 static const char prog[] = "dlt-infer";
 
 static const char usage[] =
-	"usage: dlt-infer -m CKPT [-o OUT] [--format csv|jsonl] [--probs] [-b N] [-q] DATA\n"
+	"usage: dlt-infer -m CKPT [-o OUT] [--format csv|jsonl] [--probs] [--threshold T] [-b N] [-q] DATA\n"
 	"\n"
 	"  -m, --model CKPT    the model: RUNDIR/model.dlt or a checkpoint\n"
 	"  -o, --output FILE   write the predictions to FILE (default: stdout)\n"
 	"      --format F      csv (default) or jsonl\n"
-	"      --probs         the probability of every class too\n"
+	"      --probs         the probability of every class (or label) too\n"
+	"      --threshold T   multi-label: predict the labels whose probability is\n"
+	"                      above T, 0 < T < 1 (default 0.5)\n"
 	"  -b, --batch N       samples per forward pass (default 256)\n"
-	"  -q, --quiet         no accuracy line on stderr\n"
+	"  -q, --quiet         no metrics line on stderr\n"
 	"  -h, --help          this text\n"
 	"      --version       the version\n"
 	"\n"
 	"DATA is a dataset archive (dlt-prep), - for stdin.\n";
 
-enum { OPT_FORMAT = 256, OPT_PROBS, OPT_VERSION };
+enum { OPT_FORMAT = 256, OPT_PROBS, OPT_THRESHOLD, OPT_VERSION };
 
 static const struct option longopts[] = {
 	{ "model", required_argument, NULL, 'm' },
 	{ "output", required_argument, NULL, 'o' },
 	{ "format", required_argument, NULL, OPT_FORMAT },
 	{ "probs", no_argument, NULL, OPT_PROBS },
+	{ "threshold", required_argument, NULL, OPT_THRESHOLD },
 	{ "batch", required_argument, NULL, 'b' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
@@ -51,6 +55,7 @@ struct args {
 	const char *model, *out, *data;
 	int jsonl, probs, quiet, help, version;
 	int batch;
+	double threshold;
 };
 
 static int parse_args(struct args *a, int argc, char **argv)
@@ -59,6 +64,7 @@ static int parse_args(struct args *a, int argc, char **argv)
 	int c;
 
 	a->batch = 256;
+	a->threshold = 0.5;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":m:o:b:qh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -70,6 +76,12 @@ static int parse_args(struct args *a, int argc, char **argv)
 			a->jsonl = strcmp(optarg, "jsonl") == 0;
 			break;
 		case OPT_PROBS: a->probs = 1; break;
+		case OPT_THRESHOLD:
+			if (dlt_parse_f64(optarg, &a->threshold, "--threshold") < 0)
+				return cli_usage(prog, "%s", dlt_errmsg());
+			if (!(a->threshold > 0 && a->threshold < 1))
+				return cli_usage(prog, "--threshold: %s is not between 0 and 1", optarg);
+			break;
 		case 'b':
 			if (dlt_parse_i64(optarg, 1, MAX_BATCH, &n, "--batch") < 0)
 				return cli_usage(prog, "%s", dlt_errmsg());
@@ -116,6 +128,12 @@ static int check_data(const dlt_dataset *d, const dlt_dataset *like)
 				 "expects %s (%d)", d->path, got, d->features, like->path, want,
 				 like->features);
 	}
+	if (dlt_dataset_has_targets(d) &&
+	    (d->task != like->task || (d->task != DLT_TASK_CLASS && d->n_classes != like->n_classes)))
+		return dlt_error(DLT_EINPUT, "%s: its targets are not of the kind %s predicts "
+				 "(%d %s)", d->path, like->path, like->n_classes,
+				 like->task == DLT_TASK_CLASS ? "classes" : like->task ==
+				 DLT_TASK_REGRESS ? "float targets" : "labels");
 	for (size_t i = 0; d->y && i < d->n; i++)
 		if (d->y[i] >= like->n_classes)
 			return dlt_error(DLT_EINPUT, "%s: label %d of sample %zu, but %s has %d "
@@ -151,6 +169,79 @@ static void put_row(FILE *fp, int jsonl, size_t index, int pred, const float *pr
 	fputs("}\n", fp);
 }
 
+/* A regression's prediction (and target) in the targets' units, or a
+ * multi-label one: the labels above the threshold, ';'-separated in CSV
+ * (a list in JSON), their probabilities with --probs, and the true set. */
+static void put_task_row(FILE *fp, int jsonl, const dlt_loss *l, size_t index, const float *y,
+			 const float *t, float *probs)
+{
+	const int k = l->outputs;
+	const char *sep = "";
+	if (jsonl)
+		fprintf(fp, "{\"index\":%zu,\"%s\":%s", index,
+			l->task == DLT_TASK_REGRESS ? "pred" : "labels", k > 1 ||
+			l->task == DLT_TASK_MULTI ? "[" : "");
+	else
+		fprintf(fp, "%zu,", index);
+	for (int j = 0; j < k; j++) {
+		if (l->task == DLT_TASK_REGRESS) {
+			fprintf(fp, "%s%.9g", j ? "," : "",
+				y[j] * l->t_std[j] + l->t_mean[j]);
+		} else if (y[j] > l->cut) {
+			fprintf(fp, "%s%d", sep, j);
+			sep = jsonl ? "," : ";";
+		}
+	}
+	if (jsonl && (k > 1 || l->task == DLT_TASK_MULTI))
+		fputc(']', fp);
+	if (l->task == DLT_TASK_MULTI && probs) {
+		for (int j = 0; j < k; j++)
+			probs[j] = 1.0f / (1.0f + expf(-y[j]));
+		fputs(jsonl ? ",\"probs\":[" : "", fp);
+		for (int j = 0; j < k; j++)
+			fprintf(fp, jsonl ? (j ? ",%.6g" : "%.6g") : ",%.6g", probs[j]);
+		fputs(jsonl ? "]" : "", fp);
+	}
+	if (t) {
+		sep = "";
+		fputs(jsonl ? (l->task == DLT_TASK_REGRESS ? ",\"target\":" : ",\"true\":[")
+		      : ",", fp);
+		if (jsonl && l->task == DLT_TASK_REGRESS && k > 1)
+			fputc('[', fp);
+		for (int j = 0; j < k; j++) {
+			if (l->task == DLT_TASK_REGRESS) {
+				fprintf(fp, "%s%.9g", j ? "," : "", t[j] * l->t_std[j] + l->t_mean[j]);
+			} else if (t[j] > 0.5f) {
+				fprintf(fp, "%s%d", sep, j);
+				sep = jsonl ? "," : ";";
+			}
+		}
+		if (jsonl && (l->task == DLT_TASK_MULTI || k > 1))
+			fputc(']', fp);
+	}
+	fputs(jsonl ? "}\n" : "\n", fp);
+}
+
+/* CSV's header of a regression or multi-label model */
+static void put_task_header(FILE *fp, const dlt_loss *l, int probs, int targets)
+{
+	const int k = l->outputs;
+	fputs("index", fp);
+	if (l->task == DLT_TASK_REGRESS) {
+		for (int j = 0; j < k; j++)
+			fprintf(fp, k > 1 ? ",pred%d" : ",pred", j);
+		for (int j = 0; targets && j < k; j++)
+			fprintf(fp, k > 1 ? ",target%d" : ",target", j);
+	} else {
+		fputs(",labels", fp);
+		for (int j = 0; probs && j < k; j++)
+			fprintf(fp, ",p%d", j);
+		if (targets)
+			fputs(",true", fp);
+	}
+	fputc('\n', fp);
+}
+
 static void put_header(FILE *fp, int k, int probs, int labels)
 {
 	fputs("index,pred", fp);
@@ -169,10 +260,12 @@ typedef struct infer {
 	dlt_model m;
 	int have_m;
 	uint32_t *order;	/* the batch's samples */
-	int32_t *labels;	/* and their labels */
+	void *labels;		/* and their targets */
 	float *probs;		/* one row of softmax */
 	dlt_ofile out;
 	long long correct;
+	dlt_loss loss;		/* the model's task */
+	double sums[DLT_TRAIN_SUMS];	/* its metrics' (other tasks than classes) */
 } infer;
 
 /* Model and data, checked against each other. */
@@ -197,8 +290,12 @@ static int setup(infer *s, const struct args *a)
 	s->have_m = 1;
 	DLT_TRY_RC(dlt_model_read(&s->m, s->k.a));
 	dlt_ckpt_close(&s->k);	/* all read: the weights are in the model */
+	DLT_TRY_RC(dlt_loss_init(&s->loss, s->like.task, s->like.n_classes, 0, 0, a->model));
+	s->loss.t_mean = s->like.t_mean;
+	s->loss.t_std = s->like.t_std;
+	s->loss.cut = (float)log(a->threshold / (1 - a->threshold));
 	if (!(s->order = dlt_malloc((size_t)batch * sizeof(*s->order))) ||
-	    !(s->labels = dlt_malloc((size_t)batch * sizeof(*s->labels))) ||
+	    !(s->labels = dlt_malloc((size_t)batch * dlt_loss_target_size(&s->loss))) ||
 	    !(s->probs = dlt_malloc((size_t)s->like.n_classes * sizeof(*s->probs))))
 		return DLT_ENOMEM;
 	return 0;
@@ -215,7 +312,9 @@ static int predict(infer *s, const struct args *a)
 
 	DLT_TRY_RC(dlt_ofile_open(&s->out, a->out ? a->out : "-"));
 	fp = s->out.fp;
-	if (!a->jsonl)
+	if (!a->jsonl && s->loss.task != DLT_TASK_CLASS)
+		put_task_header(fp, &s->loss, a->probs, d->t != NULL);
+	else if (!a->jsonl)
 		put_header(fp, k, a->probs, d->y != NULL);
 	for (size_t i0 = 0; i0 < d->n; i0 += (size_t)batch) {
 		int b = d->n - i0 < (size_t)batch ? (int)(d->n - i0) : batch;
@@ -225,13 +324,20 @@ static int predict(infer *s, const struct args *a)
 			s->order[i] = (uint32_t)(i0 + i);
 		dlt_dataset_gather(d, s->order, b, dlt_model_input(&s->m), s->labels);
 		logits = dlt_model_forward(&s->m, b, 0, 0);
-		for (int i = 0; i < b; i++) {
+		if (s->loss.task != DLT_TASK_CLASS && d->t)
+			dlt_loss_add(&s->loss, 0, logits, s->labels, b, 0, s->sums);
+		for (int i = 0; s->loss.task != DLT_TASK_CLASS && i < b; i++)
+			put_task_row(fp, a->jsonl, &s->loss, i0 + i, logits + (size_t)i * k,
+				     d->t ? (const float *)s->labels + (size_t)i * k : NULL,
+				     a->probs ? s->probs : NULL);
+		for (int i = 0; s->loss.task == DLT_TASK_CLASS && i < b; i++) {
+			const int32_t *labels = s->labels;
 			int pred;
 			dlt_softmax_xent_row(logits + (size_t)i * k, k, -1, 1.0f, s->probs, &pred);
-			if (d->y && pred == s->labels[i])
+			if (d->y && pred == labels[i])
 				s->correct++;
 			put_row(fp, a->jsonl, i0 + i, pred, a->probs ? s->probs : NULL, k,
-				d->y ? s->labels[i] : -1);
+				d->y ? labels[i] : -1);
 		}
 		if (ferror(fp))
 			break;
@@ -271,6 +377,15 @@ static int run(const struct args *a)
 	if (s.data.y && !a->quiet)
 		fprintf(stderr, "accuracy: %.4f (%lld/%zu)\n", (double)s.correct / s.data.n,
 			s.correct, s.data.n);
+	if (s.data.t && !a->quiet) {
+		const char *names[DLT_MAX_METRICS];
+		double v[DLT_MAX_METRICS];
+		int n = dlt_loss_metric_names(&s.loss, 0, names);
+		dlt_loss_metrics(&s.loss, 0, s.sums, (double)s.data.n, v);
+		for (int i = 0; i < n; i++)
+			fprintf(stderr, "%s%s: %.6g", i ? " " : "", names[i], v[i]);
+		fputc('\n', stderr);
+	}
 	teardown(&s);
 	return 0;
 }

@@ -1,5 +1,5 @@
-/* dlt-prep: raw data (IDX, CSV) into .dlt dataset archives, and what an
- * archive holds. */
+/* dlt-prep: raw data (IDX, CSV, NumPy arrays, image folders) into .dlt dataset archives,
+ * and what an archive holds. */
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -14,13 +14,27 @@ static const char prog[] = "dlt-prep";
 static const char usage[] =
 	"usage: dlt-prep idx [-q] [--shuffle] [--seed N] [--split F] [--codec C] -o OUT [-o OUT2] IMAGES LABELS\n"
 	"       dlt-prep csv [-q] [--shuffle] [--seed N] [--split F] [--codec C] [--header | --no-header] "
-	"-l COL -o OUT [-o OUT2] FILE\n"
+	"(-l COL [--classes] | --target COLS | --labels COLS) -o OUT [-o OUT2] FILE\n"
+	"       dlt-prep npy [-q] [--shuffle] [--seed N] [--split F] [--codec C] [--x NAME] [--y NAME] "
+	"-o OUT [-o OUT2] X [Y]\n"
+	"       dlt-prep images [-q] [--shuffle] [--seed N] [--split F] [--codec C] [--size HxW] "
+	"[--channels 1|3] -o OUT [-o OUT2] DIR\n"
 	"       dlt-prep info [--json] FILE\n"
 	"\n"
 	"  -o, --output FILE   write the dataset to FILE (- for stdout); with --split, a\n"
 	"                      second -o takes the rest\n"
 	"  -l, --label COL     csv: the label column, by header name or 0-based index;\n"
 	"                      none: no labels, every column a feature\n"
+	"      --classes       csv: classes even when the labels look continuous\n"
+	"      --target COLS   csv: float targets (regression), one or more columns\n"
+	"                      (a,b,...), by header name or 0-based index\n"
+	"      --labels COLS   csv: multi-label targets, columns of 0 or 1\n"
+	"      --x NAME        npy: the array of samples in an .npz (default x)\n"
+	"      --y NAME        npy: the array of targets in an .npz (default y)\n"
+	"      --size HxW      images: resize each to cover HxW (antialiased bilinear),\n"
+	"                      then crop its centre; default: the first image's size\n"
+	"      --channels C    images: 1 (grey) or 3 (RGB); default: 1 if the first\n"
+	"                      image is grey, else 3\n"
 	"      --header        csv: the first row is a header\n"
 	"      --no-header     csv: the first row is data (default: a header if any cell\n"
 	"                      outside the label column is not a number)\n"
@@ -34,11 +48,19 @@ static const char usage[] =
 	"      --version       the version\n";
 
 enum { OPT_SHUFFLE = 256, OPT_SEED, OPT_SPLIT, OPT_CODEC, OPT_HEADER, OPT_NO_HEADER, OPT_JSON,
-       OPT_VERSION };
+       OPT_VERSION, OPT_CLASSES, OPT_TARGET, OPT_LABELS, OPT_X, OPT_Y,
+       OPT_SIZE, OPT_CHANNELS };
 
 static const struct option longopts[] = {
 	{ "output", required_argument, NULL, 'o' },
 	{ "label", required_argument, NULL, 'l' },
+	{ "classes", no_argument, NULL, OPT_CLASSES },
+	{ "target", required_argument, NULL, OPT_TARGET },
+	{ "labels", required_argument, NULL, OPT_LABELS },
+	{ "x", required_argument, NULL, OPT_X },
+	{ "y", required_argument, NULL, OPT_Y },
+	{ "size", required_argument, NULL, OPT_SIZE },
+	{ "channels", required_argument, NULL, OPT_CHANNELS },
 	{ "header", no_argument, NULL, OPT_HEADER },
 	{ "no-header", no_argument, NULL, OPT_NO_HEADER },
 	{ "shuffle", no_argument, NULL, OPT_SHUFFLE },
@@ -57,6 +79,11 @@ struct args {
 	const char *out[2];
 	int nout;
 	const char *label;
+	const char *targets, *labels;	/* csv --target, --labels */
+	int classes;			/* csv --classes */
+	const char *xname, *yname;	/* npy --x, --y */
+	uint32_t size_h, size_w;	/* images --size; 0: none */
+	int channels;			/* images --channels; 0: none */
 	int header;		/* DLT_CSV_* */
 	int quiet, json;
 	int help, version;	/* print that and stop */
@@ -67,6 +94,28 @@ struct args {
 	char **files;
 	int nfiles;
 };
+
+/* --size HxW: each side 1 or more, the two at most DLT_PREP_MAX_PIXELS */
+static int parse_size(struct args *a, const char *s)
+{
+	const char *x = strchr(s, 'x');
+	long long h, w;
+	char hs[32];
+
+	if (!x || (size_t)(x - s) >= sizeof(hs))
+		return cli_usage(prog, "--size: expected HxW, got '%s'", s);
+	memcpy(hs, s, (size_t)(x - s));
+	hs[x - s] = 0;
+	if (dlt_parse_i64(hs, 1, DLT_PREP_MAX_PIXELS, &h, "--size") < 0 ||
+	    dlt_parse_i64(x + 1, 1, DLT_PREP_MAX_PIXELS, &w, "--size") < 0)
+		return cli_usage(prog, "--size: expected HxW, each from 1 to %u, got '%s'",
+				 DLT_PREP_MAX_PIXELS, s);
+	if (h * w > DLT_PREP_MAX_PIXELS)
+		return cli_usage(prog, "--size: %s is more than %u pixels", s, DLT_PREP_MAX_PIXELS);
+	a->size_h = (uint32_t)h;
+	a->size_w = (uint32_t)w;
+	return 0;
+}
 
 static int parse_opt(struct args *a, int c, char **argv)
 {
@@ -81,6 +130,28 @@ static int parse_opt(struct args *a, int c, char **argv)
 		return 0;
 	case 'l':
 		a->label = optarg;
+		return 0;
+	case OPT_CLASSES:
+		a->classes = 1;
+		return 0;
+	case OPT_TARGET:
+		a->targets = optarg;
+		return 0;
+	case OPT_LABELS:
+		a->labels = optarg;
+		return 0;
+	case OPT_X:
+		a->xname = optarg;
+		return 0;
+	case OPT_Y:
+		a->yname = optarg;
+		return 0;
+	case OPT_SIZE:
+		return parse_size(a, optarg);
+	case OPT_CHANNELS:
+		if (strcmp(optarg, "1") && strcmp(optarg, "3"))
+			return cli_usage(prog, "--channels: expected 1 or 3, got '%s'", optarg);
+		a->channels = optarg[0] - '0';
 		return 0;
 	case OPT_HEADER:
 	case OPT_NO_HEADER:
@@ -133,22 +204,42 @@ static int check_args(const struct args *a)
 {
 	int data = strcmp(a->cmd, "info") != 0;
 	int want = strcmp(a->cmd, "idx") == 0 ? 2 : 1;
+	int csv = strcmp(a->cmd, "csv") == 0, npy = strcmp(a->cmd, "npy") == 0;
+	int images = strcmp(a->cmd, "images") == 0;
 
 	if (!data && (a->nout || a->label || a->header != DLT_CSV_HEADER_AUTO || a->shuffle ||
-		      a->seed_given || a->split > 0 || a->quiet || a->codec_given))
+		      a->seed_given || a->split > 0 || a->quiet || a->codec_given || a->targets ||
+		      a->labels || a->classes || a->xname || a->yname || a->size_h || a->channels))
 		return cli_usage(prog, "info takes only --json and FILE");
 	if (data && a->json)
 		return cli_usage(prog, "--json applies to info only");
 	if (strcmp(a->cmd, "idx") == 0 && (a->label || a->header != DLT_CSV_HEADER_AUTO))
 		return cli_usage(prog, "--label, --header and --no-header apply to csv only");
-	if (a->nfiles != want)
+	if (data && !csv && (a->targets || a->labels || a->classes))
+		return cli_usage(prog, "--target, --labels and --classes apply to csv only");
+	if (data && !npy && (a->xname || a->yname))
+		return cli_usage(prog, "--x and --y apply to npy only");
+	if (npy && (a->label || a->header != DLT_CSV_HEADER_AUTO))
+		return cli_usage(prog, "--label, --header and --no-header apply to csv only");
+	if (images && (a->label || a->header != DLT_CSV_HEADER_AUTO))
+		return cli_usage(prog, "--label, --header and --no-header apply to csv only");
+	if (data && !images && (a->size_h || a->channels))
+		return cli_usage(prog, "--size and --channels apply to images only");
+	if (npy && (a->nfiles < 1 || a->nfiles > 2))
+		return cli_usage(prog, "npy takes X and perhaps Y, got %d operands", a->nfiles);
+	if (!npy && a->nfiles != want)
 		return cli_usage(prog, "%s takes %s, got %d operand%s", a->cmd,
-				 want == 2 ? "IMAGES and LABELS" : "one FILE", a->nfiles,
+				 want == 2 ? "IMAGES and LABELS" : images ? "one DIR" : "one FILE",
+				 a->nfiles,
 				 a->nfiles == 1 ? "" : "s");
 	if (!data)
 		return 0;
-	if (strcmp(a->cmd, "csv") == 0 && !a->label)
-		return cli_usage(prog, "csv needs --label COL");
+	if (csv && !a->label && !a->targets && !a->labels)
+		return cli_usage(prog, "csv needs --label COL, --target COLS or --labels COLS");
+	if (csv && !!a->label + !!a->targets + !!a->labels > 1)
+		return cli_usage(prog, "--label, --target and --labels exclude each other");
+	if (a->classes && (!a->label || strcmp(a->label, "none") == 0))
+		return cli_usage(prog, "--classes needs --label COL");
 	if (a->seed_given && !a->shuffle)
 		return cli_usage(prog, "--seed needs --shuffle");
 	if (a->nout == 0)
@@ -171,7 +262,8 @@ static int parse_args(struct args *a, int argc, char **argv)
 	/* getopt then sees the command as its argv[0], so options follow it */
 	if (argc > 1 && argv[1][0] != '-') {
 		a->cmd = argv[1];
-		if (strcmp(a->cmd, "idx") && strcmp(a->cmd, "csv") && strcmp(a->cmd, "info"))
+		if (strcmp(a->cmd, "idx") && strcmp(a->cmd, "csv") && strcmp(a->cmd, "npy") &&
+		    strcmp(a->cmd, "images") && strcmp(a->cmd, "info"))
 			return cli_usage(prog, "unknown command '%s'", a->cmd);
 		argc--;
 		argv++;
@@ -184,7 +276,8 @@ static int parse_args(struct args *a, int argc, char **argv)
 			return 0;
 	}
 	if (!a->cmd)
-		return cli_usage(prog, "missing command: idx, csv or info (see dlt-prep -h)");
+		return cli_usage(prog,
+				 "missing command: idx, csv, npy, images or info (see dlt-prep -h)");
 	a->files = argv + optind;
 	a->nfiles = argc - optind;
 	return check_args(a);
@@ -204,6 +297,9 @@ static void summary(const struct args *a, const dlt_prep_data *d)
 		if (d->y)
 			fprintf(stderr, "] %s, %d classes\n", dlt_dtype_name(d->dtype),
 				d->num_classes);
+		else if (d->t)
+			fprintf(stderr, "] %s, %d %s\n", dlt_dtype_name(d->dtype), d->t_width,
+				d->t_dtype == DLT_F32 ? "float targets" : "0/1 labels");
 		else
 			fprintf(stderr, "] %s, no labels\n", dlt_dtype_name(d->dtype));
 	}
@@ -215,14 +311,25 @@ static int prep(const struct args *a)
 		.out = a->out[0], .out2 = a->out[1], .split = a->split,
 		.shuffle = a->shuffle, .seed = (uint64_t)a->seed, .codec = a->codec,
 	};
+	dlt_csv_opts co = {
+		.header = a->header, .classes = a->classes,
+		.kind = a->targets ? DLT_CSV_TARGETS : a->labels ? DLT_CSV_LABELS : DLT_CSV_CLASSES,
+		.cols = a->targets ? a->targets : a->labels ? a->labels :
+			a->label && strcmp(a->label, "none") ? a->label : NULL,
+	};
+	dlt_prep_image_opts io = { .h = a->size_h, .w = a->size_w, .channels = a->channels };
 	dlt_prep_data d;
 	int rc;
 
 	if (strcmp(a->cmd, "idx") == 0)
 		rc = dlt_prep_read_idx(&d, a->files[0], a->files[1]);
+	else if (strcmp(a->cmd, "images") == 0)
+		rc = dlt_prep_read_images(&d, a->files[0], &io);
+	else if (strcmp(a->cmd, "npy") == 0)
+		rc = dlt_prep_read_npy(&d, a->files[0], a->nfiles > 1 ? a->files[1] : NULL,
+				       a->xname, a->yname);
 	else
-		rc = dlt_prep_read_csv(&d, a->files[0],
-				       strcmp(a->label, "none") ? a->label : NULL, a->header);
+		rc = dlt_prep_read_csv(&d, a->files[0], &co);
 	if (rc < 0)
 		return cli_fail(prog, rc);
 	if ((rc = dlt_prep_write(&d, &o)) == 0)

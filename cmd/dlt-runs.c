@@ -30,10 +30,12 @@ static const char usage[] =
 	"                         KEY!=VALUE); KEY dotted: train.batch; repeatable\n"
 	"      --status S[,S...]  ls, best: runs of status S: running, stopped, done,\n"
 	"                         failed, dead\n"
-	"  -m, --metric METRIC    ls: the metric shown (default test.acc, else val.acc,\n"
-	"                         else train.loss); best: the one ranked by; plot: the\n"
-	"                         ones drawn (default train.loss and that metric)\n"
-	"      --mode max|min     best: whether more is better (default: min for *loss)\n"
+	"  -m, --metric METRIC    ls: the metric shown (default the first of test.acc,\n"
+	"                         val.acc, test.rmse, val.rmse, test.f1, val.f1 a run\n"
+	"                         has, else train.loss); best: the one ranked by;\n"
+	"                         plot: the ones drawn (default train.loss and that)\n"
+	"      --mode max|min     best: whether more is better (default: min for losses\n"
+	"                         and errors: *loss, *error, rmse, mae, mse, ppl, bpb)\n"
 	"  -f, --format FORMAT    ls: table (default), csv or json (JSON Lines)\n"
 	"  -x, --x step|epoch|time  plot: the x axis (default step)\n"
 	"  -o, --output FILE      plot: FILE.svg or FILE.png, and FILE.gp, the gnuplot\n"
@@ -61,143 +63,56 @@ static const struct option longopts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-/* The options each command takes, and its operands. */
-enum { O_SORT = 1, O_REVERSE = 2, O_WHERE = 4, O_STATUS = 8, O_METRIC = 16, O_MODE = 32,
-       O_FORMAT = 64, O_X = 128, O_OUT = 256 };
-static const struct command {
-	const char *name;
-	int opts;
-	int min;		/* operands */
-	const char *operands;
-} commands[] = {
-	{ "ls", O_SORT | O_REVERSE | O_WHERE | O_STATUS | O_METRIC | O_FORMAT, 0, NULL },
-	{ "diff", 0, 2, "two RUNs or more" },
-	{ "plot", O_METRIC | O_X | O_OUT, 1, "one RUN or more" },
-	{ "best", O_WHERE | O_STATUS | O_METRIC | O_MODE, 1, "one DIR or more" },
-	{ NULL, 0, 0, NULL },
-};
-static const char *const opt_names[] = { "--sort", "--reverse", "--where", "--status",
-	"--metric", "--mode", "--format", "--x", "--output" };
-
-enum { TABLE, CSV, JSON };
-
-struct args {
-	const struct command *cmd;
-	int given;
+struct cli_args {
 	const char *sort, *metric, *status, *x, *out;
 	int reverse, mode, format;
 	const char *where[32];
 	int nwhere;
-	char **ops;
-	int nops;
-	int help, version;
 };
 
 /* ---- arguments ----------------------------------------------------------- */
 
-/* The next item of a list "a,b,c" (sep ",") into item; advances *list. */
-static const char *next_item(const char **list, const char *sep, char *item, size_t size)
+static int parse_opt(struct cli_args *a, int c)
 {
-	size_t n = strcspn(*list, sep);
-
-	snprintf(item, size, "%.*s", (int)n, *list);
-	*list += n + ((*list)[n] != 0);
-	return item;
-}
-
-static int one_of(const char *opt, const char *v, const char *const *allowed, const char *say)
-{
-	for (int i = 0; allowed[i]; i++)
-		if (strcmp(v, allowed[i]) == 0)
-			return i;
-	return -cli_usage(prog, "%s: '%s' is not %s", opt, v, say);
-}
-
-static int parse_opt(struct args *a, int c, char **argv)
-{
-	static const char *const formats[] = { "table", "csv", "json", NULL };
-	static const char *const modes[] = { "min", "max", NULL };
+	static const char *const modes[] = { "max", "min", NULL };
 	static const char *const xs[] = { "step", "epoch", "time", NULL };
 	static const char *const statuses[] = { "running", "stopped", "done", "failed",
 		"dead", "unknown", NULL };
-	int i;
+	int i = 0;
 
 	switch (c) {
-	case 's': a->given |= O_SORT; a->sort = optarg; return 0;
-	case 'r': a->given |= O_REVERSE; a->reverse = 1; return 0;
+	case 's': a->sort = optarg; return 0;
+	case 'r': a->reverse = 1; return 0;
 	case 'w':
-		a->given |= O_WHERE;
-		if (!strchr(optarg, '=') || optarg[0] == '=' || optarg[0] == '!')
-			return cli_usage(prog, "--where: '%s' is not KEY=VALUE or KEY!=VALUE", optarg);
+		if (dlt_runs_where_check(optarg) < 0)
+			return cli_usage(prog, "--where: %s", dlt_errmsg());
 		if (a->nwhere == 32)
 			return cli_usage(prog, "--where: at most 32");
 		a->where[a->nwhere++] = optarg;
 		return 0;
 	case OPT_STATUS:
-		a->given |= O_STATUS;
 		a->status = optarg;
 		for (const char *s = optarg; *s;) {
 			char one[32];
-			if (one_of("--status", next_item(&s, ",", one, sizeof(one)), statuses,
-				   "running, stopped, done, failed, dead or unknown") < 0)
+			if (cli_choice(prog, "--status", cli_next_item(&s, ",", one, sizeof(one)),
+				       statuses, &i))
 				return 2;
 		}
 		return 0;
-	case 'm': a->given |= O_METRIC; a->metric = optarg; return 0;
+	case 'm': a->metric = optarg; return 0;
 	case OPT_MODE:
-		a->given |= O_MODE;
-		if ((i = one_of("--mode", optarg, modes, "max or min")) < 0)
+		if (cli_choice(prog, "--mode", optarg, modes, &i))
 			return 2;
-		a->mode = i ? 1 : -1;
+		a->mode = i ? -1 : 1;
 		return 0;
-	case 'f':
-		a->given |= O_FORMAT;
-		if ((i = one_of("--format", optarg, formats, "table, csv or json")) < 0)
-			return 2;
-		a->format = i;
-		return 0;
+	case 'f': return cli_format(prog, optarg, &a->format);
 	case 'x':
-		a->given |= O_X;
-		if (one_of("--x", optarg, xs, "step, epoch or time") < 0)
+		if (cli_choice(prog, "--x", optarg, xs, &i))
 			return 2;
 		a->x = optarg;
 		return 0;
-	case 'o': a->given |= O_OUT; a->out = optarg; return 0;
-	case 'h': a->help = 1; return 0;
-	case OPT_VERSION: a->version = 1; return 0;
-	default: return cli_bad_option(prog, c, argv, longopts);
+	case 'o': a->out = optarg; return 0;
 	}
-}
-
-static int parse_args(struct args *a, int argc, char **argv)
-{
-	int c, rc;
-
-	if (argc > 1 && argv[1][0] != '-') {
-		for (a->cmd = commands; a->cmd->name && strcmp(a->cmd->name, argv[1]); a->cmd++)
-			;
-		if (!a->cmd->name)
-			return cli_usage(prog, "unknown command '%s'", argv[1]);
-		argc--;
-		argv++;
-	}
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:rw:m:f:x:o:h", longopts, NULL)) != -1) {
-		if ((rc = parse_opt(a, c, argv)) != 0)
-			return rc;
-		if (a->help || a->version)
-			return 0;
-	}
-	if (!a->cmd)
-		return cli_usage(prog, "missing command: ls, diff, plot or best (see dlt-runs -h)");
-	for (int i = 0; i < 9; i++)
-		if ((a->given & (1 << i)) && !(a->cmd->opts & (1 << i)))
-			return cli_usage(prog, "%s takes no %s", a->cmd->name, opt_names[i]);
-	a->ops = argv + optind;
-	a->nops = argc - optind;
-	if (a->nops < a->cmd->min)
-		return cli_usage(prog, "%s takes %s, got %d", a->cmd->name, a->cmd->operands,
-				 a->nops);
 	return 0;
 }
 
@@ -263,62 +178,11 @@ static int load_runs(char **dirs, int ndirs, struct runs *rs)
 	return 0;
 }
 
-static int same_value(const char *a, const char *b)
+/* Keeps the runs that match --where and --status. */
+static int filter(const struct cli_args *a, struct runs *rs)
 {
-	char *end_a, *end_b;
-	double x = strtod(a, &end_a), y = strtod(b, &end_b);
-
-	if (*a && *b && !*end_a && !*end_b)
-		return x == y;		/* 1e-2 is 0.01 */
-	return strcmp(a, b) == 0;
-}
-
-static int matches(const struct args *a, const dlt_runinfo *r)
-{
-	if (a->status) {
-		const char *s = a->status;
-		char one[32];
-		while (*s && strcmp(next_item(&s, ",", one, sizeof(one)), r->status))
-			;
-		if (strcmp(one, r->status))
-			return 0;
-	}
-	for (int i = 0; i < a->nwhere; i++) {
-		const char *w = a->where[i], *eq = strchr(w, '=');
-		int neg = eq[-1] == '!';
-		char key[256];
-		const char *v;
-
-		snprintf(key, sizeof(key), "%.*s", (int)(eq - w - neg), w);
-		v = dlt_runs_config(r, key);
-		if (neg ? v && same_value(v, eq + 1) : !v || !same_value(v, eq + 1))
-			return 0;
-	}
-	return 1;
-}
-
-/* Keeps the runs that match --where and --status; a --where key that no
- * run has is a typo, not a filter. */
-static int filter(const struct args *a, struct runs *rs)
-{
-	size_t kept = 0;
-
-	for (int i = 0; i < a->nwhere && rs->n; i++) {
-		char key[256];
-		size_t k = 0;
-		snprintf(key, sizeof(key), "%.*s", (int)strcspn(a->where[i], "!="), a->where[i]);
-		while (k < rs->n && !dlt_runs_config(&rs->r[k], key))
-			k++;
-		if (k == rs->n)
-			return cli_usage(prog, "--where: no run has config key '%s'", key);
-	}
-	for (size_t i = 0; i < rs->n; i++) {
-		if (matches(a, &rs->r[i]))
-			rs->r[kept++] = rs->r[i];
-		else
-			dlt_runs_free(&rs->r[i]);
-	}
-	rs->n = kept;
+	if (dlt_runs_filter(rs->r, &rs->n, a->where, (size_t)a->nwhere, a->status) < 0)
+		return cli_usage(prog, "--where: %s", dlt_errmsg());
 	return 0;
 }
 
@@ -337,42 +201,6 @@ static int metric_of(const char *given, const struct runs *rs, char **out)
 }
 
 /* ---- ls ------------------------------------------------------------------ */
-
-static const char *sort_key;
-static int sort_mode, sort_reverse;
-
-static double sort_value(const dlt_runinfo *r)
-{
-	if (strcmp(sort_key, "start") == 0)
-		return r->start;
-	if (strcmp(sort_key, "duration") == 0)
-		return r->duration;
-	if (strcmp(sort_key, "epochs") == 0)
-		return (double)r->epoch;
-	if (strcmp(sort_key, "samples/s") == 0 || strcmp(sort_key, "samples_per_s") == 0)
-		return r->samples_per_s;
-	/* a metric: best first, runs without it last */
-	return -sort_mode * dlt_runs_best_value(dlt_runs_series(r, sort_key), sort_mode);
-}
-
-static int cmp_runs(const void *pa, const void *pb)
-{
-	const dlt_runinfo *a = pa, *b = pb;
-	int c;
-
-	if (strcmp(sort_key, "run") == 0)
-		c = strcmp(a->dir, b->dir);
-	else if (strcmp(sort_key, "status") == 0)
-		c = strcmp(a->status, b->status);
-	else {
-		double x = sort_value(a), y = sort_value(b);
-		if (isnan(x) || isnan(y))
-			return isnan(x) - isnan(y);
-		c = (x > y) - (x < y);
-	}
-	c = sort_reverse ? -c : c;
-	return c ? c : strcmp(a->dir, b->dir);
-}
 
 /* Cells of a table, csv or json, a row at a time. */
 struct out {
@@ -403,20 +231,8 @@ static int cell(struct out *o, const char *fmt, ...)
 static int number(struct out *o, double v, const char *table_fmt)
 {
 	if (isnan(v))
-		return cell(o, "%s", o->format == TABLE ? "-" : "");
-	return o->format == TABLE ? cell(o, table_fmt, v) : cell(o, "%.9g", v);
-}
-
-static void put_csv(const char *s)
-{
-	if (!s[strcspn(s, ",\"\n")]) {
-		fputs(s, stdout);
-		return;
-	}
-	putchar('"');
-	for (; *s; s++)
-		fputs(*s == '"' ? "\"\"" : (char[]){ *s, 0 }, stdout);
-	putchar('"');
+		return cell(o, "%s", o->format == CLI_TABLE ? "-" : "");
+	return o->format == CLI_TABLE ? cell(o, table_fmt, v) : cell(o, "%.9g", v);
 }
 
 static int put_json(const struct out *o, const char **row)
@@ -455,17 +271,17 @@ static int print_out(struct out *o)
 	for (size_t i = 0; rc == 0 && i < (rows + 1) * o->ncol; i++)
 		if (strlen(c[i]) > w[i % o->ncol])
 			w[i % o->ncol] = strlen(c[i]);
-	for (size_t r = o->format == JSON; rc == 0 && r <= rows; r++) {
+	for (size_t r = o->format == CLI_JSON; rc == 0 && r <= rows; r++) {
 		const char **row = c + r * o->ncol;
-		if (o->format == JSON) {
+		if (o->format == CLI_JSON) {
 			rc = put_json(o, row);
 			continue;
 		}
 		for (int k = 0; k < o->ncol; k++) {
-			if (o->format == CSV) {
+			if (o->format == CLI_CSV) {
 				if (k)
 					putchar(',');
-				put_csv(row[k]);
+				cli_csv_field(stdout, row[k]);
 			} else {	/* the last column unpadded */
 				printf(k ? "  %-*s" : "%-*s", k < o->ncol - 1 ? (int)w[k] : 0,
 				       row[k]);
@@ -495,7 +311,7 @@ static int when(struct out *o, double t)
 	if (!(t > 0 && t < 9e11))
 		return number(o, NAN, NULL);
 	sec = (time_t)t;
-	if (o->format == TABLE)
+	if (o->format == CLI_TABLE)
 		strftime(s, sizeof(s), "%Y-%m-%d %H:%M", localtime_r(&sec, &tm));
 	else
 		strftime(s, sizeof(s), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&sec, &tm));
@@ -504,7 +320,7 @@ static int when(struct out *o, double t)
 
 static int how_long(struct out *o, double s)
 {
-	if (o->format != TABLE || s <= 0)
+	if (o->format != CLI_TABLE || s <= 0)
 		return number(o, s > 0 ? s : NAN, NULL);
 	if (s < 60)
 		return cell(o, "%.1fs", s);
@@ -515,44 +331,29 @@ static int how_long(struct out *o, double s)
 	return cell(o, "%.3gh", s / 3600);	/* a million hours: a damaged record */
 }
 
-static int ls(const struct args *a)
+static int ls(const struct cli_args *a, char **ops, int nops)
 {
 	static const char *const table[] = { "run", "status", "job", "node", "start", "duration",
 		"epochs", NULL, NULL, "samples/s" };
 	static const char *const machine[] = { "run", "status", "start", "duration", "epoch",
 		"epochs", "metric", "best", "last", "samples_per_s", "slurm_job", "host" };
-	static const char *const cols[] = { "run", "status", "start", "duration", "epochs",
-		"samples/s", "samples_per_s", NULL };
 	char *dflt[] = { "runs" }, *metric = NULL, *sort_metric = NULL, best[80], last[80];
-	int k = 0, slurm = 0;
+	int slurm = 0, by_metric = a->sort && !dlt_runs_is_property(a->sort);
 	const char *head[10];
 	struct runs rs = { 0 };
 	struct out o = { .format = a->format };
 	int rc;
 
-	if ((rc = find_runs(a->nops ? a->ops : dflt, a->nops ? a->nops : 1, &rs)) ||
+	if ((rc = find_runs(nops ? ops : dflt, nops ? nops : 1, &rs)) ||
 	    (rc = filter(a, &rs)))
 		goto out;
-	while (a->sort && cols[k] && strcmp(cols[k], a->sort))
-		k++;
 	/* --sort by a metric shows that metric, unless -m says another */
-	if ((rc = metric_of(a->metric ? a->metric : a->sort && !cols[k] ? a->sort :
+	if ((rc = metric_of(a->metric ? a->metric : by_metric ? a->sort :
 			    dlt_runs_main_metric(rs.r, rs.n), &rs, &metric)))
 		goto out;
-	if (a->sort && !cols[k] && (rc = metric_of(a->sort, &rs, &sort_metric)))
+	if (by_metric && (rc = metric_of(a->sort, &rs, &sort_metric)))
 		goto out;
-	if (a->sort) {
-		sort_key = cols[k] ? cols[k] : sort_metric;
-		sort_mode = dlt_runs_mode(sort_key);
-		sort_reverse = a->reverse;
-		qsort(rs.r, rs.n, sizeof(*rs.r), cmp_runs);
-	} else if (a->reverse) {
-		for (size_t i = 0; i < rs.n / 2; i++) {
-			dlt_runinfo t = rs.r[i];
-			rs.r[i] = rs.r[rs.n - 1 - i];
-			rs.r[rs.n - 1 - i] = t;
-		}
-	}
+	dlt_runs_sort(rs.r, rs.n, by_metric ? sort_metric : a->sort, a->reverse);
 	snprintf(best, sizeof(best), "best:%s", metric);
 	snprintf(last, sizeof(last), "last:%s", metric);
 	/* a table has the Slurm job and node of each run when a run has one */
@@ -563,24 +364,24 @@ static int ls(const struct args *a)
 		memmove(head + 2, head + 4, 6 * sizeof(head[0]));
 	head[slurm ? 7 : 5] = best;
 	head[slurm ? 8 : 6] = last;
-	o.head = a->format == TABLE ? head : machine;
-	o.ncol = a->format == TABLE ? (slurm ? 10 : 8) : 12;
+	o.head = a->format == CLI_TABLE ? head : machine;
+	o.ncol = a->format == CLI_TABLE ? (slurm ? 10 : 8) : 12;
 	/* run, status, start, metric, slurm_job, host */
 	o.text = 1 | 2 | 4 | 64 | 1024 | 2048;
 	for (size_t i = 0; i < rs.n; i++) {
 		const dlt_runinfo *r = &rs.r[i];
 		const dlt_series *s = dlt_runs_series(r, metric);
-		int mode = dlt_runs_mode(metric);
+		int mode = dlt_metric_mode(metric);
 
 		cell(&o, "%s", r->dir);
 		cell(&o, "%s", r->status);
-		if (a->format == TABLE && slurm) {
+		if (a->format == CLI_TABLE && slurm) {
 			cell(&o, "%s", r->slurm_job[0] ? r->slurm_job : "-");
 			cell(&o, "%s", r->slurm_job[0] && r->host[0] ? r->host : "-");
 		}
 		when(&o, r->start);
 		how_long(&o, r->duration);
-		if (a->format == TABLE) {
+		if (a->format == CLI_TABLE) {
 			cell(&o, r->epochs ? "%lld/%lld" : "%lld", r->epoch, r->epochs);
 		} else {
 			cell(&o, "%lld", r->epoch);
@@ -590,7 +391,7 @@ static int ls(const struct args *a)
 		number(&o, dlt_runs_best_value(s, mode), "%.4g");
 		number(&o, s && s->n ? s->p[s->n - 1].value : NAN, "%.4g");
 		number(&o, r->samples_per_s > 0 ? r->samples_per_s : NAN, "%.0f");
-		if (a->format != TABLE) {
+		if (a->format != CLI_TABLE) {
 			cell(&o, "%s", r->slurm_job);
 			cell(&o, "%s", r->host);
 		}
@@ -635,15 +436,15 @@ static int shown_before(const struct runs *rs, size_t i, size_t k, int series)
 
 /* The config keys whose values differ, then min, max and last of every
  * metric: a column per run. */
-static int diff(const struct args *a)
+static int diff(const struct cli_args *a, char **ops, int nops)
 {
 	static const char *const stat[] = { "min", "max", "last" };
 	struct runs rs = { 0 };
-	struct out o = { .format = TABLE };
+	struct out o = { .format = CLI_TABLE };
 	const char **head = NULL;
 	int rc;
 
-	if ((rc = load_runs(a->ops, a->nops, &rs)))
+	if ((rc = load_runs(ops, nops, &rs)))
 		goto out;
 	if (!(head = dlt_calloc(rs.n + 1, sizeof(char *)))) {
 		rc = cli_fail(prog, DLT_ENOMEM);
@@ -696,7 +497,7 @@ static int have_gnuplot(void)
 	char dir[4096], file[4200];
 
 	for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
-		next_item(&p, ":", dir, sizeof(dir));
+		cli_next_item(&p, ":", dir, sizeof(dir));
 		snprintf(file, sizeof(file), "%s/gnuplot", dir[0] ? dir : ".");
 		if (access(file, X_OK) == 0)
 			return 1;
@@ -748,7 +549,7 @@ static int gnuplot(const char *file, const dlt_buf *script)
 	return 0;
 }
 
-static int plot(const struct args *a)
+static int plot(const struct cli_args *a, char **ops, int nops)
 {
 	struct runs rs = { 0 };
 	dlt_plot p = { .x = a->x ? a->x : "step", .width = 80, .height = 24 };
@@ -767,7 +568,7 @@ static int plot(const struct args *a)
 		fprintf(stderr, "%s: gnuplot not found; install Debian's gnuplot-nox\n", prog);
 		return 1;
 	}
-	if ((rc = load_runs(a->ops, a->nops, &rs)))
+	if ((rc = load_runs(ops, nops, &rs)))
 		goto out;
 	if (a->metric) {
 		for (const char *m = a->metric; *m; p.nmetrics++) {
@@ -776,7 +577,7 @@ static int plot(const struct args *a)
 				rc = cli_usage(prog, "--metric: at most 16");
 				goto out;
 			}
-			next_item(&m, ",", one, sizeof(one));
+			cli_next_item(&m, ",", one, sizeof(one));
 			if ((rc = metric_of(one, &rs, &metrics[p.nmetrics])))
 				goto out;
 		}
@@ -821,27 +622,19 @@ out:
 
 /* ---- best ---------------------------------------------------------------- */
 
-static int best(const struct args *a)
+static int best(const struct cli_args *a, char **ops, int nops)
 {
 	struct runs rs = { 0 };
-	const dlt_runinfo *top = NULL;
+	const dlt_runinfo *top;
 	char *metric = NULL, *ckpt = NULL;
-	double top_v = NAN;
-	int rc, mode;
+	int rc;
 
-	if ((rc = find_runs(a->ops, a->nops, &rs)) || (rc = filter(a, &rs)))
+	if ((rc = find_runs(ops, nops, &rs)) || (rc = filter(a, &rs)))
 		goto out;
 	if ((rc = metric_of(a->metric ? a->metric : dlt_runs_main_metric(rs.r, rs.n), &rs,
 			    &metric)))
 		goto out;
-	mode = a->mode ? a->mode : dlt_runs_mode(metric);
-	for (size_t i = 0; i < rs.n; i++) {
-		double v = dlt_runs_best_value(dlt_runs_series(&rs.r[i], metric), mode);
-		if (!isnan(v) && (!top || (mode > 0 ? v > top_v : v < top_v))) {
-			top = &rs.r[i];
-			top_v = v;
-		}
-	}
+	top = dlt_runs_best(rs.r, rs.n, metric, a->mode ? a->mode : dlt_metric_mode(metric));
 	if (!top) {
 		fprintf(stderr, "%s: no run found\n", prog);
 		rc = 1;
@@ -860,22 +653,34 @@ out:
 	return rc;
 }
 
+/* The options each command takes, and its operands. */
+enum { O_SORT = 1, O_REVERSE = 2, O_WHERE = 4, O_STATUS = 8, O_METRIC = 16, O_MODE = 32,
+       O_FORMAT = 64, O_X = 128, O_OUT = 256 };
+static const cli_command commands[] = {
+	{ "ls", ls, O_SORT | O_REVERSE | O_WHERE | O_STATUS | O_METRIC | O_FORMAT, 0, 0, 0, NULL },
+	{ "diff", diff, 0, 0, 2, 0, "two RUNs or more" },
+	{ "plot", plot, O_METRIC | O_X | O_OUT, 0, 1, 0, "one RUN or more" },
+	{ "best", best, O_WHERE | O_STATUS | O_METRIC | O_MODE, 0, 1, 0, "one DIR or more" },
+	{ NULL, NULL, 0, 0, 0, 0, NULL },
+};
+static const cli_option options[] = {
+	{ 's', "--sort", NULL },
+	{ 'r', "--reverse", NULL },
+	{ 'w', "--where", NULL },
+	{ OPT_STATUS, "--status", NULL },
+	{ 'm', "--metric", NULL },
+	{ OPT_MODE, "--mode", NULL },
+	{ 'f', "--format", NULL },
+	{ 'x', "--x", NULL },
+	{ 'o', "--output", NULL },
+	{ 0, NULL, NULL },
+};
+static const cli_program program = {
+	prog, usage, commands, ":s:rw:m:f:x:o:h", longopts, options, parse_opt, 0,
+};
+
 int main(int argc, char **argv)
 {
-	struct args a = { 0 };
-	int rc = parse_args(&a, argc, argv);
-
-	if (rc != 0)
-		return rc;
-	if (a.help)
-		return cli_help(usage);
-	if (a.version)
-		return cli_version(prog);
-	if (strcmp(a.cmd->name, "ls") == 0)
-		return ls(&a);
-	if (strcmp(a.cmd->name, "diff") == 0)
-		return diff(&a);
-	if (strcmp(a.cmd->name, "plot") == 0)
-		return plot(&a);
-	return best(&a);
+	struct cli_args a = { 0 };
+	return cli_main(&program, &a, argc, argv);
 }

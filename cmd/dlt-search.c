@@ -68,8 +68,6 @@ static const struct option longopts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-enum { FMT_TABLE, FMT_CSV, FMT_JSON };
-
 /* What the progress display needs between calls. */
 typedef struct ui {
 	int tty, quiet;
@@ -192,21 +190,6 @@ static void on_tick(void *ctx, const dlt_search_run *r)
 		draw(u, r);
 }
 
-static void csv_field(const char *s)
-{
-	if (strpbrk(s, ",\"\n")) {
-		putchar('"');
-		for (; *s; s++) {
-			if (*s == '"')
-				putchar('"');
-			putchar(*s);
-		}
-		putchar('"');
-	} else {
-		fputs(s, stdout);
-	}
-}
-
 /* One trial as a JSON line; rungs: with its rung (status). */
 static int json_trial(const dlt_search *s, const dlt_trial *t, int rungs)
 {
@@ -240,7 +223,7 @@ static int print_trials(const dlt_search *s, const dlt_trial *const *order, size
 	char ***cells;
 	size_t *width;
 
-	if (format == FMT_JSON) {
+	if (format == CLI_JSON) {
 		for (size_t i = 0; i < n; i++)
 			DLT_TRY_RC(json_trial(s, order[i], rungs));
 		return 0;
@@ -291,10 +274,10 @@ static int print_trials(const dlt_search *s, const dlt_trial *const *order, size
 	}
 	for (size_t r = 0; r <= n; r++) {
 		for (size_t c = 0; c < ncol; c++) {
-			if (format == FMT_CSV) {
+			if (format == CLI_CSV) {
 				if (c)
 					putchar(',');
-				csv_field(cells[r][c]);
+				cli_csv_field(stdout, cells[r][c]);
 			} else if (c + 1 < ncol) {
 				printf("%-*s  ", (int)width[c], cells[r][c]);
 			} else {
@@ -378,19 +361,6 @@ static const char *trainer_path(void)
 	return path;
 }
 
-static int parse_format(const char *arg, int *format)
-{
-	if (!strcmp(arg, "table"))
-		*format = FMT_TABLE;
-	else if (!strcmp(arg, "csv"))
-		*format = FMT_CSV;
-	else if (!strcmp(arg, "json"))
-		*format = FMT_JSON;
-	else
-		return cli_usage(prog, "--format: '%s' is not table, csv or json", arg);
-	return 0;
-}
-
 /* dlt-search status DIR [-f FORMAT] */
 static int status_main(int argc, char **argv)
 {
@@ -402,7 +372,7 @@ static int status_main(int argc, char **argv)
 	dlt_search_run *r = NULL;
 	const dlt_trial *const *o;
 	dlt_search s;
-	int c, format = FMT_TABLE, running, rc, ended;
+	int c, format = CLI_TABLE, running, rc, ended;
 	long long started = 0, live = 0;
 	size_t n;
 
@@ -410,7 +380,7 @@ static int status_main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, ":f:", opts, NULL)) != -1) {
 		if (c != 'f')
 			return cli_bad_option(prog, c, argv, opts);
-		if ((rc = parse_format(optarg, &format)))
+		if ((rc = cli_format(prog, optarg, &format)))
 			return rc;
 	}
 	if (optind + 1 != argc)
@@ -428,7 +398,7 @@ static int status_main(int argc, char **argv)
 		ended &= o[i]->state != DLT_TRIAL_WAITING && o[i]->state != DLT_TRIAL_RUNNING &&
 			 o[i]->state != DLT_TRIAL_PAUSED;
 	}
-	if (format == FMT_TABLE)
+	if (format == CLI_TABLE)
 		printf("%s: %s, %s %s, %zu trials, %lld started, %lld running, %lld epochs "
 		       "trained; %s\n", argv[optind], methods[s.method], s.metric,
 		       s.mode > 0 ? "max" : "min", n, started, live, dlt_search_epochs(r),
@@ -444,7 +414,7 @@ int main(int argc, char **argv)
 	const char *config = NULL, *outdir = NULL, *resume = NULL, *gpus = NULL;
 	const char *launcher_name = NULL, *sbatch_args = NULL;
 	long long jobs = 0, per_trial = 0, retries = -1, nslots = 0;
-	int c, format = FMT_TABLE, rc, keep = 0, quiet = 0, slurm;
+	int c, format = CLI_TABLE, rc, keep = 0, quiet = 0, slurm;
 	char **slot_gpus = NULL;
 	dlt_search_run *r = NULL;
 	dlt_launcher launcher = { 0 };
@@ -501,7 +471,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'f':
-			if ((rc = parse_format(optarg, &format)))
+			if ((rc = cli_format(prog, optarg, &format)))
 				return rc;
 			break;
 		case 'q':

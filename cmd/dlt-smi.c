@@ -61,24 +61,32 @@ static const struct field {
 	const char *name;	/* CSV header, JSON key, --query name */
 	const char *label;	/* table header */
 	int string;		/* a JSON string, not a number */
+	int query;		/* the NVML query that gives it, DLT_GPU_Q_*; -1 none */
 } fields[NFIELDS] = {
-	{ "index", "GPU", 0 },
-	{ "name", "NAME", 1 },
-	{ "pci.bus_id", "BUS-ID", 1 },
-	{ "utilization.gpu", "UTIL%", 0 },
-	{ "utilization.memory", "MUTIL%", 0 },
-	{ "memory.used", "MEM-MiB", 0 },
-	{ "memory.total", "TOTAL-MiB", 0 },
-	{ "power.draw", "POWER-W", 0 },
-	{ "power.limit", "LIMIT-W", 0 },
-	{ "temperature.gpu", "TEMP-C", 0 },
-	{ "clocks.sm", "SM-MHz", 0 },
-	{ "clocks.mem", "MEM-MHz", 0 },
-	{ "fan.speed", "FAN%", 0 },
-	{ "pstate", "PSTATE", 1 },
-	{ "clocks_throttle_reasons.active", "THROTTLE", 1 },
-	{ "ecc.errors", "ECC", 0 },
+	{ "index", "GPU", 0, -1 },
+	{ "name", "NAME", 1, DLT_GPU_Q_NAME },
+	{ "pci.bus_id", "BUS-ID", 1, DLT_GPU_Q_PCI },
+	{ "utilization.gpu", "UTIL%", 0, DLT_GPU_Q_UTIL },
+	{ "utilization.memory", "MUTIL%", 0, DLT_GPU_Q_UTIL },
+	{ "memory.used", "MEM-MiB", 0, DLT_GPU_Q_MEM },
+	{ "memory.total", "TOTAL-MiB", 0, DLT_GPU_Q_MEM },
+	{ "power.draw", "POWER-W", 0, DLT_GPU_Q_POWER },
+	{ "power.limit", "LIMIT-W", 0, DLT_GPU_Q_POWER_LIMIT },
+	{ "temperature.gpu", "TEMP-C", 0, DLT_GPU_Q_TEMP },
+	{ "clocks.sm", "SM-MHz", 0, DLT_GPU_Q_CLOCK_SM },
+	{ "clocks.mem", "MEM-MHz", 0, DLT_GPU_Q_CLOCK_MEM },
+	{ "fan.speed", "FAN%", 0, DLT_GPU_Q_FAN },
+	{ "pstate", "PSTATE", 1, DLT_GPU_Q_PSTATE },
+	{ "clocks_throttle_reasons.active", "THROTTLE", 1, DLT_GPU_Q_THROTTLE },
+	{ "ecc.errors", "ECC", 0, DLT_GPU_Q_ECC },
 };
+
+/* Whether field f of g is missing because its query failed (not because
+ * the GPU does not have it: that is n/a). */
+static int field_failed(const dlt_gpu *g, int f)
+{
+	return fields[f].query >= 0 && DLT_GPU_FAILED(g, fields[f].query);
+}
 
 /* A number as people write it: no trailing zeros, at most 3 decimals. */
 static const char *fmt_num(double v, char *buf, size_t size)
@@ -99,14 +107,14 @@ static const char *fmt_num(double v, char *buf, size_t size)
 	return buf;
 }
 
-/* The text of field f of g, NULL for n/a. */
+/* The text of field f of g, NULL for n/a (or a failed query). */
 static const char *field_text(const dlt_gpu *g, int f, char *buf, size_t size)
 {
 	double v;
 
 	switch (f) {
 	case F_INDEX: snprintf(buf, size, "%u", g->index); return buf;
-	case F_NAME: return g->name;
+	case F_NAME: return strcmp(g->name, "n/a") ? g->name : NULL;
 	case F_BUS: return strcmp(g->bus_id, "n/a") ? g->bus_id : NULL;
 	case F_PSTATE:
 		if (g->pstate < 0)
@@ -331,6 +339,27 @@ struct style {
 	const char *bold, *red, *green, *off;
 };
 
+/* A cell of the table: the value, n/a, or ERR! (as nvidia-smi shows a
+ * query that failed; the ERROR column says why). */
+static const char *table_text(const dlt_gpu *g, int f, char *buf, size_t size)
+{
+	const char *v;
+
+	if (field_failed(g, f))
+		return "ERR!";
+	v = field_text(g, f, buf, size);
+	return v ? v : "n/a";
+}
+
+/* The printf width of column k: numbers right-aligned, strings left, and
+ * no padding after the last column unless more follows. */
+static int col_width(const struct args *a, int k, const int *w, int more)
+{
+	if (!fields[a->q[k]].string)
+		return w[k];
+	return k == a->nq - 1 && !more ? 0 : -w[k];
+}
+
 static void print_table(const struct sample *s, const struct args *a, int nvml,
 			const struct style *c)
 {
@@ -348,41 +377,37 @@ static void print_table(const struct sample *s, const struct args *a, int nvml,
 	else
 		printf("\n");
 	if (nvml) {
-		/* widths: the longest of the header and the values */
-		int w[NFIELDS];
+		/* widths: the longest of the header and the values; an ERROR
+		 * column only when a GPU has an error */
+		int w[NFIELDS], errors = 0;
+		for (size_t i = 0; i < s->ngpus; i++)
+			errors |= s->gpus[i].error[0] != 0;
 		for (int k = 0; k < a->nq; k++) {
 			int f = a->q[k];
 			w[k] = (int)strlen(fields[f].label);
 			for (size_t i = 0; i < s->ngpus; i++) {
-				const char *v = field_text(&s->gpus[i], f, buf, sizeof(buf));
-				int n = v ? (int)strlen(v) : 3;
-				if (!s->gpus[i].error[0] && n > w[k])
-					w[k] = n;
+				const char *v = table_text(&s->gpus[i], f, buf, sizeof(buf));
+				if ((int)strlen(v) > w[k])
+					w[k] = (int)strlen(v);
 			}
 		}
 		printf("\n%s", c->bold);
 		printf("%-3s", "GPU");
 		for (int k = 0; k < a->nq; k++)
 			if (a->q[k] != F_INDEX)
-				printf("  %*s", fields[a->q[k]].string ? (k == a->nq - 1 ? 0 : -w[k]) : w[k],
-				       fields[a->q[k]].label);
+				printf("  %*s", col_width(a, k, w, errors), fields[a->q[k]].label);
+		if (errors)
+			printf("  ERROR");
 		printf("%s\n", c->off);
 		for (size_t i = 0; i < s->ngpus; i++) {
 			const dlt_gpu *g = &s->gpus[i];
 			printf("%-3u", g->index);
-			if (g->error[0]) {
-				printf("  %serror: %s%s\n", c->red, g->error, c->off);
-				continue;
-			}
-			for (int k = 0; k < a->nq; k++) {
-				const char *v;
-				if (a->q[k] == F_INDEX)
-					continue;
-				v = field_text(g, a->q[k], buf, sizeof(buf));
-				/* no padding after the last column */
-				printf("  %*s", fields[a->q[k]].string ? (k == a->nq - 1 ? 0 : -w[k]) : w[k],
-				       v ? v : "n/a");
-			}
+			for (int k = 0; k < a->nq; k++)
+				if (a->q[k] != F_INDEX)
+					printf("  %*s", col_width(a, k, w, g->error[0] != 0),
+					       table_text(g, a->q[k], buf, sizeof(buf)));
+			if (g->error[0])
+				printf("  %s%s%s", c->red, g->error, c->off);
 			printf("\n");
 		}
 		int any = 0;
@@ -498,8 +523,9 @@ static void print_csv(const struct sample *s, const struct args *a, int header)
 	for (size_t i = 0; i < s->ngpus; i++) {
 		const dlt_gpu *g = &s->gpus[i];
 		printf("%s", when);
+		/* empty where the query failed, n/a where unsupported */
 		for (int k = 0; k < a->nq; k++) {
-			const char *v = g->error[0] && a->q[k] != F_INDEX ? "" :
+			const char *v = field_failed(g, a->q[k]) ? "" :
 				field_text(g, a->q[k], buf, sizeof(buf));
 			putchar(',');
 			csv_str(v ? v : "n/a");
@@ -577,15 +603,12 @@ static int print_json(const struct sample *s, const struct args *a, int nvml)
 			const dlt_gpu *g = &s->gpus[i];
 			dlt_json_object_begin(&j, NULL);
 			dlt_json_int(&j, "index", g->index);
-			if (g->error[0]) {
-				dlt_json_str(&j, "error", g->error);
-				dlt_json_end(&j);
-				continue;
-			}
+			/* the fields that answered (null: unsupported); those
+			 * whose query failed are left out, and error says why */
 			for (int k = 0; k < a->nq; k++) {
 				int f = a->q[k];
 				const char *v = field_text(g, f, buf, sizeof(buf));
-				if (f == F_INDEX)
+				if (f == F_INDEX || field_failed(g, f))
 					continue;
 				if (!v)
 					dlt_json_raw(&j, fields[f].name, "null");
@@ -594,17 +617,21 @@ static int print_json(const struct sample *s, const struct args *a, int nvml)
 				else
 					dlt_json_raw(&j, fields[f].name, v);
 			}
-			dlt_json_array_begin(&j, "processes");
-			for (int k = 0; k < g->nprocs; k++) {
-				const dlt_gpu_proc *p = &g->procs[k];
-				dlt_json_object_begin(&j, NULL);
-				dlt_json_int(&j, "pid", p->pid);
-				dlt_json_str(&j, "name", p->name);
-				dlt_json_raw(&j, "memory.used", p->mem_mib < 0 ? "null" :
-					     fmt_num(p->mem_mib, buf, sizeof(buf)));
-				dlt_json_end(&j);
+			if (!DLT_GPU_FAILED(g, DLT_GPU_Q_PROCS)) {
+				dlt_json_array_begin(&j, "processes");
+				for (int k = 0; k < g->nprocs; k++) {
+					const dlt_gpu_proc *p = &g->procs[k];
+					dlt_json_object_begin(&j, NULL);
+					dlt_json_int(&j, "pid", p->pid);
+					dlt_json_str(&j, "name", p->name);
+					dlt_json_raw(&j, "memory.used", p->mem_mib < 0 ? "null" :
+						     fmt_num(p->mem_mib, buf, sizeof(buf)));
+					dlt_json_end(&j);
+				}
+				dlt_json_array_end(&j);
 			}
-			dlt_json_array_end(&j);
+			if (g->error[0])
+				dlt_json_str(&j, "error", g->error);
 			dlt_json_end(&j);
 		}
 		dlt_json_array_end(&j);

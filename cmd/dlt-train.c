@@ -135,11 +135,19 @@ static void on_epoch(void *ctx, const dlt_epoch_summary *s)
 		fputs("\r\033[K", stderr);
 	if (u->json || u->quiet)
 		return;
-	printf("epoch %d/%d: loss %.4f acc %.4f", s->epoch, s->epochs, s->loss, s->acc);
-	if (!isnan(s->val_acc))
-		printf(" | val loss %.4f acc %.4f", s->val_loss, s->val_acc);
-	if (!isnan(s->test_acc))
-		printf(" | test loss %.4f acc %.4f", s->test_loss, s->test_acc);
+	printf("epoch %d/%d: loss %.4f", s->epoch, s->epochs, s->loss);
+	for (int i = 0; i < s->n_train; i++)
+		printf(" %s %.4f", s->names[i], s->train[i]);
+	if (!isnan(s->val_loss)) {
+		printf(" | val loss %.4f", s->val_loss);
+		for (int i = 0; i < s->n; i++)
+			printf(" %s %.4f", s->names[i], s->val[i]);
+	}
+	if (!isnan(s->test_loss)) {
+		printf(" | test loss %.4f", s->test_loss);
+		for (int i = 0; i < s->n; i++)
+			printf(" %s %.4f", s->names[i], s->test[i]);
+	}
 	putchar('\n');
 	fflush(stdout);
 }
@@ -373,10 +381,10 @@ static int train(const struct args *a, const dlt_rank_info *job, const char *run
 	}
 	/* a resumed run's config is the library's to read, unless the
 	 * ranks need its device and timeout for their comm first */
-	if ((!resume || job->size > 1) && (rc = job_config(a, resume, &c)) < 0)
+	if ((!resume || dlt_comm_wanted(job)) && (rc = job_config(a, resume, &c)) < 0)
 		return cli_fail(prog, rc);
-	if (job->size > 1 && (rc = dlt_comm_open(&comm, job, dlt_rank_device(job, c.device),
-						 c.dist.timeout)) < 0) {
+	if (dlt_comm_wanted(job) && (rc = dlt_comm_open(&comm, job, dlt_rank_device(job, c.device),
+							c.dist.timeout)) < 0) {
 		dlt_config_free(&c);
 		return cli_fail(prog, rc);
 	}
@@ -400,8 +408,10 @@ static int train(const struct args *a, const dlt_rank_info *job, const char *run
 			"dlt-train --resume %s\n", prog, res.steps, res.ckpt, rundir);
 		return 0;
 	}
-	if (!u.json && !isnan(res.test_acc))
-		printf("test accuracy: %.4f\n", res.test_acc);
+	/* the task's first metric: accuracy, rmse, ... */
+	if (!u.json && !isnan(res.test_value))
+		printf("test %s: %.4f\n", strcmp(res.test_metric, "acc") ? res.test_metric
+		       : "accuracy", res.test_value);
 	fflush(stdout);
 	if (!u.json && !u.quiet)
 		fprintf(stderr, "%s: run directory %s\n", prog, rundir);
@@ -532,7 +542,8 @@ static int fork_ranks(const struct args *a, const char *rundir, const char *resu
 		}
 		if (pid == 0) {
 			dlt_rank_info job = { .rank = r, .size = a->ranks, .local_rank = r,
-					      .local_size = a->ranks, .launcher = "dlt-train" };
+					      .local_size = a->ranks, .launcher = "dlt-train",
+					      .comm = a->job.comm };
 			snprintf(v[0], 16, "%d", r);
 			snprintf(v[1], 16, "%d", a->ranks);
 			snprintf(v[2], 16, "%d", fds[0]);

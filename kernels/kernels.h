@@ -18,6 +18,14 @@ extern "C" {		/* kernels/cuda/ is compiled as CUDA C++ */
  * to fp16 overflows to inf as fp16 does: loss scaling sees it. */
 enum dlt_prec { DLT_PREC_F32 = 0, DLT_PREC_BF16, DLT_PREC_F16 };
 
+/* The losses (train.loss).  Cross-entropy is softmax_xent's; the others
+ * are element-wise, pointwise_loss's: y - t squared (mse), |y - t| (l1),
+ * PyTorch's HuberLoss (huber, with delta), and binary cross-entropy of a
+ * sigmoid of each output against a 0/1 target (bce, PyTorch's
+ * BCEWithLogitsLoss). */
+enum dlt_loss_kind { DLT_LOSS_XENT = 0, DLT_LOSS_MSE, DLT_LOSS_L1, DLT_LOSS_HUBER,
+		     DLT_LOSS_BCE };
+
 enum dlt_act { DLT_ACT_NONE = 0, DLT_ACT_RELU, DLT_ACT_LEAKY_RELU, DLT_ACT_GELU,
 	       DLT_ACT_TANH, DLT_ACT_SIGMOID };
 
@@ -106,6 +114,12 @@ typedef struct dlt_backend {
 	 * returns the summed loss in *loss_sum and the count of argmax == label */
 	void (*softmax_xent)(const float *logits, const int32_t *labels, int rows, int cols,
 			     float *dlogits, double *loss_sum, int *correct);
+	/* The mean of an element-wise loss (kind: enum dlt_loss_kind, not
+	 * XENT) over rows x cols outputs y against targets t: dy gets its
+	 * gradient; *loss_sum the loss summed over every element, each row's
+	 * sum added in row order so the total does not depend on threads. */
+	void (*pointwise_loss)(int kind, float delta, const float *y, const float *t, int rows,
+			       int cols, float *dy, double *loss_sum);
 	/* Dropout with a Philox mask keyed by (seed, stream): the same on every
 	 * backend and machine.  mask gets 0 or 1/(1-rate). */
 	void (*dropout)(const float *x, float *y, float *mask, size_t n, float rate,

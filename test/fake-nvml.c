@@ -5,7 +5,11 @@
  * (bytes), power, limit (mW), temp, sm, mem (MHz), fan, pstate, throttle,
  * ecc, and "proc PID BYTES" for each process.  A key left out makes its
  * function answer NVML_ERROR_NOT_SUPPORTED; a line "lost" makes every call
- * about that GPU answer NVML_ERROR_GPU_IS_LOST. */
+ * about that GPU answer NVML_ERROR_GPU_IS_LOST (its handle still answers,
+ * as NVML's does for a GPU fallen off the bus).  "fail KEY [CODE]" makes
+ * the one function that reads KEY answer the NVML error CODE (default 15,
+ * GPU is lost): KEY is one of the keys above ("util" or "mutil" fails the
+ * utilisation, "used" or "total" the memory), "handle" or "proc". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,14 +19,18 @@
 #define INSUFFICIENT_SIZE 7
 #define GPU_IS_LOST 15
 #define UNINITIALIZED 1
+#define NO_PERMISSION 4
+#define TIMEOUT 10
 
 enum { NAME, BUS, UTIL, MUTIL, USED, TOTAL, POWER, LIMIT, TEMP, SM, MEM, FAN, PSTATE,
-       THROTTLE, ECC, NKEYS };
-static const char *const keys[NKEYS] = { "name", "bus", "util", "mutil", "used", "total",
-	"power", "limit", "temp", "sm", "mem", "fan", "pstate", "throttle", "ecc" };
+       THROTTLE, ECC, NKEYS, HANDLE = NKEYS, PROC, NFAIL };
+static const char *const keys[NFAIL] = { "name", "bus", "util", "mutil", "used", "total",
+	"power", "limit", "temp", "sm", "mem", "fan", "pstate", "throttle", "ecc", "handle",
+	"proc" };
 
 struct gpu {
 	int lost;
+	int fail[NFAIL];	/* the error of the function reading the key; 0 none */
 	int have[NKEYS];
 	char text[NKEYS][96];
 	unsigned long long v[NKEYS];
@@ -58,7 +66,15 @@ int nvmlInit_v2(void)
 			continue;
 		if (strcmp(line, "lost") == 0)
 			g->lost = 1;
-		else if (strcmp(line, "proc") == 0 && val && g->nproc < 16) {
+		else if (strcmp(line, "fail") == 0 && val) {
+			char key[32];
+			int code = GPU_IS_LOST;
+			if (sscanf(val, "%31s %i", key, &code) >= 1)
+				for (int k = 0; k < NFAIL; k++)
+					if (strcmp(key, keys[k]) == 0)
+						g->fail[k] = code;
+			continue;
+		} else if (strcmp(line, "proc") == 0 && val && g->nproc < 16) {
 			sscanf(val, "%u %llu", &g->pid[g->nproc], &g->pmem[g->nproc]);
 			g->nproc++;
 		}
@@ -90,6 +106,8 @@ const char *nvmlErrorString(int r)
 	case INSUFFICIENT_SIZE: return "Insufficient Size";
 	case 9: return "Driver Not Loaded";
 	case GPU_IS_LOST: return "GPU is lost";
+	case NO_PERMISSION: return "Insufficient Permissions";
+	case TIMEOUT: return "Timeout";
 	default: return "Unknown Error";
 	}
 }
@@ -106,17 +124,22 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned int i, void **dev)
 {
 	if (i >= ngpus)
 		return INVALID_ARGUMENT;
+	if (gpus[i].fail[HANDLE])
+		return gpus[i].fail[HANDLE];
 	*dev = &gpus[i];
 	return 0;
 }
 
-/* The value of key k of a GPU, or why not. */
-#define GET(k) \
+/* The value of key k of a GPU, or why not; k2 fails the call too. */
+#define GET2(k, k2) \
 	struct gpu *g = dev; \
 	if (g->lost) \
 		return GPU_IS_LOST; \
+	if (g->fail[k] || g->fail[k2]) \
+		return g->fail[k] ? g->fail[k] : g->fail[k2]; \
 	if (!g->have[k]) \
 		return NOT_SUPPORTED
+#define GET(k) GET2(k, k)
 
 int nvmlDeviceGetName(void *dev, char *name, unsigned int len)
 {
@@ -141,7 +164,7 @@ int nvmlDeviceGetPciInfo_v3(void *dev, pci_t *p)
 
 int nvmlDeviceGetUtilizationRates(void *dev, unsigned int *u)
 {
-	GET(UTIL);
+	GET2(UTIL, MUTIL);
 	u[0] = (unsigned)g->v[UTIL];
 	u[1] = (unsigned)g->v[MUTIL];
 	return 0;
@@ -149,7 +172,7 @@ int nvmlDeviceGetUtilizationRates(void *dev, unsigned int *u)
 
 int nvmlDeviceGetMemoryInfo(void *dev, unsigned long long *m)
 {
-	GET(TOTAL);
+	GET2(TOTAL, USED);
 	m[0] = g->v[TOTAL];
 	m[2] = g->v[USED];
 	m[1] = m[0] - m[2];
@@ -209,6 +232,8 @@ int nvmlDeviceGetComputeRunningProcesses_v3(void *dev, unsigned int *n, proc_t *
 
 	if (g->lost)
 		return GPU_IS_LOST;
+	if (g->fail[PROC])
+		return g->fail[PROC];
 	if (*n < g->nproc) {
 		*n = g->nproc;
 		return INSUFFICIENT_SIZE;

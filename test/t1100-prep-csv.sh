@@ -264,4 +264,133 @@ test_expect_success '-o to a pipe or device writes through it and leaves it one'
 	dlt-prep csv -q -l kind -o direct.dlt dn.csv &&
 	cmp direct.dlt through.dlt
 '
+
+# houses: two features, two float targets, two 0/1 labels
+cat >houses.csv <<'EOF'
+rooms,age,price,tax,garden,garage
+3,10,250.5,2.5,1,0
+4,20,310.25,3.5,0,0
+2,5,180.75,1.5,1,1
+5,40,400.5,4.5,0,1
+EOF
+
+test_expect_success 'csv --target: float targets f32 [N,K] in the order given, out of x' '
+	dlt-prep csv houses.csv --target price,tax -o t.dlt &&
+	dlt-prep info --json t.dlt >info.json &&
+	test "$(jget tensors.0.shape <info.json)" = "[4,4]" &&
+	test "$(jget tensors.1.name <info.json)" = "\"y\"" &&
+	test "$(jget tensors.1.dtype <info.json)" = "\"f32\"" &&
+	test "$(jget tensors.1.shape <info.json)" = "[4,2]" &&
+	test "$(jget meta.targets <info.json)" = "[\"price\",\"tax\"]" &&
+	test "$(jget meta.num_classes <info.json)" = null &&
+	test "$(jget meta.target_mean.1 <info.json)" = 3 &&
+	approx "$(jget meta.target_std.1 <info.json)" "$(perl -e "print sqrt(1.25)")" &&
+	test "$(jget target_min <info.json)" = "[180.75,1.5]" &&
+	test "$(jget target_max <info.json)" = "[400.5,4.5]" &&
+	tensor_bytes t.dlt x >x.bin &&
+	perl -e "print pack(q(f<*), 3,10,1,0, 4,20,0,0, 2,5,1,1, 5,40,0,1)" >want.bin &&
+	test_cmp want.bin x.bin &&
+	tensor_bytes t.dlt y >y.bin &&
+	perl -e "print pack(q(f<*), 250.5,2.5, 310.25,3.5, 180.75,1.5, 400.5,4.5)" >want.bin &&
+	test_cmp want.bin y.bin &&
+	dlt-prep info t.dlt >info.txt &&
+	grep -q "^targets:$" info.txt &&
+	grep -q "^      1             3       1.11803           1.5           4.5  tax$" info.txt &&
+	! grep -q "^target_mean:" info.txt
+'
+
+test_expect_success 'csv --target: one column, by index, without a header: no names' '
+	tail -n +2 houses.csv >noh.csv &&
+	dlt-prep csv noh.csv --target 2 -o t1.dlt &&
+	dlt-prep info --json t1.dlt >info.json &&
+	test "$(jget tensors.0.shape <info.json)" = "[4,5]" &&
+	test "$(jget tensors.1.shape <info.json)" = "[4,1]" &&
+	test "$(jget meta.targets <info.json)" = null &&
+	test "$(jget meta.target_mean <info.json)" = "[285.5]" &&
+	dlt-prep csv houses.csv --target 2 -o t2.dlt &&
+	test "$(dlt-prep info --json t2.dlt | jget meta.targets)" = "[\"price\"]"
+'
+
+test_expect_success 'csv --labels: 0/1 columns as multi-hot u8 [N,K], their names and counts' '
+	dlt-prep csv houses.csv --labels garden,garage -o l.dlt &&
+	dlt-prep info --json l.dlt >info.json &&
+	test "$(jget tensors.0.shape <info.json)" = "[4,4]" &&
+	test "$(jget tensors.1.dtype <info.json)" = "\"u8\"" &&
+	test "$(jget tensors.1.shape <info.json)" = "[4,2]" &&
+	test "$(jget meta.labels <info.json)" = "[\"garden\",\"garage\"]" &&
+	test "$(jget positives <info.json)" = "[2,2]" &&
+	test "$(jget meta.target_mean <info.json)" = null &&
+	tensor_bytes l.dlt y >y.bin &&
+	perl -e "print pack(q(C*), 1,0, 0,0, 1,1, 0,1)" >want.bin &&
+	test_cmp want.bin y.bin &&
+	dlt-prep info l.dlt >info.txt &&
+	grep -q "^labels:$" info.txt &&
+	grep -q "^      1           2  garage$" info.txt &&
+	dlt-prep csv houses.csv --labels garden,garage --split 0.5 -o l1.dlt -o l2.dlt &&
+	test "$(dlt-prep info --json l2.dlt | jget positives)" = "[1,2]"
+'
+
+test_expect_success 'csv --labels: a cell other than 0 or 1 names file, line and column' '
+	printf "a,b,c\n1,0,1\n2,2,0\n" >two.csv &&
+	test_must_fail 2 "dlt-prep: two.csv:3: column '"'"'b'"'"': not 0 or 1: '"'"'2'"'"'" \
+		dlt-prep csv two.csv --labels b,c -o out/d.dlt &&
+	printf "a,b\n1,yes\n" >yes.csv &&
+	test_must_fail 2 "dlt-prep: yes.csv:2: column '"'"'b'"'"': not 0 or 1: '"'"'yes'"'"'" \
+		dlt-prep csv yes.csv --labels b -o out/d.dlt &&
+	printf "a,p\n1,abc\n" >tnan.csv &&
+	test_must_fail 2 "dlt-prep: tnan.csv:2: column '"'"'p'"'"': not a number: '"'"'abc'"'"'" \
+		dlt-prep csv tnan.csv --target p -o out/d.dlt &&
+	is_empty out
+'
+
+test_expect_success 'csv --target, --labels: unknown, repeated and all columns' '
+	test_must_fail 2 "dlt-prep: houses.csv: unknown target column '"'"'value'"'"'" \
+		dlt-prep csv houses.csv --target price,value -o out/d.dlt &&
+	test_must_fail 2 "dlt-prep: houses.csv: label column 9 out of range: 6 columns" \
+		dlt-prep csv houses.csv --labels garden,9 -o out/d.dlt &&
+	test_must_fail 2 "dlt-prep: houses.csv: target column '"'"'2'"'"' given twice" \
+		dlt-prep csv houses.csv --target price,2 -o out/d.dlt &&
+	test_must_fail 2 "dlt-prep: houses.csv: an empty target column name in '"'"'price,'"'"'" \
+		dlt-prep csv houses.csv --target price, -o out/d.dlt &&
+	test_must_fail 2 "dlt-prep: houses.csv: no feature columns besides the targets" \
+		dlt-prep csv houses.csv --target 0,1,2,3,4,5 -o out/d.dlt &&
+	is_empty out
+'
+
+# The trap of issue 27: measurements as a label column, one class per value
+test_expect_success 'csv -l: a label column that looks continuous is refused, naming --target' '
+	test_must_fail 2 "dlt-prep: houses.csv: label column '"'"'price'"'"' looks continuous (4 of 4 values distinct, most not integers): --target price for regression, or --classes to make them classes" \
+		dlt-prep csv houses.csv -l price -o out/d.dlt &&
+	tail -n +2 houses.csv >noh2.csv &&
+	test_must_fail 2 "label column '"'"'2'"'"' looks continuous (4 of 4 values distinct, most not integers): --target 2 for" \
+		dlt-prep csv noh2.csv -l 2 -o out/d.dlt &&
+	is_empty out &&
+	dlt-prep csv houses.csv -l price --classes -o forced.dlt &&
+	test "$(dlt-prep info --json forced.dlt | jget meta.num_classes)" = 4
+'
+
+test_expect_success 'csv -l: what does not look continuous stays classes' '
+	printf "a,y\n1,0.5\n2,0.5\n3,1.5\n4,1.5\n" >few.csv &&
+	dlt-prep csv few.csv -l y -o few.dlt &&
+	test "$(dlt-prep info --json few.dlt | jget meta.classes)" = "[\"0.5\",\"1.5\"]" &&
+	printf "a,y\n1,1.0\n2,2.0\n3,3.0\n" >whole.csv &&
+	dlt-prep csv whole.csv -l y -o whole.dlt &&
+	test "$(dlt-prep info --json whole.dlt | jget meta.num_classes)" = 3 &&
+	printf "a,y\n1,-1.5\n2,-2.5\n3,x\n" >mixed.csv &&
+	dlt-prep csv mixed.csv -l y -o mixed.dlt
+'
+
+test_expect_success 'csv usage: exactly one of -l, --target, --labels; --classes with -l' '
+	test_must_fail 2 "csv needs --label COL, --target COLS or --labels COLS" \
+		dlt-prep csv houses.csv -o out/d.dlt &&
+	test_must_fail 2 "--label, --target and --labels exclude each other" \
+		dlt-prep csv houses.csv -l price --target tax -o out/d.dlt &&
+	test_must_fail 2 "--label, --target and --labels exclude each other" \
+		dlt-prep csv houses.csv --labels garden --target tax -o out/d.dlt &&
+	test_must_fail 2 "--classes needs --label COL" \
+		dlt-prep csv houses.csv --target tax --classes -o out/d.dlt &&
+	test_must_fail 2 "--classes needs --label COL" \
+		dlt-prep csv houses.csv -l none --classes -o out/d.dlt &&
+	is_empty out
+'
 test_done

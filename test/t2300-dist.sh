@@ -2,7 +2,8 @@
 # Data parallelism on the CPU: ranks of mpirun summing their gradients
 # through MPI train the model that one process trains with the same
 # global batch; a rank that dies or stalls ends the job on every rank,
-# and --restarts continues it from the last checkpoint.
+# and --restarts continues it from the last checkpoint.  DLT_COMM=mpi runs
+# the same path with one process.
 . "$(dirname "$0")/lib.sh"
 # two ranks on two cores: one thread each, and mpirun as root (CI)
 DLT_THREADS=1
@@ -163,6 +164,27 @@ test_expect_success 'a run of two ranks resumes in one process (batches are glob
 	dlt-train -q --resume moved &&
 	d=$(rel_l2 one/model.dlt moved/model.dlt) && echo "relative L2 $d" &&
 	perl -e "exit !($d < 1e-5)"
+'
+
+# DLT_COMM=mpi: one process opens MPI and sums its gradient buckets (0.1
+# MB, several a step), its start and its metrics as a rank of a larger
+# job; the sums of one rank are its own values, so not a bit changes
+test_expect_success 'DLT_COMM=mpi: one process through the bucket path, the bits of no comm' '
+	DLT_COMM=mpi dlt-train -q -c mlp.yaml -o comm1 -s dist.bucket_mb=0.1 &&
+	dlt-ckpt diff one/model.dlt comm1/model.dlt >diff && cat diff &&
+	grep -q equal diff && ! grep -q differs diff &&
+	grep -o "\"loss\":[^,]*" one/metrics.jsonl >loss1 &&
+	grep -o "\"loss\":[^,]*" comm1/metrics.jsonl >loss2 &&
+	test -s loss1 && cmp loss1 loss2
+'
+
+test_expect_success 'DLT_COMM: the other device'"'"'s comm or another name is a usage error' '
+	test_must_fail 2 "DLT_COMM=nccl: the run trains on the CPU, whose comm is mpi" \
+		env DLT_COMM=nccl dlt-train -c mlp.yaml -o nccl &&
+	! test -e nccl &&
+	test_must_fail 2 "DLT_COMM: '"'"'gloo'"'"' is not nccl or mpi" \
+		env DLT_COMM=gloo dlt-train -c mlp.yaml -o gloo &&
+	! test -e gloo
 '
 
 test_expect_success '--gpus without a GPU: the one-line error, exit 1' '

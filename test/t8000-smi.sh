@@ -1,7 +1,7 @@
 #!/bin/sh
 # dlt-smi: the GPUs through a fake NVML (test/fake-nvml.c, two GPUs that
-# answer and one that is lost), the jobs of a real dlt-train, and what it
-# says where there is no driver.
+# answer and one that is lost; then GPUs that fail some queries), the jobs
+# of a real dlt-train, and what it says where there is no driver.
 . "$(dirname "$0")/lib.sh"
 
 FAKE=$BUILD/test/libfake-nvml.so
@@ -55,12 +55,17 @@ smi() {
 
 test_expect_success 'table: the fake values, the lost GPU in its row, n/a' '
 	smi >out &&
+	grep -q "^GPU  NAME  .*  ECC  ERROR$" out &&
 	grep -q "^0  *NVIDIA Fake H100 80GB  *00000000:3B:00.0  *87  *45  *20480  *81920  *312.456  *700  *64  *1980  *2619  *n/a  *P0  *0x4  *2$" out &&
-	grep -q "^1  *error: GPU is lost$" out &&
+	grep -q "^1  *ERR!  *ERR!  .*  ERR!  all queries: GPU is lost$" out &&
 	grep -q "^2  *NVIDIA Fake A100  *00000000:86:00.0  *3  *1  *1  *40960  *55  *400  *31  *210  *1593  *30  *P8  *0x1  *0$" out &&
 	grep -q "^0  *4194401  .*  1024$" out &&
 	grep -q "^0  *4194402  .*  512$" out &&
-	grep -q "load [0-9.]* [0-9.]* [0-9.]* ([0-9]* cpus)  memory [0-9]*/[0-9]* MiB used" out
+	grep -q "load [0-9.]* [0-9.]* [0-9.]* ([0-9]* cpus)  memory [0-9]*/[0-9]* MiB used" out &&
+	# no ERROR column where every GPU answered
+	smi -i 2,0 >out &&
+	grep -q "^GPU  NAME  .*  ECC$" out &&
+	! grep -q "ERR" out
 '
 
 test_expect_success 'CSV: the fake values exactly' '
@@ -68,7 +73,7 @@ test_expect_success 'CSV: the fake values exactly' '
 	cat >want <<-\EOF2 &&
 	index,name,pci.bus_id,utilization.gpu,utilization.memory,memory.used,memory.total,power.draw,power.limit,temperature.gpu,clocks.sm,clocks.mem,fan.speed,pstate,clocks_throttle_reasons.active,ecc.errors,error
 	0,NVIDIA Fake H100 80GB,00000000:3B:00.0,87,45,20480,81920,312.456,700,64,1980,2619,n/a,P0,0x4,2,
-	1,,,,,,,,,,,,,,,,GPU is lost
+	1,,,,,,,,,,,,,,,,all queries: GPU is lost
 	2,NVIDIA Fake A100,00000000:86:00.0,3,1,1,40960,55,400,31,210,1593,30,P8,0x1,0,
 	EOF2
 	test_cmp want got
@@ -80,7 +85,93 @@ test_expect_success 'JSON: the fake values exactly, processes, the lost GPU' '
 	grep -q "^{\"time\":[0-9.]*,\"host\":{\"load1\":" out &&
 	sed -e "s/^.*,\"gpus\"/{\"gpus\"/" out >got &&
 	cat >want <<-\EOF2 &&
-	{"gpus":[{"index":0,"name":"NVIDIA Fake H100 80GB","pci.bus_id":"00000000:3B:00.0","utilization.gpu":87,"utilization.memory":45,"memory.used":20480,"memory.total":81920,"power.draw":312.456,"power.limit":700,"temperature.gpu":64,"clocks.sm":1980,"clocks.mem":2619,"fan.speed":null,"pstate":"P0","clocks_throttle_reasons.active":"0x4","ecc.errors":2,"processes":[{"pid":4194401,"name":"","memory.used":1024},{"pid":4194402,"name":"","memory.used":512}]},{"index":1,"error":"GPU is lost"},{"index":2,"name":"NVIDIA Fake A100","pci.bus_id":"00000000:86:00.0","utilization.gpu":3,"utilization.memory":1,"memory.used":1,"memory.total":40960,"power.draw":55,"power.limit":400,"temperature.gpu":31,"clocks.sm":210,"clocks.mem":1593,"fan.speed":30,"pstate":"P8","clocks_throttle_reasons.active":"0x1","ecc.errors":0,"processes":[]}],"jobs":[]}
+	{"gpus":[{"index":0,"name":"NVIDIA Fake H100 80GB","pci.bus_id":"00000000:3B:00.0","utilization.gpu":87,"utilization.memory":45,"memory.used":20480,"memory.total":81920,"power.draw":312.456,"power.limit":700,"temperature.gpu":64,"clocks.sm":1980,"clocks.mem":2619,"fan.speed":null,"pstate":"P0","clocks_throttle_reasons.active":"0x4","ecc.errors":2,"processes":[{"pid":4194401,"name":"","memory.used":1024},{"pid":4194402,"name":"","memory.used":512}]},{"index":1,"error":"all queries: GPU is lost"},{"index":2,"name":"NVIDIA Fake A100","pci.bus_id":"00000000:86:00.0","utilization.gpu":3,"utilization.memory":1,"memory.used":1,"memory.total":40960,"power.draw":55,"power.limit":400,"temperature.gpu":31,"clocks.sm":210,"clocks.mem":1593,"fan.speed":30,"pstate":"P8","clocks_throttle_reasons.active":"0x1","ecc.errors":0,"processes":[]}],"jobs":[]}
+	EOF2
+	test_cmp want got
+'
+
+# GPU 0 fails its utilisation only, GPU 1 every query after its handle,
+# GPU 2 its handle, GPU 3 three queries alike and two others differently
+cat >failing.txt <<'EOF2'
+gpu
+name NVIDIA Fake H100 80GB
+bus 00000000:3B:00.0
+util 87
+mutil 45
+used 21474836480
+total 85899345920
+power 312456
+limit 700000
+temp 64
+sm 1980
+mem 2619
+pstate 0
+throttle 0x4
+ecc 2
+proc 4194401 1073741824
+fail util
+gpu
+name NVIDIA Fake A100
+bus 00000000:86:00.0
+lost
+gpu
+fail handle
+gpu
+name NVIDIA Fake L4
+bus 00000000:C1:00.0
+util 12
+mutil 4
+used 1048576
+total 24159191040
+temp 45
+fail power
+fail limit
+fail fan 10
+fail proc 4
+EOF2
+
+test_expect_success 'table: a GPU failing a query shows what it answered, ERR! and why' '
+	DLT_FAKE_NVML=failing.txt smi >out &&
+	sed 1d out >got &&
+	cat >want <<-\EOF2 &&
+
+	GPU  NAME                   BUS-ID            UTIL%  MUTIL%  MEM-MiB  TOTAL-MiB  POWER-W  LIMIT-W  TEMP-C  SM-MHz  MEM-MHz  FAN%  PSTATE  THROTTLE   ECC  ERROR
+	0    NVIDIA Fake H100 80GB  00000000:3B:00.0   ERR!    ERR!    20480      81920  312.456      700      64    1980     2619   n/a  P0      0x4          2  utilization: GPU is lost
+	1    ERR!                   ERR!               ERR!    ERR!     ERR!       ERR!     ERR!     ERR!    ERR!    ERR!     ERR!  ERR!  ERR!    ERR!      ERR!  all queries: GPU is lost
+	2    ERR!                   ERR!               ERR!    ERR!     ERR!       ERR!     ERR!     ERR!    ERR!    ERR!     ERR!  ERR!  ERR!    ERR!      ERR!  handle: GPU is lost
+	3    NVIDIA Fake L4         00000000:C1:00.0     12       4        1      23040     ERR!     ERR!      45     n/a      n/a  ERR!  n/a     n/a        n/a  power.draw, power.limit: GPU is lost; fan.speed: timeout; processes: insufficient permissions
+
+	GPU       PID  PROCESS                 MEM-MiB
+	0     4194401  ?                          1024
+	EOF2
+	test_cmp want got &&
+	# a string column last is padded only where an error follows
+	DLT_FAKE_NVML=failing.txt smi -q index,name -i 3,0 | sed -n "3,5p" >got &&
+	cat >want <<-\EOF2 &&
+	GPU  NAME                   ERROR
+	3    NVIDIA Fake L4         power.draw, power.limit: GPU is lost; fan.speed: timeout; processes: insufficient permissions
+	0    NVIDIA Fake H100 80GB  utilization: GPU is lost
+	EOF2
+	test_cmp want got
+'
+
+test_expect_success 'CSV: failed fields empty, the rest and the error in its column' '
+	DLT_FAKE_NVML=failing.txt smi --format csv | cut -d, -f2- >got &&
+	cat >want <<-\EOF2 &&
+	index,name,pci.bus_id,utilization.gpu,utilization.memory,memory.used,memory.total,power.draw,power.limit,temperature.gpu,clocks.sm,clocks.mem,fan.speed,pstate,clocks_throttle_reasons.active,ecc.errors,error
+	0,NVIDIA Fake H100 80GB,00000000:3B:00.0,,,20480,81920,312.456,700,64,1980,2619,n/a,P0,0x4,2,utilization: GPU is lost
+	1,,,,,,,,,,,,,,,,all queries: GPU is lost
+	2,,,,,,,,,,,,,,,,handle: GPU is lost
+	3,NVIDIA Fake L4,00000000:C1:00.0,12,4,1,23040,,,45,n/a,n/a,,n/a,n/a,n/a,"power.draw, power.limit: GPU is lost; fan.speed: timeout; processes: insufficient permissions"
+	EOF2
+	test_cmp want got
+'
+
+test_expect_success 'JSON: the fields that answered and an error naming the query' '
+	DLT_FAKE_NVML=failing.txt smi --format json >out &&
+	sed -e "s/^.*,\"gpus\"/{\"gpus\"/" out >got &&
+	cat >want <<-\EOF2 &&
+	{"gpus":[{"index":0,"name":"NVIDIA Fake H100 80GB","pci.bus_id":"00000000:3B:00.0","memory.used":20480,"memory.total":81920,"power.draw":312.456,"power.limit":700,"temperature.gpu":64,"clocks.sm":1980,"clocks.mem":2619,"fan.speed":null,"pstate":"P0","clocks_throttle_reasons.active":"0x4","ecc.errors":2,"processes":[{"pid":4194401,"name":"","memory.used":1024}],"error":"utilization: GPU is lost"},{"index":1,"error":"all queries: GPU is lost"},{"index":2,"error":"handle: GPU is lost"},{"index":3,"name":"NVIDIA Fake L4","pci.bus_id":"00000000:C1:00.0","utilization.gpu":12,"utilization.memory":4,"memory.used":1,"memory.total":23040,"temperature.gpu":45,"clocks.sm":null,"clocks.mem":null,"pstate":null,"clocks_throttle_reasons.active":null,"ecc.errors":null,"error":"power.draw, power.limit: GPU is lost; fan.speed: timeout; processes: insufficient permissions"}],"jobs":[]}
 	EOF2
 	test_cmp want got
 '

@@ -205,6 +205,39 @@ DLT_HD static inline double dlt_softmax_xent_row(const float *x, int cols, int l
 	return (double)logf(sum) - (double)(x[label] - mx);
 }
 
+/* One output's loss (kind: enum dlt_loss_kind, not XENT) against its
+ * target, with the gradient times scale into *dy: PyTorch's arithmetic.
+ * l1's gradient at y == t is 0, as torch.sign gives; bce takes a logit,
+ * loss max(y, 0) - y t + log(1 + exp(-|y|)), which never overflows. */
+DLT_HD static inline double dlt_pointwise_loss(int kind, float delta, float y, float t,
+					       float scale, float *dy)
+{
+	float d = y - t, a = fabsf(d);
+	switch (kind) {
+	case DLT_LOSS_MSE:
+		*dy = 2.0f * d * scale;
+		return (double)d * d;
+	case DLT_LOSS_L1:
+		*dy = d > 0 ? scale : d < 0 ? -scale : 0.0f;
+		return a;
+	case DLT_LOSS_HUBER:
+		if (a <= delta) {
+			*dy = d * scale;
+			return 0.5 * (double)d * d;
+		}
+		*dy = (d > 0 ? delta : -delta) * scale;
+		return (double)delta * (a - 0.5 * (double)delta);
+	case DLT_LOSS_BCE: {
+		float e = expf(-fabsf(y)), s = y >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
+		*dy = (s - t) * scale;
+		return (double)(y > 0 ? y : 0.0f) - (double)y * t + (double)log1pf(e);
+	}
+	default:
+		*dy = NAN;
+		return NAN;
+	}
+}
+
 /* Adam and AdamW with PyTorch's arithmetic.  The per-step scalars are
  * computed once per step in double and rounded once, the same way on
  * every backend:

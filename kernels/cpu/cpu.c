@@ -203,6 +203,35 @@ static void cpu_softmax_xent(const float *logits, const int32_t *labels, int row
 	*correct = hits;
 }
 
+static double pointwise_row(int kind, float delta, const float *y, const float *t, int cols,
+			    float scale, float *dy)
+{
+	double s = 0.0;
+	for (int j = 0; j < cols; j++)
+		s += dlt_pointwise_loss(kind, delta, y[j], t[j], scale, dy + j);
+	return s;
+}
+
+/* As softmax_xent: rows in parallel, their sums added in row order. */
+static void cpu_pointwise_loss(int kind, float delta, const float *y, const float *t, int rows,
+			       int cols, float *dy, double *loss_sum)
+{
+	double row_loss[XENT_ROWS], loss = 0.0;
+	float scale = (float)(1.0 / ((double)rows * cols));
+	for (int r0 = 0; r0 < rows; r0 += XENT_ROWS) {
+		int nr = rows - r0 < XENT_ROWS ? rows - r0 : XENT_ROWS;
+		#pragma omp parallel for schedule(static) if ((size_t)nr * cols >= PAR_MIN)
+		for (int k = 0; k < nr; k++) {
+			size_t off = (size_t)(r0 + k) * cols;
+			row_loss[k] = pointwise_row(kind, delta, y + off, t + off, cols, scale,
+						    dy + off);
+		}
+		for (int k = 0; k < nr; k++)
+			loss += row_loss[k];
+	}
+	*loss_sum = loss;
+}
+
 /* One Philox block gives the mask of four consecutive elements. */
 static void cpu_dropout(const float *x, float *y, float *mask, size_t n, float rate,
 			uint64_t seed, uint64_t stream)
@@ -316,6 +345,7 @@ static const dlt_backend cpu_backend = {
 	.act_backward = cpu_act_backward,
 	.bias_grad = cpu_bias_grad,
 	.softmax_xent = cpu_softmax_xent,
+	.pointwise_loss = cpu_pointwise_loss,
 	.dropout = cpu_dropout,
 	.mul = cpu_mul,
 	.adam = cpu_adam,

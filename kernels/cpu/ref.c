@@ -74,6 +74,22 @@ static void ref_softmax_xent(const float *logits, const int32_t *labels, int row
 	*correct = hits;
 }
 
+static void ref_pointwise_loss(int kind, float delta, const float *y, const float *t, int rows,
+			       int cols, float *dy, double *loss_sum)
+{
+	double loss = 0.0;
+	float scale = (float)(1.0 / ((double)rows * cols));
+	for (int r = 0; r < rows; r++) {
+		double row = 0.0;
+		for (int j = 0; j < cols; j++) {
+			size_t i = (size_t)r * cols + j;
+			row += dlt_pointwise_loss(kind, delta, y[i], t[i], scale, dy + i);
+		}
+		loss += row;
+	}
+	*loss_sum = loss;
+}
+
 static void ref_dropout(const float *x, float *y, float *mask, size_t n, float rate,
 			uint64_t seed, uint64_t stream)
 {
@@ -151,6 +167,7 @@ static const dlt_backend ref_backend = {
 	.act_backward = ref_act_backward,
 	.bias_grad = ref_bias_grad,
 	.softmax_xent = ref_softmax_xent,
+	.pointwise_loss = ref_pointwise_loss,
 	.dropout = ref_dropout,
 	.mul = ref_mul,
 	.adam = ref_adam,

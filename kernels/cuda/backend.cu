@@ -155,6 +155,7 @@ static void fill_table(void)
 	table.act_backward = cu_act_backward;
 	table.bias_grad = cu_bias_grad;
 	table.softmax_xent = cu_softmax_xent;
+	table.pointwise_loss = cu_pointwise_loss;
 	table.dropout = cu_dropout;
 	table.mul = cu_mul;
 	table.adam = cu_adam;

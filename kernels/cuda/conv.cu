@@ -17,7 +17,12 @@
  * not a tensor-op one, and needs no more workspace than allowed: at most
  * PLAN_CAP when conv_workspace plans a shape, and, for a smaller batch
  * later, what conv_workspace planned for cuDNN at the batch it was planned
- * at (the model sizes `work` from it once). */
+ * at (the model sizes `work` from it once).  cuDNN's workspace does not
+ * shrink with the batch for every algorithm, so a smaller batch may find
+ * no deterministic one within that budget; it then runs those it finds
+ * within PLAN_CAP in a workspace of the backend's own (spare), made when
+ * first needed and kept, rather than fail. */
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/cuda/internal.h"
@@ -105,6 +110,10 @@ static int usable(cudnnStatus_t status, cudnnDeterminism_t det, cudnnMathType_t 
 	       math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
 }
 
+/* The algorithm pickers: the first usable algorithm of cuDNN's ranking
+ * whose workspace is at most limit bytes, its workspace in *bytes.  1; 0
+ * when none fits (not recorded: the caller may try a larger limit); -1
+ * when cuDNN failed (recorded). */
 static int pick_fwd(conv_plan *p, size_t limit, size_t *bytes)
 {
 	cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -112,7 +121,7 @@ static int pick_fwd(conv_plan *p, size_t limit, size_t *bytes)
 	if (!cu_check_dnn(cudnnGetConvolutionForwardAlgorithm_v7(
 				  cu.dnn, p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
 				  &got, perf), "conv: forward algorithm"))
-		return 0;
+		return -1;
 	for (int i = 0; i < got; i++) {
 		if (!usable(perf[i].status, perf[i].determinism, perf[i].mathType) ||
 		    cudnnGetConvolutionForwardWorkspaceSize(cu.dnn, p->x, p->w, p->conv, p->y,
@@ -122,7 +131,7 @@ static int pick_fwd(conv_plan *p, size_t limit, size_t *bytes)
 		p->fwd = perf[i].algo;
 		return 1;
 	}
-	return cu_check_dnn(CUDNN_STATUS_NOT_SUPPORTED, "conv: no forward algorithm fits");
+	return 0;
 }
 
 static int pick_data(conv_plan *p, size_t limit, size_t *bytes)
@@ -133,7 +142,7 @@ static int pick_data(conv_plan *p, size_t limit, size_t *bytes)
 				  cu.dnn, p->w, p->y, p->conv, p->x,
 				  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf),
 			  "conv: backward data algorithm"))
-		return 0;
+		return -1;
 	for (int i = 0; i < got; i++) {
 		if (!usable(perf[i].status, perf[i].determinism, perf[i].mathType) ||
 		    cudnnGetConvolutionBackwardDataWorkspaceSize(cu.dnn, p->w, p->y, p->conv, p->x,
@@ -143,7 +152,7 @@ static int pick_data(conv_plan *p, size_t limit, size_t *bytes)
 		p->data = perf[i].algo;
 		return 1;
 	}
-	return cu_check_dnn(CUDNN_STATUS_NOT_SUPPORTED, "conv: no backward data algorithm fits");
+	return 0;
 }
 
 static int pick_filter(conv_plan *p, size_t limit, size_t *bytes)
@@ -154,7 +163,7 @@ static int pick_filter(conv_plan *p, size_t limit, size_t *bytes)
 				  cu.dnn, p->x, p->y, p->conv, p->w,
 				  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf),
 			  "conv: backward filter algorithm"))
-		return 0;
+		return -1;
 	for (int i = 0; i < got; i++) {
 		if (!usable(perf[i].status, perf[i].determinism, perf[i].mathType) ||
 		    cudnnGetConvolutionBackwardFilterWorkspaceSize(cu.dnn, p->x, p->y, p->conv,
@@ -164,18 +173,34 @@ static int pick_filter(conv_plan *p, size_t limit, size_t *bytes)
 		p->filter = perf[i].algo;
 		return 1;
 	}
-	return cu_check_dnn(CUDNN_STATUS_NOT_SUPPORTED, "conv: no backward filter algorithm fits");
+	return 0;
 }
 
-/* The plan for s whose workspace is at most limit bytes: the cached one
- * if it fits, else a new one in its place or a victim's. */
-static conv_plan *plan_for(const dlt_conv *s, size_t limit)
+static conv_plan *find_plan(const dlt_conv *s)
 {
-	conv_plan *p = NULL;
-	size_t f = 0, d = 0, w = 0;
-	for (int i = 0; i < PLANS && !p; i++)
+	for (int i = 0; i < PLANS; i++)
 		if (plans[i].s.n && !memcmp(&plans[i].s, s, sizeof(*s)))
-			p = &plans[i];
+			return &plans[i];
+	return NULL;
+}
+
+/* "conv n1 c2 8x6 k3 3x3 s2,2 p0,0 d1,1 g1", as test-cuda names a case */
+static void conv_name(const dlt_conv *s, char *buf, size_t n)
+{
+	snprintf(buf, n, "conv n%d c%d %dx%d k%d %dx%d s%d,%d p%d,%d d%d,%d g%d", s->n, s->c, s->h,
+		 s->w, s->k, s->kh, s->kw, s->sh, s->sw, s->ph, s->pw, s->dh, s->dw, s->groups);
+}
+
+/* Plans s with algorithms whose workspace is at most limit bytes: the
+ * cached plan when it fits, else a new one in its place or a victim's.
+ * NULL when cuDNN failed (recorded) or none fits: then *none is set, and
+ * it is recorded only if none is NULL. */
+static conv_plan *plan_for(const dlt_conv *s, size_t limit, int *none)
+{
+	conv_plan *p = find_plan(s);
+	size_t f = 0, d = 0, w = 0;
+	const char *what = "forward";
+	int rc;
 	if (p && p->bytes <= limit)
 		return p;
 	if (!p) {
@@ -183,8 +208,25 @@ static conv_plan *plan_for(const dlt_conv *s, size_t limit)
 		next_victim = (next_victim + 1) % PLANS;
 	}
 	p->s.n = 0;
-	if (!set_descs(p, s) || !pick_fwd(p, limit, &f) || !pick_data(p, limit, &d) ||
-	    !pick_filter(p, limit, &w))
+	if (!set_descs(p, s))
+		return NULL;
+	if ((rc = pick_fwd(p, limit, &f)) > 0) {
+		what = "backward data";
+		if ((rc = pick_data(p, limit, &d)) > 0) {
+			what = "backward filter";
+			rc = pick_filter(p, limit, &w);
+		}
+	}
+	if (rc == 0 && none)
+		*none = 1;
+	if (rc == 0 && !none) {
+		char why[192];
+		conv_name(s, why, sizeof(why));
+		snprintf(why + strlen(why), sizeof(why) - strlen(why),
+			 ": no deterministic %s algorithm within %zu bytes", what, limit);
+		cu_check_dnn(CUDNN_STATUS_NOT_SUPPORTED, why);
+	}
+	if (rc <= 0)
 		return NULL;
 	p->s = *s;
 	p->bytes = f > d ? (f > w ? f : w) : (d > w ? d : w);
@@ -225,7 +267,7 @@ static int budget_for(const dlt_conv *s, size_t *least)
 /* cuDNN's workspace for s, planned within PLAN_CAP, and remembered */
 static size_t dnn_floats(const dlt_conv *s)
 {
-	conv_plan *p = plan_for(s, PLAN_CAP);
+	conv_plan *p = plan_for(s, PLAN_CAP, NULL);
 	size_t floats = p ? (p->bytes + 3) / 4 : 0;
 	remember_budget(s, floats);
 	return floats;
@@ -236,14 +278,47 @@ size_t cu_conv_workspace(int prec, const dlt_conv *s)
 	return copies(prec, s) + dnn_floats(s);
 }
 
-/* The plan a forward or backward call may use with the caller's work */
-static conv_plan *plan_within(const dlt_conv *s)
+static void *spare;
+static size_t spare_bytes;
+
+/* The backend's own workspace of at least bytes, or NULL (recorded) */
+static void *spare_for(size_t bytes)
+{
+	if (bytes <= spare_bytes)
+		return spare;
+	/* the step's stream may still run on the smaller one */
+	if (!cu_check(cudaStreamSynchronize(cu.stream), "conv: workspace"))
+		return NULL;
+	if (spare)
+		cu_check(cudaFree(spare), "conv: workspace");
+	spare = NULL;
+	spare_bytes = 0;
+	if (!cu_check(cudaMalloc(&spare, bytes), "conv: workspace beyond the planned one"))
+		return NULL;
+	spare_bytes = bytes;
+	return spare;
+}
+
+/* The plan a forward or backward call uses, and in *ws the workspace it
+ * runs in: the caller's (work, after the copies) when the plan fits what
+ * conv_workspace planned for this shape at this batch or a larger one,
+ * else the spare.  NULL on failure (recorded). */
+static conv_plan *plan_within(const dlt_conv *s, float *work, void **ws)
 {
 	size_t budget = 0, limit;
+	conv_plan *p;
+	int none = 0;
 	if (!budget_for(s, &budget))
 		budget = dnn_floats(s);
 	limit = budget * sizeof(float);
-	return plan_for(s, limit < PLAN_CAP ? limit : PLAN_CAP);
+	if (limit > PLAN_CAP)
+		limit = PLAN_CAP;
+	if (!(p = find_plan(s)) && !(p = plan_for(s, limit, &none)) && none)
+		p = plan_for(s, PLAN_CAP, NULL);
+	if (!p)
+		return NULL;
+	*ws = p->bytes <= limit ? (void *)work : spare_for(p->bytes);
+	return *ws ? p : NULL;
 }
 
 static __global__ void round_copy(const float *x, float *y, size_t n, int prec)
@@ -293,19 +368,34 @@ static __global__ void channel_sum(const float *dy, float *db, int n, int k, siz
 
 static const float one = 1.0f, zero = 0.0f;
 
+/* A cuDNN call's failure, recorded with the shape, the algorithm and its
+ * workspace */
+static int dnn_ok(cudnnStatus_t st, const dlt_conv *s, const char *what, int algo,
+		  size_t bytes)
+{
+	char why[224];
+	if (st == CUDNN_STATUS_SUCCESS)
+		return 1;
+	conv_name(s, why, sizeof(why));
+	snprintf(why + strlen(why), sizeof(why) - strlen(why), ": %s (algorithm %d, %zu bytes)",
+		 what, algo, bytes);
+	return cu_check_dnn(st, why);
+}
+
 void cu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w,
 		     const float *b, float *y, int act, float slope, float *work)
 {
-	conv_plan *p = plan_within(s);
+	void *ws = NULL;
+	conv_plan *p = plan_within(s, work + copies(prec, s), &ws);
 	float *xr = work, *wr = xr + aligned(dlt_conv_x_floats(s));
-	float *ws = work + copies(prec, s);
 	size_t ny = dlt_conv_y_floats(s);
 	if (!p)
 		return;
 	x = rounded(x, dlt_conv_x_floats(s), prec, xr);
 	w = rounded(w, dlt_conv_w_floats(s), prec, wr);
-	if (!cu_check_dnn(cudnnConvolutionForward(cu.dnn, &one, p->x, x, p->w, w, p->conv, p->fwd,
-						  ws, p->bytes, &zero, p->y, y), "conv_forward"))
+	if (!dnn_ok(cudnnConvolutionForward(cu.dnn, &one, p->x, x, p->w, w, p->conv, p->fwd, ws,
+					    p->bytes, &zero, p->y, y),
+		    s, "forward", p->fwd, p->bytes))
 		return;
 	if (b || act != DLT_ACT_NONE) {
 		channel_bias_act<<<cu_blocks(ny), CU_THREADS, 0, cu.stream>>>(
@@ -317,10 +407,10 @@ void cu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w
 void cu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *w,
 		      const float *dy, float *dx, float *dw, float *db, float *work)
 {
-	conv_plan *p = plan_within(s);
+	void *ws = NULL;
+	conv_plan *p = plan_within(s, work + copies(prec, s), &ws);
 	float *xr = work, *wr = xr + aligned(dlt_conv_x_floats(s));
 	float *dyr = wr + aligned(dlt_conv_w_floats(s));
-	float *ws = work + copies(prec, s);
 	const float *dyp;
 	if (!p)
 		return;
@@ -331,14 +421,14 @@ void cu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *
 								(size_t)s->oh * s->ow);
 		cu_launched("conv_backward: bias");
 	}
-	cu_check_dnn(cudnnConvolutionBackwardFilter(cu.dnn, &one, p->x,
-						    rounded(x, dlt_conv_x_floats(s), prec, xr), p->y, dyp,
-						    p->conv, p->filter, ws, p->bytes, &zero, p->w, dw),
-		     "conv_backward: filter");
+	dnn_ok(cudnnConvolutionBackwardFilter(cu.dnn, &one, p->x,
+					      rounded(x, dlt_conv_x_floats(s), prec, xr), p->y, dyp,
+					      p->conv, p->filter, ws, p->bytes, &zero, p->w, dw),
+	       s, "backward filter", p->filter, p->bytes);
 	if (dx)
-		cu_check_dnn(cudnnConvolutionBackwardData(cu.dnn, &one, p->w,
-							  rounded(w, dlt_conv_w_floats(s), prec, wr), p->y,
-							  dyp, p->conv, p->data, ws, p->bytes, &zero,
-							  p->x, dx),
-			     "conv_backward: data");
+		dnn_ok(cudnnConvolutionBackwardData(cu.dnn, &one, p->w,
+						    rounded(w, dlt_conv_w_floats(s), prec, wr), p->y,
+						    dyp, p->conv, p->data, ws, p->bytes, &zero, p->x,
+						    dx),
+		       s, "backward data", p->data, p->bytes);
 }

@@ -86,6 +86,8 @@ void cu_act_backward(const float *x, const float *y, const float *dy, float *dx,
 void cu_bias_grad(const float *dy, float *db, int rows, int cols);
 void cu_softmax_xent(const float *logits, const int32_t *labels, int rows, int cols,
 		     float *dlogits, double *loss_sum, int *correct);
+void cu_pointwise_loss(int kind, float delta, const float *y, const float *t, int rows, int cols,
+		       float *dy, double *loss_sum);
 void cu_dropout(const float *x, float *y, float *mask, size_t n, float rate, uint64_t seed,
 		uint64_t stream);
 void cu_mul(const float *a, const float *b, float *y, size_t n);

@@ -65,9 +65,18 @@ int dlt_rank_info_get(dlt_rank_info *r)
 		/* the step's variables, which a batch script's own shell has not */
 		{ "srun", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_LOCALID", NULL },
 	};
+	static const char *const comms[] = { "nccl", "mpi" };
+	const char *comm = getenv("DLT_COMM");
+
 	memset(r, 0, sizeof(*r));
 	r->size = r->local_size = 1;
 	r->launcher = "";
+	r->comm = "";
+	for (size_t i = 0; comm && *comm && i < sizeof(comms) / sizeof(comms[0]); i++)
+		if (!strcmp(comm, comms[i]))
+			r->comm = comms[i];
+	if (comm && *comm && !*r->comm)
+		return dlt_error(DLT_EINPUT, "DLT_COMM: '%s' is not nccl or mpi", comm);
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		int size = env_int(kinds[i].size, 1), rank, local, local_size;
 		if (size == DLT_EINPUT)
@@ -173,8 +182,17 @@ static int nccl_id(void *lib, const dlt_rank_info *r, double timeout, unsigned c
 	if (r->rank == 0) {
 		if (!(make_id = (nccl_id_fn *)dlt_plugin_sym(lib, cuda_so, "dlt_comm_nccl_id", why,
 							      sizeof(why))) ||
-		    make_id(id, why, sizeof(why)) != 0)
+		    make_id(id, why, sizeof(why)) != 0) {
+			if (fd >= 0)
+				close(fd);
 			return dlt_error(DLT_EFAIL, "rank 0: %s", why);
+		}
+	}
+	/* one rank (DLT_COMM=nccl) keeps its own: no MPI to pass it on */
+	if (r->size == 1) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
 	}
 	if (fd >= 0) {
 		for (int i = 1; r->rank == 0 && i < r->size && rc == 0; i++)
@@ -227,8 +245,18 @@ fail:
 	return rc;
 }
 
+int dlt_comm_wanted(const dlt_rank_info *r)
+{
+	return r->size > 1 || (r->comm && *r->comm);
+}
+
 int dlt_comm_open(dlt_comm **out, const dlt_rank_info *r, int device, double timeout)
 {
+	const char *want = device < 0 ? "mpi" : "nccl";
+	*out = NULL;
+	if (r->comm && *r->comm && strcmp(r->comm, want))
+		return dlt_error(DLT_EINPUT, "DLT_COMM=%s: the run trains on %s, whose comm is "
+				 "%s", r->comm, device < 0 ? "the CPU" : "a GPU", want);
 	return device < 0 ? open_mpi(out, r, timeout) : open_nccl(out, r, device, timeout);
 }
 

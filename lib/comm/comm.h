@@ -22,10 +22,19 @@ typedef struct dlt_rank_info {
 	int rank, size;			/* 0 and 1 outside a job of several ranks */
 	int local_rank, local_size;	/* on this machine */
 	const char *launcher;		/* "mpirun", "srun", "dlt-train", "" */
+	/* DLT_COMM: "nccl" or "mpi" opens that comm whatever the ranks,
+	 * even for one (the whole bucket path then runs on one GPU or
+	 * core, the sums of one rank being its own values); "" opens the
+	 * device's comm for several ranks only */
+	const char *comm;
 } dlt_rank_info;
 
-/* DLT_EINPUT when a launcher's variables contradict each other. */
+/* DLT_EINPUT when a launcher's variables contradict each other, or
+ * DLT_COMM is neither nccl nor mpi. */
 int dlt_rank_info_get(dlt_rank_info *r);
+/* Whether a job of these ranks sums through a comm: several ranks, or
+ * DLT_COMM asked for one. */
+int dlt_comm_wanted(const dlt_rank_info *r);
 
 /* The Slurm job around this process (sbatch's script, srun's tasks): its
  * id, "" outside one and "JOBID_TASK" for a task of a job array, and
@@ -67,9 +76,10 @@ typedef struct dlt_comm {
 	long long point;
 } dlt_comm;
 
-/* The comm of a job of r->size > 1 ranks on device (-1: CPU ranks, MPI;
- * else NCCL on that GPU), with timeout seconds for any wait.  DLT_EFAIL
- * with the reason when it cannot be opened. */
+/* The comm of a job of ranks r (dlt_comm_wanted) on device (-1: CPU
+ * ranks, MPI; else NCCL on that GPU), with timeout seconds for any wait.
+ * DLT_EINPUT when r->comm names the other device's comm; DLT_EFAIL with
+ * the reason when it cannot be opened. */
 int dlt_comm_open(dlt_comm **c, const dlt_rank_info *r, int device, double timeout);
 void dlt_comm_close(dlt_comm *c);
 /* The GPU of a rank whose config says device: one per rank on a machine,

@@ -672,6 +672,33 @@ fail:
 	return rc;
 }
 
+const char *const dlt_loss_names[] = { "cross_entropy", "mse", "l1", "huber", "bce", NULL };
+
+/* train.loss: a name, or huber: {delta} */
+static int parse_loss(const dlt_node *train, dlt_config *c)
+{
+	static const char *const huber_keys[] = { "delta", NULL };
+	const char *path = "train.loss", *name;
+	const dlt_node *n = get(train, "loss"), *opts, *at;
+	int rc;
+
+	c->train.huber_delta = 1.0;
+	if (!n)
+		return 0;
+	DLT_TRY(choice(n, path, "loss", &name, &opts, &at));
+	c->train.loss = lookup(name, dlt_loss_names);
+	if (!c->train.loss)
+		return unknown(at, "loss", name, dlt_loss_names);
+	if (!strcmp(name, "huber")) {
+		DLT_TRY(as_map(opts, "train.loss.huber", huber_keys));
+		DLT_TRY(get_f64(opts, "train.loss.huber", "delta", POSITIVE, &c->train.huber_delta));
+	} else if (opts) {
+		return bad(opts, path, "%s takes no options", name);
+	}
+fail:
+	return rc;
+}
+
 static int parse_precision(const dlt_node *train, dlt_config *c)
 {
 	const dlt_node *n = get(train, "precision");
@@ -722,7 +749,7 @@ static int parse_train(const dlt_node *root, dlt_config *c)
 {
 	static const char *const keys[] = {
 		"epochs", "batch", "seed", "threads", "log_every", "precision", "loss_scale",
-		"optimizer", "schedule", NULL,
+		"optimizer", "schedule", "loss", NULL,
 	};
 	const dlt_node *t = get(root, "train");
 	int rc;
@@ -740,6 +767,7 @@ static int parse_train(const dlt_node *root, dlt_config *c)
 	DLT_TRY(parse_loss_scale(t, c));
 	DLT_TRY(parse_optim(t, &c->train.optim));
 	DLT_TRY(parse_sched(t, &c->train.sched));
+	DLT_TRY(parse_loss(t, c));
 fail:
 	return rc;
 }
@@ -822,18 +850,32 @@ static int parse_every(const dlt_node *ck, dlt_config *c)
 	return 0;
 }
 
-static const char *const metric_names[] = {
-	"train.loss", "train.acc", "val.loss", "val.acc", "test.loss", "test.acc", NULL,
-};
+/* The metrics a run records (dlt-train(1) METRICS): which of them the
+ * task has is known once the data is (dlt_train_run checks). */
+static const char *const metric_splits[] = { "train", "val", "test", NULL };
+static const char *const metric_kinds[] = { "loss", "acc", "top5", "rmse", "mae", "r2", "f1",
+					    NULL };
 
-/* The metric best: names must exist in every run of this config. */
+/* The metric best: SPLIT.NAME, and the split must exist in every run of
+ * this config. */
 static int check_metric(const dlt_node *n, const dlt_config *c, const char *metric)
 {
+	const char *dot = strchr(metric, '.');
+	char split[8];
+	if (!dot || dot - metric >= (int)sizeof(split) || !lookup(dot + 1, metric_kinds))
+		goto unknown;
+	memcpy(split, metric, (size_t)(dot - metric));
+	split[dot - metric] = 0;
+	if (!lookup(split, metric_splits))
+		goto unknown;
 	if (!strncmp(metric, "val.", 4) && c->data.val_split <= 0)
 		return bad(n, "checkpoint.best", "%s needs data.val_split > 0", metric);
 	if (!strncmp(metric, "test.", 5) && !c->data.test)
 		return bad(n, "checkpoint.best", "%s needs data.test", metric);
 	return 0;
+unknown:
+	return bad(n, "checkpoint.best", "unknown metric '%.64s' (train, val or test, then "
+		   "loss, acc, top5, rmse, mae, r2 or f1: e.g. val.rmse)", metric);
 }
 
 static int parse_ckpt(const dlt_node *root, dlt_config *c)
@@ -841,28 +883,25 @@ static int parse_ckpt(const dlt_node *root, dlt_config *c)
 	static const char *const keys[] = { "every", "keep", "best", "mode", NULL };
 	static const char *const modes[] = { "max", "min", NULL };
 	const dlt_node *k = get(root, "checkpoint");
-	const char *metric;
-	int rc, best = 0, mode = 0;
+	char *metric = NULL;
+	int rc, mode = 0;
 
 	c->ckpt.keep = 3;
 	DLT_TRY(as_map(k, "checkpoint", keys));
 	DLT_TRY(parse_every(k, c));
 	DLT_TRY(get_int(k, "checkpoint", "keep", 1, INT_MAX, &c->ckpt.keep));
-	DLT_TRY(get_word(k, "checkpoint", "best",
-			 "train.loss, train.acc, val.loss, val.acc, test.loss or test.acc",
-			 metric_names, &best));
+	DLT_TRY(get_str(k, "checkpoint", "best", "a metric", &metric));
 	DLT_TRY(get_word(k, "checkpoint", "mode", "max or min", modes, &mode));
-	if (mode && !best)
+	if (mode && !metric)
 		return bad(get(k, "mode"), "checkpoint.mode", "needs checkpoint.best");
-	if (!best)
+	if (!metric)
 		return 0;
-	metric = metric_names[best - 1];
 	DLT_TRY(check_metric(get(k, "best"), c, metric));
-	c->ckpt.best_max = mode ? mode == 1 : strstr(metric, ".acc") != NULL;
-	c->ckpt.best = dlt_strdup(metric);
-	if (!c->ckpt.best)
-		rc = DLT_ENOMEM;
+	c->ckpt.best_max = mode ? mode == 1 : dlt_metric_mode(metric) > 0;
+	c->ckpt.best = metric;
+	metric = NULL;
 fail:
+	free(metric);
 	return rc;
 }
 

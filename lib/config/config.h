@@ -101,6 +101,9 @@ typedef struct dlt_sched_cfg {
 	double min_lr;		/* cosine: floor (default 0) */
 } dlt_sched_cfg;
 
+/* train.loss's names, indexed by enum dlt_loss_kind (kernels.h) */
+extern const char *const dlt_loss_names[];
+
 typedef struct dlt_config {
 	char *path;		/* the file it came from */
 	struct {
@@ -133,6 +136,11 @@ typedef struct dlt_config {
 		} loss_scale;
 		dlt_optim_cfg optim;
 		dlt_sched_cfg sched;
+		/* train.loss: enum dlt_loss_kind + 1, 0: the task's own
+		 * (cross_entropy for classes, mse for float targets, bce for
+		 * multi-hot labels); huber: {delta}, default 1 */
+		int loss;
+		double huber_delta;
 	} train;
 	/* checkpoint: {every: epoch | N steps | N seconds, keep: N,
 	 * best: METRIC, mode: max | min} */
@@ -140,9 +148,9 @@ typedef struct dlt_config {
 		int every;		/* DLT_CKPT_EPOCH (default), _STEPS, _SECONDS */
 		long long every_n;	/* steps or seconds (1 for epoch) */
 		int keep;		/* newest checkpoints kept, default 3, >= 1 */
-		char *best;		/* "test.acc", "val.loss", ...; NULL: none */
-		int best_max;		/* mode: 1 max, 0 min; default max for
-					 * *.acc, min for *.loss */
+		char *best;		/* "test.acc", "val.rmse", ...; NULL: none */
+		int best_max;		/* mode: 1 max, 0 min; default
+					 * dlt_metric_mode's */
 	} ckpt;
 	/* dist: data parallelism (dlt-train(1) MULTI-GPU AND MULTI-NODE) */
 	struct {

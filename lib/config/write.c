@@ -256,6 +256,11 @@ int dlt_config_write_yaml(const dlt_config *c, dlt_buf *buf)
 		    f64(s, sizeof(s), c->train.loss_scale.init), c->train.loss_scale.growth_interval);
 	optim(&o, &c->train.optim);
 	sched(&o, &c->train.sched);
+	/* only when set: a config without it resolves to the task's loss */
+	if (c->train.loss && !strcmp(dlt_loss_names[c->train.loss - 1], "huber"))
+		put(&o, "  loss: {huber: {delta: %s}}\n", f64(s, sizeof(s), c->train.huber_delta));
+	else if (c->train.loss)
+		put(&o, "  loss: %s\n", dlt_loss_names[c->train.loss - 1]);
 	ckpt(&o, c);
 	/* seconds and megabytes: %g's six digits are all they need */
 	put(&o, "dist:\n  timeout: %g\n  bucket_mb: %g\n", c->dist.timeout, c->dist.bucket_mb);

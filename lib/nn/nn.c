@@ -756,6 +756,7 @@ int dlt_model_init(dlt_model *m, const dlt_config *c, const dlt_backend *be,
 	m->max_batch = max_batch;
 	m->in_shape = in;
 	m->out_features = n_classes;
+	m->loss = (dlt_loss){ .task = DLT_TASK_CLASS, .kind = DLT_LOSS_XENT, .outputs = n_classes };
 	m->seed = (uint64_t)c->train.seed;
 	m->prec = !strcmp(c->train.precision, "bf16") ? DLT_PREC_BF16
 		: !strcmp(c->train.precision, "fp16") ? DLT_PREC_F16 : DLT_PREC_F32;
@@ -797,6 +798,7 @@ void dlt_model_free(dlt_model *m)
 		}
 		dev_free(m->work);
 		dev_free(m->labels);
+		dev_free(m->targets);
 		if (!m->be->host) {
 			dev_free(m->dev_w);
 			dev_free(m->dev_g);
@@ -993,24 +995,43 @@ const char *dlt_model_error(const dlt_model *m)
 	return m->be->error ? m->be->error() : NULL;
 }
 
-double dlt_model_loss(dlt_model *m, const int32_t *labels, int batch, int *correct)
+int dlt_model_set_loss(dlt_model *m, const dlt_loss *l)
+{
+	if (l->outputs != m->out_features)
+		return dlt_error(DLT_EINPUT, "the model has %d outputs but the targets %d",
+				 m->out_features, l->outputs);
+	if (l->task != DLT_TASK_CLASS && !m->targets &&
+	    !(m->targets = alloc_rows(m, m->max_batch, (size_t)l->outputs, sizeof(float))))
+		return DLT_ENOMEM;
+	m->loss = *l;
+	return 0;
+}
+
+double dlt_model_loss(dlt_model *m, const void *targets, int batch, int *correct)
 {
 	double sum;
-	int hits;
-	float *dlogits = dlt_tensor_g(m, m->n_t - 1);
+	int hits = 0;
+	float *dy = dlt_tensor_g(m, m->n_t - 1);
+	const float *y = dlt_tensor_a(m, m->n_t - 1);
 	size_t n = (size_t)batch * m->out_features;
-	m->be->upload(m->labels, labels, (size_t)batch * sizeof(*labels));
-	m->be->softmax_xent(dlt_tensor_a(m, m->n_t - 1), m->labels, batch, m->out_features,
-			    dlogits, &sum, &hits);
+	if (m->loss.task == DLT_TASK_CLASS) {
+		m->be->upload(m->labels, targets, (size_t)batch * sizeof(int32_t));
+		m->be->softmax_xent(y, m->labels, batch, m->out_features, dy, &sum, &hits);
+	} else {
+		m->be->upload(m->targets, targets, n * sizeof(float));
+		m->be->pointwise_loss(m->loss.kind, m->loss.delta, y, m->targets, batch,
+				      m->out_features, dy, &sum);
+		sum /= m->out_features;
+	}
 	/* the gradient of the mean over grad_batch samples, of which these
-	 * are batch: softmax_xent's is over batch */
+	 * are batch: the loss's is over batch */
 	float k = m->loss_scale;
 	if (m->grad_batch && m->grad_batch != batch)
 		k = (float)((double)m->loss_scale * batch / m->grad_batch);
 	if (k != 1.0f)
-		m->be->scale(dlogits, n, k);
+		m->be->scale(dy, n, k);
 	if (m->prec != DLT_PREC_F32)
-		m->be->round(dlogits, n, m->prec);
+		m->be->round(dy, n, m->prec);
 	if (correct)
 		*correct = hits;
 	return sum / batch;

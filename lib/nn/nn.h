@@ -8,6 +8,7 @@
 #include "util/util.h"
 #include "config/config.h"
 #include "kernels/kernels.h"
+#include "nn/loss.h"
 
 /* The shape of one sample: channels, height, width (a vector of F
  * features is F x 1 x 1). */
@@ -62,7 +63,9 @@ typedef struct dlt_model {
 	/* the blocks of params' w, g, m, v and of the buffers in the
 	 * backend's memory (the host blocks themselves on a host backend) */
 	float *dev_w, *dev_g, *dev_m, *dev_v, *dev_bufs;
+	dlt_loss loss;		/* classification by default (dlt_model_set_loss) */
 	int32_t *labels;	/* max_batch labels in the backend's memory */
+	float *targets;		/* float targets: max_batch x out_features */
 	/* The input's two buffers: dlt_model_set_input fills one while the
 	 * step before may still read the other (its first layer's dW). */
 	float *in_buf[2];
@@ -100,10 +103,15 @@ float *dlt_model_input_grad(dlt_model *m);
 float *dlt_model_forward(dlt_model *m, int batch, int train, long long step);
 /* The last forward's logits (batch x out_features) copied to host memory. */
 void dlt_model_output(dlt_model *m, float *out, int batch);
-/* Softmax cross-entropy of the logits against labels (host memory); fills
- * the logits' gradient (times loss_scale); returns the mean loss, counts
- * correct predictions. */
-double dlt_model_loss(dlt_model *m, const int32_t *labels, int batch, int *correct);
+/* Trains the model for l's task and loss instead of softmax cross-
+ * entropy over classes; l->outputs must be out_features. */
+int dlt_model_set_loss(dlt_model *m, const dlt_loss *l);
+/* The loss of the last forward's outputs against targets (host memory,
+ * dlt_loss_target_size bytes a sample); fills the outputs' gradient
+ * (times loss_scale); returns the mean loss (over samples, and over
+ * outputs for element-wise losses).  Classification counts the correct
+ * predictions into *correct. */
+double dlt_model_loss(dlt_model *m, const void *targets, int batch, int *correct);
 /* Backpropagates from the loss gradient, filling every param's g. */
 void dlt_model_backward(dlt_model *m, int batch);
 /* Has backward call ready(ctx, off) as soon as the gradients from off to

@@ -13,8 +13,13 @@ void dlt_prep_data_free(dlt_prep_data *d)
 		for (int i = 0; i < d->num_classes; i++)
 			free(d->classes[i]);
 	free(d->classes);
+	if (d->t_names)
+		for (int i = 0; i < d->t_width; i++)
+			free(d->t_names[i]);
+	free(d->t_names);
 	free(d->x);
 	free(d->y);
+	free(d->t);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -77,6 +82,12 @@ static void stats_f32(struct stats *s, const float *x, size_t count, double scal
 	}
 }
 
+/* Bytes of one sample's float targets or multi-hot labels */
+static size_t t_size(const dlt_prep_data *d)
+{
+	return d->t_dtype ? (size_t)d->t_width * dlt_dtype_size(d->t_dtype) : 0;
+}
+
 static int stats(struct stats *s, const dlt_prep_data *d, const void *x, size_t n)
 {
 	size_t count = n * (d->sample_size / dlt_dtype_size(d->dtype));
@@ -102,7 +113,17 @@ static void meta_doubles(dlt_json *j, const char *key, const double *v, size_t n
 	dlt_json_array_end(j);
 }
 
-static int meta(dlt_json *j, const dlt_prep_data *d, size_t n, const struct stats *s)
+static void meta_names(dlt_json *j, const char *key, char *const *names, int n)
+{
+	dlt_json_array_begin(j, key);
+	for (int i = 0; i < n; i++)
+		dlt_json_str(j, NULL, names[i]);
+	dlt_json_array_end(j);
+}
+
+/* ts: the float targets' stats (a mean and std per column), or NULL */
+static int meta(dlt_json *j, const dlt_prep_data *d, size_t n, const struct stats *s,
+		const struct stats *ts)
 {
 	dlt_json_begin(j);
 	dlt_json_str(j, "kind", "dataset");
@@ -114,15 +135,17 @@ static int meta(dlt_json *j, const dlt_prep_data *d, size_t n, const struct stat
 	dlt_json_array_end(j);
 	if (d->y)
 		dlt_json_int(j, "num_classes", d->num_classes);
-	if (d->classes) {
-		dlt_json_array_begin(j, "classes");
-		for (int i = 0; i < d->num_classes; i++)
-			dlt_json_str(j, NULL, d->classes[i]);
-		dlt_json_array_end(j);
-	}
+	if (d->classes)
+		meta_names(j, "classes", d->classes, d->num_classes);
+	if (d->t_names)
+		meta_names(j, d->t_dtype == DLT_F32 ? "targets" : "labels", d->t_names, d->t_width);
 	dlt_json_num(j, "scale", d->scale);
 	meta_doubles(j, "mean", s->mean, s->n);
 	meta_doubles(j, "std", s->std, s->n);
+	if (ts) {
+		meta_doubles(j, "target_mean", ts->mean, ts->n);
+		meta_doubles(j, "target_std", ts->std, ts->n);
+	}
 	dlt_json_end(j);
 	return dlt_json_ok(j);
 }
@@ -130,7 +153,8 @@ static int meta(dlt_json *j, const dlt_prep_data *d, size_t n, const struct stat
 /* Writes samples [0, n) of x and y as one archive, left open for the
  * caller to close once every part is written. */
 static int write_part(dlt_archive_writer **w, const char *path, const dlt_prep_data *d,
-		      const void *x, const int32_t *y, size_t n, const struct stats *s, int codec)
+		      const void *x, const int32_t *y, const void *t, size_t n,
+		      const struct stats *s, const struct stats *ts, int codec)
 {
 	uint64_t dims[DLT_MAX_DIMS];
 	dlt_json j = { 0 };
@@ -142,7 +166,11 @@ static int write_part(dlt_archive_writer **w, const char *path, const dlt_prep_d
 	DLT_TRY(dlt_archive_write_tensor(*w, "x", d->dtype, d->ndim + 1, dims, x, codec, 0));
 	if (y)
 		DLT_TRY(dlt_archive_write_tensor(*w, "y", DLT_I32, 1, dims, y, codec, 0));
-	DLT_TRY(meta(&j, d, n, s));
+	if (t) {
+		uint64_t tdims[2] = { n, (uint64_t)d->t_width };
+		DLT_TRY(dlt_archive_write_tensor(*w, "y", d->t_dtype, 2, tdims, t, codec, 0));
+	}
+	DLT_TRY(meta(&j, d, n, s, ts));
 	DLT_TRY(dlt_archive_write_meta(*w, j.buf.data));
 fail:
 	dlt_json_free(&j);
@@ -150,17 +178,36 @@ fail:
 }
 
 /* The samples in permuted order, in new buffers. */
-static int gather(const dlt_prep_data *d, const uint32_t *perm, void **x, int32_t **y)
+static int gather(const dlt_prep_data *d, const uint32_t *perm, void **x, int32_t **y,
+		  void **t)
 {
+	size_t ts = t_size(d);
 	if (!(*x = dlt_calloc(d->n, d->sample_size)) ||
-	    (d->y && !(*y = dlt_calloc(d->n, sizeof(**y)))))
+	    (d->y && !(*y = dlt_calloc(d->n, sizeof(**y)))) ||
+	    (d->t && !(*t = dlt_calloc(d->n, ts))))
 		return DLT_ENOMEM;
 	for (size_t i = 0; i < d->n; i++) {
 		memcpy((char *)*x + i * d->sample_size,
 		       (const char *)d->x + perm[i] * d->sample_size, d->sample_size);
 		if (d->y)
 			(*y)[i] = d->y[perm[i]];
+		if (d->t)
+			memcpy((char *)*t + i * ts, (const char *)d->t + perm[i] * ts, ts);
 	}
+	return 0;
+}
+
+/* The float targets' mean and std per column, of the first part: the
+ * trainer standardises them with these, and dlt-infer turns predictions
+ * back into the targets' units. */
+static int target_stats(struct stats *ts, const dlt_prep_data *d, const float *t, size_t n)
+{
+	ts->n = (size_t)d->t_width;
+	ts->mean = dlt_calloc(ts->n, sizeof(double));
+	ts->std = dlt_calloc(ts->n, sizeof(double));
+	if (!ts->mean || !ts->std)
+		return DLT_ENOMEM;
+	stats_f32(ts, t, n * ts->n, 1);
 	return 0;
 }
 
@@ -195,12 +242,13 @@ int dlt_prep_write(const dlt_prep_data *d, const dlt_prep_opts *o)
 {
 	size_t n1 = dlt_prep_split_count(d->n, o->split);
 	dlt_archive_writer *w1 = NULL, *w2 = NULL;
-	struct stats s = { 0 };
+	struct stats s = { 0 }, ts = { 0 };
 	uint32_t *perm = NULL;
-	void *xs = NULL;
+	void *xs = NULL, *tsamples = NULL;
 	int32_t *ys = NULL;
-	const void *x = d->x;
+	const void *x = d->x, *t = d->t;
 	const int32_t *y = d->y;
+	const size_t tb = t_size(d);
 	int rc;
 
 	DLT_TRY(check_opts(d, o, n1));
@@ -212,15 +260,19 @@ int dlt_prep_write(const dlt_prep_data *d, const dlt_prep_opts *o)
 		}
 		dlt_rng_init(&r, o->seed, 0);
 		dlt_rng_permute(&r, perm, d->n);
-		DLT_TRY(gather(d, perm, &xs, &ys));
+		DLT_TRY(gather(d, perm, &xs, &ys, &tsamples));
 		x = xs;
 		y = ys;
+		t = tsamples;
 	}
 	DLT_TRY(stats(&s, d, x, n1));
-	DLT_TRY(write_part(&w1, o->out, d, x, y, n1, &s, o->codec));
+	if (t && d->t_dtype == DLT_F32)
+		DLT_TRY(target_stats(&ts, d, t, n1));
+	DLT_TRY(write_part(&w1, o->out, d, x, y, t, n1, &s, ts.n ? &ts : NULL, o->codec));
 	if (o->out2)
 		DLT_TRY(write_part(&w2, o->out2, d, (const char *)x + n1 * d->sample_size,
-				   y ? y + n1 : NULL, d->n - n1, &s, o->codec));
+				   y ? y + n1 : NULL, t ? (const char *)t + n1 * tb : NULL,
+				   d->n - n1, &s, ts.n ? &ts : NULL, o->codec));
 	rc = close_parts(w1, w2, o);
 	w1 = w2 = NULL;
 fail:
@@ -230,8 +282,11 @@ fail:
 		dlt_archive_writer_abort(w2);
 	free(s.mean);
 	free(s.std);
+	free(ts.mean);
+	free(ts.std);
 	free(perm);
 	free(xs);
 	free(ys);
+	free(tsamples);
 	return rc;
 }

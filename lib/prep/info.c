@@ -12,6 +12,11 @@ struct info {
 	dlt_jval m;		/* parsed */
 	uint64_t *counts;	/* samples per class, when the archive has labels */
 	size_t k;
+	/* multi-label (y u8 [N, K]): samples with each label set */
+	uint64_t *positives;
+	/* float targets (y f32 [N, K]): each column's least and greatest */
+	double *tmin, *tmax;
+	size_t kt;		/* K of either */
 };
 
 static const dlt_jval *meta_get(const struct info *in, const char *key)
@@ -54,6 +59,74 @@ static int count_classes(struct info *in)
 fail:
 	free(buf);
 	return rc;
+}
+
+/* Multi-hot labels: how many samples have each; every cell must be 0 or 1 */
+static int count_positives(struct info *in)
+{
+	const dlt_tensor_info *t;
+	void *buf = NULL;
+	uint8_t *y;
+	int rc;
+
+	DLT_TRY(dlt_archive_read_alloc(in->a, "y", DLT_U8, 2, &t, &buf));
+	y = buf;
+	in->kt = (size_t)t->dims[1];
+	if (!(in->positives = dlt_calloc(in->kt ? in->kt : 1, sizeof(*in->positives)))) {
+		rc = DLT_ENOMEM;
+		goto fail;
+	}
+	for (uint64_t i = 0; i < t->count; i++) {
+		if (y[i] > 1) {
+			rc = dlt_error(DLT_EINPUT, "%s: tensor 'y': label %d at %llu is not 0 or 1",
+				       dlt_archive_path(in->a), y[i], (unsigned long long)i);
+			goto fail;
+		}
+		in->positives[i % in->kt] += y[i];
+	}
+fail:
+	free(buf);
+	return rc;
+}
+
+/* Float targets: each column's range */
+static int target_range(struct info *in)
+{
+	const dlt_tensor_info *t;
+	void *buf = NULL;
+	float *y;
+	int rc;
+
+	DLT_TRY(dlt_archive_read_alloc(in->a, "y", DLT_F32, 2, &t, &buf));
+	y = buf;
+	in->kt = (size_t)t->dims[1];
+	if (!(in->tmin = dlt_calloc(in->kt ? in->kt : 1, sizeof(double))) ||
+	    !(in->tmax = dlt_calloc(in->kt ? in->kt : 1, sizeof(double)))) {
+		rc = DLT_ENOMEM;
+		goto fail;
+	}
+	for (uint64_t i = 0; i < t->count; i++) {
+		size_t k = i % in->kt;
+		if (i < in->kt || y[i] < in->tmin[k])
+			in->tmin[k] = y[i];
+		if (i < in->kt || y[i] > in->tmax[k])
+			in->tmax[k] = y[i];
+	}
+fail:
+	free(buf);
+	return rc;
+}
+
+/* What y holds, by its dtype: class ids, multi-hot labels, float targets */
+static int describe_y(struct info *in)
+{
+	const dlt_tensor_info *t = dlt_archive_find(in->a, "y");
+
+	if (t && t->dtype == DLT_U8 && t->ndim == 2)
+		return count_positives(in);
+	if (t && t->dtype == DLT_F32 && t->ndim == 2)
+		return target_range(in);
+	return count_classes(in);
 }
 
 static int shape_text(dlt_buf *b, const dlt_tensor_info *t)
@@ -146,6 +219,69 @@ fail:
 	return rc;
 }
 
+/* A name from a metadata array of kt names, or nothing */
+static int name_text(dlt_buf *out, const dlt_jval *names, size_t i)
+{
+	if (!names)
+		return 0;
+	DLT_TRY_RC(dlt_buf_append(out, "  ", 2));
+	return value_text(out, &names->items[i]);
+}
+
+/* Float targets (their standardisation and range) or multi-hot labels
+ * (how many samples have each), one line a column */
+static int targets_text(dlt_buf *out, const struct info *in)
+{
+	const dlt_jval *names = meta_get(in, in->positives ? "labels" : "targets");
+	const dlt_jval *mean = meta_get(in, "target_mean"), *std = meta_get(in, "target_std");
+	int rc = 0;
+
+	if (!in->positives && !in->tmin)
+		return 0;
+	if (names && (names->type != DLT_JARR || names->n != in->kt))
+		names = NULL;
+	if (mean && (mean->type != DLT_JARR || mean->n != in->kt))
+		mean = NULL;
+	if (std && (std->type != DLT_JARR || std->n != in->kt))
+		std = NULL;
+	if (in->positives)
+		DLT_TRY(dlt_buf_printf(out, "labels:\n  %5s  %10s%s\n", "#", "positives",
+				       names ? "  name" : ""));
+	else
+		DLT_TRY(dlt_buf_printf(out, "targets:\n  %5s  %12s  %12s  %12s  %12s%s\n", "#",
+				       "mean", "std", "min", "max", names ? "  name" : ""));
+	for (size_t i = 0; i < in->kt; i++) {
+		if (in->positives) {
+			DLT_TRY(dlt_buf_printf(out, "  %5zu  %10llu", i,
+					       (unsigned long long)in->positives[i]));
+		} else {
+			DLT_TRY(dlt_buf_printf(out, "  %5zu", i));
+			DLT_TRY(mean && mean->items[i].type == DLT_JNUM ?
+				dlt_buf_printf(out, "  %12.6g", mean->items[i].num) :
+				dlt_buf_printf(out, "  %12s", "-"));
+			DLT_TRY(std && std->items[i].type == DLT_JNUM ?
+				dlt_buf_printf(out, "  %12.6g", std->items[i].num) :
+				dlt_buf_printf(out, "  %12s", "-"));
+			DLT_TRY(dlt_buf_printf(out, "  %12.6g  %12.6g", in->tmin[i], in->tmax[i]));
+		}
+		DLT_TRY(name_text(out, names, i));
+		DLT_TRY(dlt_buf_append(out, "\n", 1));
+	}
+fail:
+	return rc;
+}
+
+/* Metadata that a table shows instead */
+static int in_table(const struct info *in, const char *key)
+{
+	if (in->counts && strcmp(key, "classes") == 0)
+		return 1;
+	if (in->positives && strcmp(key, "labels") == 0)
+		return 1;
+	return in->tmin && (strcmp(key, "targets") == 0 || strcmp(key, "target_mean") == 0 ||
+			    strcmp(key, "target_std") == 0);
+}
+
 static int info_text(dlt_buf *out, const struct info *in)
 {
 	const dlt_jval *kind;
@@ -157,7 +293,7 @@ static int info_text(dlt_buf *out, const struct info *in)
 	/* the metadata in its own order; the class names go in the table */
 	for (size_t i = 0; in->meta && in->m.type == DLT_JOBJ && i < in->m.n; i++) {
 		const dlt_jval *v = &in->m.items[i];
-		if (in->counts && strcmp(v->key, "classes") == 0)
+		if (in_table(in, v->key))
 			continue;
 		DLT_TRY(dlt_buf_printf(out, "%s: ", v->key));
 		DLT_TRY(value_text(out, v));
@@ -167,6 +303,7 @@ static int info_text(dlt_buf *out, const struct info *in)
 	    kind->type == DLT_JSTR && strcmp(kind->str, "dataset") == 0)
 		DLT_TRY(dlt_buf_printf(out, "labels: none\n"));
 	DLT_TRY(classes_text(out, in));
+	DLT_TRY(targets_text(out, in));
 fail:
 	return rc;
 }
@@ -205,6 +342,22 @@ static int info_json(dlt_buf *out, const struct info *in)
 			dlt_json_int(&j, NULL, (long long)in->counts[i]);
 		dlt_json_array_end(&j);
 	}
+	if (in->positives) {
+		dlt_json_array_begin(&j, "positives");
+		for (size_t i = 0; i < in->kt; i++)
+			dlt_json_int(&j, NULL, (long long)in->positives[i]);
+		dlt_json_array_end(&j);
+	}
+	if (in->tmin) {
+		dlt_json_array_begin(&j, "target_min");
+		for (size_t i = 0; i < in->kt; i++)
+			dlt_json_num(&j, NULL, in->tmin[i]);
+		dlt_json_array_end(&j);
+		dlt_json_array_begin(&j, "target_max");
+		for (size_t i = 0; i < in->kt; i++)
+			dlt_json_num(&j, NULL, in->tmax[i]);
+		dlt_json_array_end(&j);
+	}
 	dlt_json_end(&j);
 	if ((rc = dlt_json_ok(&j)) == 0)
 		rc = dlt_buf_printf(out, "%s\n", j.buf.data);
@@ -225,12 +378,15 @@ int dlt_prep_info(const char *path, int json, dlt_buf *out)
 			goto fail;
 		}
 	}
-	DLT_TRY(count_classes(&in));
+	DLT_TRY(describe_y(&in));
 	rc = json ? info_json(out, &in) : info_text(out, &in);
 fail:
 	if (in.meta)
 		dlt_jval_free(&in.m);
 	free(in.counts);
+	free(in.positives);
+	free(in.tmin);
+	free(in.tmax);
 	if (in.a)
 		dlt_archive_close(in.a);
 	return rc;

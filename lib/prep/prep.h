@@ -1,11 +1,19 @@
-/* prep: raw data (IDX, CSV) into a .dlt dataset archive.
+/* prep: raw data (IDX, CSV, NumPy arrays, image folders) into a .dlt
+ * dataset archive.
  *
  * A dataset archive holds tensor "x" (the samples, [N, per-sample dims]),
- * tensor "y" (i32 class ids [N], 0..K-1) and one metadata object:
- *   {"kind":"dataset","source":"idx"|"csv","n":N,"shape":[dims],
+ * tensor "y" (the targets) and one metadata object:
+ *   {"kind":"dataset","source":"idx"|"csv"|...,"n":N,"shape":[dims],
  *    "num_classes":K,"classes":[names] (string labels only),
  *    "scale":S,"mean":[...],"std":[...]}
- * A dataset without labels (new data for dlt-infer) has no "y", and no
+ * y's dtype says the task (dlt(7), ARCHIVE KINDS):
+ *   i32 [N]      class ids 0..K-1 (classification);
+ *   f32 [N, K]   K float targets a sample (regression), with "targets"
+ *                (column names, when known), "target_mean" and
+ *                "target_std" (the first part's, as for x) in the metadata;
+ *   u8 [N, K]    K labels of 0 or 1 a sample (multi-label), with
+ *                "labels" (their names) in the metadata.
+ * A dataset without targets (new data for dlt-infer) has no "y", and no
  * num_classes or classes in its metadata.
  * The trainer feeds (x*scale - mean[j % len]) / std[j % len], where j is the
  * element's index within its sample: images carry one global mean and std,
@@ -34,9 +42,14 @@ typedef struct dlt_prep_data {
 	size_t n;		/* samples */
 	size_t sample_size;	/* bytes of one sample of x */
 	void *x;
-	int32_t *y;		/* NULL: no labels */
-	int num_classes;	/* 0 without labels */
+	int32_t *y;		/* class ids, or NULL */
+	int num_classes;	/* 0 without class ids */
 	char **classes;		/* names in class-id order, or NULL */
+	/* Instead of y: float targets (t_dtype DLT_F32) or multi-hot labels
+	 * (DLT_U8, each 0 or 1), t_width a sample; t_dtype 0: none. */
+	int t_dtype, t_width;
+	void *t;
+	char **t_names;		/* t_width names, or NULL */
 	double scale;		/* the trainer multiplies x by it */
 } dlt_prep_data;
 
@@ -48,13 +61,76 @@ int dlt_prep_read_idx(dlt_prep_data *d, const char *images, const char *labels);
 
 enum { DLT_CSV_HEADER_AUTO = -1, DLT_CSV_NO_HEADER = 0, DLT_CSV_HEADER = 1 };
 
-/* Reads a numeric CSV file ("-" for stdin).  label is a header name or a
- * 0-based column index, or NULL for data without labels (every column a
- * feature, d->y NULL); header is one of DLT_CSV_*.  Labels that are all
- * non-negative integers are the class ids; otherwise the distinct strings,
- * sorted bytewise, get ids 0..K-1 and become d->classes.  x is f32 [N, F]
- * with the label column left out. */
-int dlt_prep_read_csv(dlt_prep_data *d, const char *path, const char *label, int header);
+/* What the y columns of a CSV file are */
+enum { DLT_CSV_CLASSES, DLT_CSV_TARGETS, DLT_CSV_LABELS };
+
+typedef struct dlt_csv_opts {
+	int header;		/* DLT_CSV_HEADER_AUTO, _NO_HEADER or _HEADER */
+	int kind;		/* DLT_CSV_CLASSES, _TARGETS or _LABELS */
+	/* CLASSES: one column, a header name or a 0-based index, or NULL for
+	 * data without labels (every column a feature, no y).  TARGETS and
+	 * LABELS: a comma-separated list of such columns. */
+	const char *cols;
+	int classes;		/* take labels that look continuous as classes all the same */
+} dlt_csv_opts;
+
+/* Reads a numeric CSV file ("-" for stdin); x is f32 [N, F], the y
+ * columns left out.  CLASSES: labels that are all non-negative integers
+ * are the class ids; otherwise the distinct strings, sorted bytewise, get
+ * ids 0..K-1 and become d->classes, unless they look continuous (every
+ * one a number, and more than half of them distinct and more than half
+ * not integers): that is refused, naming --target, without o->classes.
+ * TARGETS: float targets, t f32 [N, K]; LABELS: multi-hot labels, t u8
+ * [N, K], each cell 0 or 1; their header names become t_names. */
+int dlt_prep_read_csv(dlt_prep_data *d, const char *path, const dlt_csv_opts *o);
+
+/* Reads NumPy arrays: x from xpath, a .npy file or an .npz archive (its
+ * array xname, "x" by default, or arr_0 as np.savez names arrays given
+ * without names); y from ypath (a .npy, or an .npz's array yname or "y"),
+ * or without ypath from the .npz of x (its array yname, or "y" or arr_1
+ * when it has one: none means a dataset without targets).  Either path
+ * may be "-".  x of u8 stays u8 (scale 1/255), others become f32, [N,
+ * ...] with N the first axis (a 1-D x is one feature a sample).  y of
+ * integers or bools of [N] is class ids; floats of [N] or [N, K] are
+ * float targets; integers or bools of [N, K] are multi-hot labels. */
+int dlt_prep_read_npy(dlt_prep_data *d, const char *xpath, const char *ypath, const char *xname,
+		      const char *yname);
+
+/* Images (lib/prep/images.c).  An image of more pixels than this (8192 x
+ * 8192) is refused from its header, before anything of its size is
+ * allocated; so is a --size of more. */
+#define DLT_PREP_MAX_PIXELS (1u << 26)
+
+typedef struct dlt_prep_image {
+	const char *format;	/* "PNG" or "JPEG" */
+	uint32_t h, w;
+	int grey;		/* one channel in the file: PNG grey, JPEG of one component */
+} dlt_prep_image;
+
+/* The header of a PNG or JPEG image of n bytes; name is for messages. */
+int dlt_prep_image_info(const void *data, size_t n, const char *name, dlt_prep_image *info);
+
+/* Decodes a PNG or JPEG image of n bytes into out, u8 [c, oh, ow]: c 1
+ * (grey, by PIL's convert("L") of RGB) or 3 (RGB; grey repeated), alpha
+ * dropped, 16-bit samples scaled to 8; then, when the image is not oh x
+ * ow, resized as torchvision's Resize (PIL's antialiased bilinear) so it
+ * covers oh x ow, and cropped as CenterCrop.  Damaged or hostile data is
+ * DLT_EINPUT with a message that starts with name; libpng and libjpeg
+ * print nothing. */
+int dlt_prep_decode_image(const void *data, size_t n, const char *name, int c, uint32_t oh,
+			  uint32_t ow, uint8_t *out);
+
+typedef struct dlt_prep_image_opts {
+	uint32_t h, w;		/* every image resized and cropped to h x w; 0: none */
+	int channels;		/* 1 or 3; 0: 1 if the first image is grey, else 3 */
+	int threads;		/* decoding at once; 0: dlt_env_threads() */
+} dlt_prep_image_opts;
+
+/* Reads a folder of class folders of PNG and JPEG images, as torchvision's
+ * ImageFolder (the order and the files read: lib/prep/images.c).  x is u8
+ * [N, C, H, W] with scale 1/255, y the class ids, classes the folders'
+ * names.  Without a size every image must be the first one's size. */
+int dlt_prep_read_images(dlt_prep_data *d, const char *dir, const dlt_prep_image_opts *o);
 
 typedef struct dlt_prep_opts {
 	const char *out;	/* "-" for stdout */

@@ -495,12 +495,6 @@ const char *dlt_runs_config(const dlt_runinfo *r, const char *key)
 	return NULL;
 }
 
-int dlt_runs_mode(const char *metric)
-{
-	size_t n = strlen(metric);
-	return n >= 4 && strcmp(metric + n - 4, "loss") == 0 ? -1 : 1;
-}
-
 double dlt_runs_best_value(const dlt_series *s, int mode)
 {
 	double best = NAN;
@@ -513,13 +507,179 @@ double dlt_runs_best_value(const dlt_series *s, int mode)
 
 const char *dlt_runs_main_metric(const dlt_runinfo *runs, size_t n)
 {
-	static const char *const order[] = { "test.acc", "val.acc", "train.loss" };
+	/* classifiers and multi-label runs record acc, regressions rmse;
+	 * every run records loss */
+	static const char *const order[] = { "test.acc", "val.acc", "test.rmse", "val.rmse",
+		"test.f1", "val.f1", NULL };
 
-	for (int k = 0; k < 2; k++)
+	for (int k = 0; order[k]; k++)
 		for (size_t i = 0; i < n; i++)
 			if (dlt_runs_series(&runs[i], order[k]))
 				return order[k];
-	return order[2];
+	return "train.loss";
+}
+
+/* ---- choosing and ordering runs ---------------------------------------- */
+
+int dlt_runs_where_check(const char *w)
+{
+	if (!strchr(w, '=') || w[0] == '=' || w[0] == '!')
+		return dlt_error(DLT_EINPUT, "'%s' is not KEY=VALUE or KEY!=VALUE", w);
+	return 0;
+}
+
+/* The next item of the comma-separated list *list into item; advances
+ * *list. */
+static const char *next_item(const char **list, char *item, size_t size)
+{
+	size_t n = strcspn(*list, ",");
+
+	snprintf(item, size, "%.*s", (int)n, *list);
+	*list += n + ((*list)[n] != 0);
+	return item;
+}
+
+static int same_value(const char *a, const char *b)
+{
+	char *end_a, *end_b;
+	double x = strtod(a, &end_a), y = strtod(b, &end_b);
+
+	if (*a && *b && !*end_a && !*end_b)
+		return x == y;		/* 1e-2 is 0.01 */
+	return strcmp(a, b) == 0;
+}
+
+static int matches(const dlt_runinfo *r, const char *const *where, size_t nwhere,
+		   const char *status)
+{
+	if (status) {
+		const char *s = status;
+		char one[32] = "";
+		while (*s && strcmp(next_item(&s, one, sizeof(one)), r->status))
+			;
+		if (strcmp(one, r->status))
+			return 0;
+	}
+	for (size_t i = 0; i < nwhere; i++) {
+		const char *w = where[i], *eq = strchr(w, '=');
+		int neg = eq[-1] == '!';
+		char key[256];
+		const char *v;
+
+		snprintf(key, sizeof(key), "%.*s", (int)(eq - w - neg), w);
+		v = dlt_runs_config(r, key);
+		if (neg ? v && same_value(v, eq + 1) : !v || !same_value(v, eq + 1))
+			return 0;
+	}
+	return 1;
+}
+
+int dlt_runs_filter(dlt_runinfo *runs, size_t *n, const char *const *where, size_t nwhere,
+		    const char *status)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < nwhere; i++)
+		DLT_TRY_RC(dlt_runs_where_check(where[i]));
+	for (size_t i = 0; i < nwhere && *n; i++) {
+		char key[256];
+		size_t k = 0;
+		snprintf(key, sizeof(key), "%.*s", (int)strcspn(where[i], "!="), where[i]);
+		while (k < *n && !dlt_runs_config(&runs[k], key))
+			k++;
+		if (k == *n)
+			return dlt_error(DLT_EINPUT, "no run has config key '%s'", key);
+	}
+	for (size_t i = 0; i < *n; i++) {
+		if (matches(&runs[i], where, nwhere, status))
+			runs[kept++] = runs[i];
+		else
+			dlt_runs_free(&runs[i]);
+	}
+	*n = kept;
+	return 0;
+}
+
+static const char *const properties[] = { "run", "status", "start", "duration", "epochs",
+	"samples/s", "samples_per_s", NULL };
+
+int dlt_runs_is_property(const char *key)
+{
+	for (int i = 0; properties[i]; i++)
+		if (strcmp(key, properties[i]) == 0)
+			return 1;
+	return 0;
+}
+
+struct order {
+	const char *key;
+	int mode;		/* of a metric */
+	int reverse;
+};
+
+static double sort_value(const dlt_runinfo *r, const struct order *o)
+{
+	if (strcmp(o->key, "start") == 0)
+		return r->start;
+	if (strcmp(o->key, "duration") == 0)
+		return r->duration;
+	if (strcmp(o->key, "epochs") == 0)
+		return (double)r->epoch;
+	if (strcmp(o->key, "samples/s") == 0 || strcmp(o->key, "samples_per_s") == 0)
+		return r->samples_per_s;
+	/* a metric: best first, runs without it last */
+	return -o->mode * dlt_runs_best_value(dlt_runs_series(r, o->key), o->mode);
+}
+
+static int cmp_runs(const void *pa, const void *pb, void *ctx)
+{
+	const dlt_runinfo *a = pa, *b = pb;
+	const struct order *o = ctx;
+	int c;
+
+	if (strcmp(o->key, "run") == 0)
+		c = strcmp(a->dir, b->dir);
+	else if (strcmp(o->key, "status") == 0)
+		c = strcmp(a->status, b->status);
+	else {
+		double x = sort_value(a, o), y = sort_value(b, o);
+		if (isnan(x) || isnan(y))
+			return isnan(x) - isnan(y);
+		c = (x > y) - (x < y);
+	}
+	c = o->reverse ? -c : c;
+	return c ? c : strcmp(a->dir, b->dir);
+}
+
+void dlt_runs_sort(dlt_runinfo *runs, size_t n, const char *key, int reverse)
+{
+	struct order o = { key, key ? dlt_metric_mode(key) : 0, reverse };
+
+	if (key) {
+		qsort_r(runs, n, sizeof(*runs), cmp_runs, &o);
+		return;
+	}
+	for (size_t i = 0; reverse && i < n / 2; i++) {
+		dlt_runinfo t = runs[i];
+		runs[i] = runs[n - 1 - i];
+		runs[n - 1 - i] = t;
+	}
+}
+
+const dlt_runinfo *dlt_runs_best(const dlt_runinfo *runs, size_t n, const char *metric,
+				 int mode)
+{
+	const dlt_runinfo *top = NULL;
+	double top_v = NAN;
+
+	for (size_t i = 0; i < n; i++) {
+		double v = dlt_runs_best_value(dlt_runs_series(&runs[i], metric), mode);
+		if (!isnan(v) && (!top || (mode > 0 ? v > top_v : v < top_v))) {
+			top = &runs[i];
+			top_v = v;
+		}
+	}
+	return top;
 }
 
 int dlt_runs_checkpoint(const dlt_runinfo *r, char **path)

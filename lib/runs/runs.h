@@ -67,13 +67,37 @@ const dlt_series *dlt_runs_series(const dlt_runinfo *r, const char *metric);
 const char *dlt_runs_config(const dlt_runinfo *r, const char *key);
 /* The canonical name of a metric: "loss" is "train.loss"; malloc'd. */
 char *dlt_runs_metric_name(const char *metric);
-/* 1 when more of metric is better (*.acc and the rest), -1 for *loss. */
-int dlt_runs_mode(const char *metric);
 /* The best value of s by mode (1 max, -1 min); NaN when s is empty. */
 double dlt_runs_best_value(const dlt_series *s, int mode);
-/* The metric that ls shows by default: test.acc if a run has it, else
- * val.acc, else train.loss. */
+/* The metric that ls shows by default: the first of test.acc, val.acc,
+ * test.rmse, val.rmse, test.f1, val.f1 that a run has, else train.loss.
+ * Which way a metric improves is dlt_metric_mode's (util.h). */
 const char *dlt_runs_main_metric(const dlt_runinfo *runs, size_t n);
+/* Choosing and ordering runs, for ls and best. */
+
+/* Whether w is a filter KEY=VALUE or KEY!=VALUE; DLT_EINPUT when not. */
+int dlt_runs_where_check(const char *w);
+/* Keeps, in order, the runs of status one of the comma-separated list
+ * status (NULL: any) whose config.yaml has every KEY=VALUE of where (a
+ * number equal as a number: 1e-2 is 0.01), and none of its KEY!=VALUE;
+ * frees the others and sets *n.  A key that no run has is a typo, not a
+ * filter: DLT_EINPUT "no run has config key 'KEY'", and nothing changes. */
+int dlt_runs_filter(dlt_runinfo *runs, size_t *n, const char *const *where, size_t nwhere,
+		    const char *status);
+/* Whether key is a property of every run that dlt_runs_sort orders by:
+ * run, status, start, duration, epochs, samples/s (samples_per_s). */
+int dlt_runs_is_property(const char *key);
+/* Orders runs by key: a property (run and status by name, the others by
+ * number, smallest first) or a metric (by its best value, best first; runs
+ * without it last, whichever the direction); reverse turns it over.  Ties
+ * go by directory.  key NULL: the order they are in, turned over when
+ * reverse. */
+void dlt_runs_sort(dlt_runinfo *runs, size_t n, const char *key, int reverse);
+/* The run with the best value of metric by mode (1 max, -1 min), the first
+ * of equals; NULL when no run has a value of it. */
+const dlt_runinfo *dlt_runs_best(const dlt_runinfo *runs, size_t n, const char *metric,
+				 int mode);
+
 /* The best checkpoint of a run: ckpt/best.dlt, else model.dlt, else the
  * newest ckpt/step-*.dlt; malloc'd in *path.  DLT_EFAIL when none. */
 int dlt_runs_checkpoint(const dlt_runinfo *r, char **path);

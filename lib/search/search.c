@@ -223,7 +223,7 @@ int dlt_search_load(dlt_search *s, const char *path)
 				goto fail;
 			}
 			if (!s->mode)
-				s->mode = dlt_runs_mode(s->metric);
+				s->mode = dlt_metric_mode(s->metric);
 		} else if (!strcmp(k, "mode")) {
 			DLT_TRY(get_scalar(n, k, &val));
 			if (strcmp(val, "max") && strcmp(val, "min")) {

@@ -1,6 +1,7 @@
 /* NVML through dlopen.  The declarations below follow nvml.h of the
  * driver's API 10 to 12; only what dlt-smi reads. */
 #include <dlfcn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,30 +162,122 @@ unsigned dlt_nvml_count(const dlt_nvml *nv)
 	return nv->count;
 }
 
-static const char *errstr(const dlt_nvml *nv, nvmlReturn_t r)
-{
-	const char *s = nv->error_string ? nv->error_string(r) : NULL;
-	return s ? s : "unknown error";
-}
+/* The queries as dlt-smi's --query names their fields. */
+static const char *const query_names[DLT_GPU_NQUERIES] = {
+	[DLT_GPU_Q_HANDLE] = "handle",
+	[DLT_GPU_Q_NAME] = "name",
+	[DLT_GPU_Q_PCI] = "pci.bus_id",
+	[DLT_GPU_Q_UTIL] = "utilization",
+	[DLT_GPU_Q_MEM] = "memory",
+	[DLT_GPU_Q_POWER] = "power.draw",
+	[DLT_GPU_Q_POWER_LIMIT] = "power.limit",
+	[DLT_GPU_Q_TEMP] = "temperature.gpu",
+	[DLT_GPU_Q_CLOCK_SM] = "clocks.sm",
+	[DLT_GPU_Q_CLOCK_MEM] = "clocks.mem",
+	[DLT_GPU_Q_FAN] = "fan.speed",
+	[DLT_GPU_Q_PSTATE] = "pstate",
+	[DLT_GPU_Q_THROTTLE] = "clocks_throttle_reasons.active",
+	[DLT_GPU_Q_ECC] = "ecc.errors",
+	[DLT_GPU_Q_PROCS] = "processes",
+};
+
+/* One GPU being sampled: what each query returned, for g->error. */
+struct probe {
+	const dlt_nvml *nv;
+	dlt_gpu *g;
+	nvmlReturn_t r[DLT_GPU_NQUERIES];
+};
 
 /* A call's result: 0 when it answered, 1 when unsupported (the field
- * stays n/a), -1 when it failed: the GPU's error is set. */
-static int check(const dlt_nvml *nv, dlt_gpu *g, const char *what, nvmlReturn_t r)
+ * stays n/a), -1 when it failed: the query is marked failed. */
+static int check(struct probe *p, int q, nvmlReturn_t r)
 {
+	p->r[q] = r;
 	if (r == NVML_SUCCESS)
 		return 0;
 	if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_FUNCTION_NOT_FOUND)
 		return 1;
-	if (!g->error[0]) {
-		char msg[96];
-		snprintf(msg, sizeof(msg), "%s", errstr(nv, r));
-		/* NVML's messages start with a capital: ours do not */
-		if (msg[0] >= 'A' && msg[0] <= 'Z' && !(msg[1] >= 'A' && msg[1] <= 'Z'))
-			msg[0] = (char)(msg[0] - 'A' + 'a');
-		snprintf(g->error, sizeof(g->error), "%s", msg);
-		(void)what;
-	}
+	p->g->failed |= 1u << q;
 	return -1;
+}
+
+static void errstr(const dlt_nvml *nv, nvmlReturn_t r, char *msg, size_t size)
+{
+	const char *s = nv->error_string ? nv->error_string(r) : NULL;
+
+	snprintf(msg, size, "%s", s ? s : "unknown error");
+	/* NVML's messages are in title case ("Unknown Error"): ours are
+	 * lowercase, but for names ("GPU is lost", "Corrupted infoROM") */
+	for (char *w = msg; *w; w += strcspn(w, " ")) {
+		size_t n, caps = 0;
+		w += strspn(w, " ");
+		n = strcspn(w, " ");
+		for (size_t i = 0; i < n; i++)
+			caps += w[i] >= 'A' && w[i] <= 'Z';
+		if (caps == 1 && w[0] >= 'A' && w[0] <= 'Z')
+			w[0] = (char)(w[0] - 'A' + 'a');
+	}
+}
+
+static void add(char *buf, size_t size, size_t *len, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void add(char *buf, size_t size, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (*len + 1 >= size)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *len, size - *len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*len = *len + (size_t)n < size ? *len + (size_t)n : size - 1;
+}
+
+/* g->error from the failed queries: those that failed alike in one group,
+ * "name, pci.bus_id: MESSAGE", the groups in query order, "; " apart. */
+static void describe(struct probe *p)
+{
+	dlt_gpu *g = p->g;
+	char msg[96];
+	size_t len = 0;
+	unsigned done = 0;
+	int all = 1, first = -1;
+
+	g->error[0] = 0;
+	if (!g->failed)
+		return;
+	if (DLT_GPU_FAILED(g, DLT_GPU_Q_HANDLE)) {
+		errstr(p->nv, p->r[DLT_GPU_Q_HANDLE], msg, sizeof(msg));
+		snprintf(g->error, sizeof(g->error), "handle: %s", msg);
+		return;
+	}
+	for (int q = DLT_GPU_Q_HANDLE + 1; q < DLT_GPU_NQUERIES; q++) {
+		if (first < 0 && DLT_GPU_FAILED(g, q))
+			first = q;
+		if (!DLT_GPU_FAILED(g, q) || p->r[q] != p->r[first])
+			all = 0;
+	}
+	/* a GPU fallen off the bus fails them all: one line says so */
+	if (all) {
+		errstr(p->nv, p->r[first], msg, sizeof(msg));
+		snprintf(g->error, sizeof(g->error), "all queries: %s", msg);
+		return;
+	}
+	for (int q = first; q < DLT_GPU_NQUERIES; q++) {
+		if (!DLT_GPU_FAILED(g, q) || (done >> q & 1u))
+			continue;
+		add(g->error, sizeof(g->error), &len, "%s", len ? "; " : "");
+		for (int k = q; k < DLT_GPU_NQUERIES; k++)
+			if (DLT_GPU_FAILED(g, k) && p->r[k] == p->r[q]) {
+				add(g->error, sizeof(g->error), &len, "%s%s", k == q ? "" : ", ",
+				    query_names[k]);
+				done |= 1u << k;
+			}
+		errstr(p->nv, p->r[q], msg, sizeof(msg));
+		add(g->error, sizeof(g->error), &len, ": %s", msg);
+	}
 }
 
 /* A function the library lacks is as unsupported. */
@@ -215,8 +308,9 @@ static int add_proc(dlt_gpu *g, unsigned int pid, unsigned long long used)
 
 /* The compute processes, through _v3/_v2 (four fields an entry) where the
  * library has them, else the first version (two fields). */
-static int sample_procs(dlt_nvml *nv, nvmlDevice_t dev, dlt_gpu *g)
+static int sample_procs(dlt_nvml *nv, nvmlDevice_t dev, struct probe *pr)
 {
+	dlt_gpu *g = pr->g;
 	unsigned int n = 0;
 	nvmlReturn_t r;
 
@@ -250,12 +344,13 @@ static int sample_procs(dlt_nvml *nv, nvmlDevice_t dev, dlt_gpu *g)
 		if (r != NVML_ERROR_INSUFFICIENT_SIZE)
 			break;
 	}
-	check(nv, g, "processes", r);
+	check(pr, DLT_GPU_Q_PROCS, r);
 	return 0;
 }
 
 int dlt_nvml_sample(dlt_nvml *nv, unsigned index, dlt_gpu *g)
 {
+	struct probe p = { .nv = nv, .g = g };
 	nvmlDevice_t dev = NULL;
 	nvmlPciInfo_t pci;
 	nvmlUtilization_t util;
@@ -263,7 +358,7 @@ int dlt_nvml_sample(dlt_nvml *nv, unsigned index, dlt_gpu *g)
 	nvmlMemory_v2_t mem2 = { .version = NVML_MEMORY_V2 };
 	unsigned int u;
 	unsigned long long ull;
-	int ps;
+	int ps, rc;
 
 	memset(g, 0, sizeof(*g));
 	g->index = index;
@@ -273,49 +368,58 @@ int dlt_nvml_sample(dlt_nvml *nv, unsigned index, dlt_gpu *g)
 	g->pstate = -1;
 	snprintf(g->name, sizeof(g->name), "n/a");
 	snprintf(g->bus_id, sizeof(g->bus_id), "n/a");
-	if (check(nv, g, "handle", nv->get_handle(index, &dev)) != 0)
+	if (check(&p, DLT_GPU_Q_HANDLE, nv->get_handle(index, &dev)) != 0) {
+		/* nothing else can be asked: every query failed with it */
+		g->failed = (1u << DLT_GPU_NQUERIES) - 1;
+		describe(&p);
 		return 0;
-	/* a GPU that fails its first call is lost as a whole: its row says
-	 * so, and no more time is spent asking it */
-	if (check(nv, g, "name", CALL(get_name, dev, g->name, sizeof(g->name))) < 0)
-		return 0;
-	if (check(nv, g, "pci", CALL(get_pci, dev, &pci)) == 0)
+	}
+	/* Every query is made even after one fails: a GPU that answers some
+	 * and not others still says which card it is and what it answered. */
+	if (check(&p, DLT_GPU_Q_NAME, CALL(get_name, dev, g->name, sizeof(g->name))) != 0)
+		snprintf(g->name, sizeof(g->name), "n/a");
+	if (check(&p, DLT_GPU_Q_PCI, CALL(get_pci, dev, &pci)) == 0)
 		snprintf(g->bus_id, sizeof(g->bus_id), "%s", pci.busId);
-	if (check(nv, g, "util", CALL(get_util, dev, &util)) == 0) {
+	if (check(&p, DLT_GPU_Q_UTIL, CALL(get_util, dev, &util)) == 0) {
 		g->util_gpu = util.gpu;
 		g->util_mem = util.memory;
 	}
 	if (nv->get_mem_v2) {
-		if (check(nv, g, "mem", CALL(get_mem_v2, dev, &mem2)) == 0) {
+		if (check(&p, DLT_GPU_Q_MEM, CALL(get_mem_v2, dev, &mem2)) == 0) {
 			g->mem_used = (double)mem2.used / (1 << 20);
 			g->mem_total = (double)mem2.total / (1 << 20);
 		}
-	} else if (check(nv, g, "mem", CALL(get_mem, dev, &mem)) == 0) {
+	} else if (check(&p, DLT_GPU_Q_MEM, CALL(get_mem, dev, &mem)) == 0) {
 		g->mem_used = (double)mem.used / (1 << 20);
 		g->mem_total = (double)mem.total / (1 << 20);
 	}
-	if (check(nv, g, "power", CALL(get_power, dev, &u)) == 0)
+	if (check(&p, DLT_GPU_Q_POWER, CALL(get_power, dev, &u)) == 0)
 		g->power = u / 1000.0;
-	if (check(nv, g, "power limit", CALL(get_power_limit, dev, &u)) == 0)
+	if (check(&p, DLT_GPU_Q_POWER_LIMIT, CALL(get_power_limit, dev, &u)) == 0)
 		g->power_limit = u / 1000.0;
-	if (check(nv, g, "temp", CALL(get_temp, dev, NVML_TEMPERATURE_GPU, &u)) == 0)
+	if (check(&p, DLT_GPU_Q_TEMP, CALL(get_temp, dev, NVML_TEMPERATURE_GPU, &u)) == 0)
 		g->temp = u;
-	if (check(nv, g, "sm clock", CALL(get_clock, dev, NVML_CLOCK_SM, &u)) == 0)
+	if (check(&p, DLT_GPU_Q_CLOCK_SM, CALL(get_clock, dev, NVML_CLOCK_SM, &u)) == 0)
 		g->clock_sm = u;
-	if (check(nv, g, "mem clock", CALL(get_clock, dev, NVML_CLOCK_MEM, &u)) == 0)
+	if (check(&p, DLT_GPU_Q_CLOCK_MEM, CALL(get_clock, dev, NVML_CLOCK_MEM, &u)) == 0)
 		g->clock_mem = u;
-	if (check(nv, g, "fan", CALL(get_fan, dev, &u)) == 0)
+	if (check(&p, DLT_GPU_Q_FAN, CALL(get_fan, dev, &u)) == 0)
 		g->fan = u;
-	if (check(nv, g, "pstate", CALL(get_pstate, dev, &ps)) == 0 && ps >= 0 && ps <= 15)
+	if (check(&p, DLT_GPU_Q_PSTATE, CALL(get_pstate, dev, &ps)) == 0 && ps >= 0 && ps <= 15)
 		g->pstate = ps;
-	if (check(nv, g, "throttle", CALL(get_throttle, dev, &ull)) == 0) {
+	if (check(&p, DLT_GPU_Q_THROTTLE, CALL(get_throttle, dev, &ull)) == 0) {
 		g->have_throttle = 1;
 		g->throttle = ull;
 	}
-	if (check(nv, g, "ecc", CALL(get_ecc, dev, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-				     NVML_VOLATILE_ECC, &ull)) == 0)
+	if (check(&p, DLT_GPU_Q_ECC, CALL(get_ecc, dev, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+					  NVML_VOLATILE_ECC, &ull)) == 0)
 		g->ecc = (double)ull;
-	return sample_procs(nv, dev, g);
+	if ((rc = sample_procs(nv, dev, &p)) < 0) {
+		dlt_gpu_free(g);
+		return rc;
+	}
+	describe(&p);
+	return 0;
 }
 
 void dlt_gpu_free(dlt_gpu *g)

@@ -31,7 +31,27 @@ static void write_input(dlt_json *j, const dlt_dataset *d)
 	for (int i = 0; i < d->n_stats; i++)
 		dlt_json_num(j, NULL, 1.0 / d->inv_std[i]);
 	dlt_json_array_end(j);
+	if (d->task != DLT_TASK_CLASS)
+		dlt_json_str(j, "task", d->task == DLT_TASK_REGRESS ? "regression" : "multilabel");
+	if (d->t_mean) {
+		dlt_json_array_begin(j, "target_mean");
+		for (int i = 0; i < d->n_classes; i++)
+			dlt_json_f32(j, NULL, d->t_mean[i]);
+		dlt_json_array_end(j);
+		dlt_json_array_begin(j, "target_std");
+		for (int i = 0; i < d->n_classes; i++)
+			dlt_json_f32(j, NULL, d->t_std[i]);
+		dlt_json_array_end(j);
+	}
 	dlt_json_end(j);
+}
+
+static void write_sums(dlt_json *j, const char *key, const double *v)
+{
+	dlt_json_array_begin(j, key);
+	for (int i = 0; i < DLT_TRAIN_SUMS; i++)
+		dlt_json_num(j, NULL, v[i]);
+	dlt_json_array_end(j);
 }
 
 /* The metadata of a checkpoint, or with st NULL of a model file. */
@@ -69,10 +89,16 @@ static int write_meta(dlt_archive_writer *w, const dlt_config *c, const dlt_data
 	}
 	dlt_json_object_begin(&j, "sums");
 	dlt_json_num(&j, "epoch_loss", st->ep_loss);
-	dlt_json_int(&j, "epoch_correct", st->ep_correct);
+	if (d->task == DLT_TASK_CLASS)
+		dlt_json_int(&j, "epoch_correct", (long long)st->ep_m[0]);
+	else
+		write_sums(&j, "epoch_metrics", st->ep_m);
 	dlt_json_int(&j, "epoch_samples", st->ep_samples);
 	dlt_json_num(&j, "window_loss", st->win_loss);
-	dlt_json_int(&j, "window_correct", st->win_correct);
+	if (d->task == DLT_TASK_CLASS)
+		dlt_json_int(&j, "window_correct", (long long)st->win_m[0]);
+	else
+		write_sums(&j, "window_metrics", st->win_m);
 	dlt_json_int(&j, "window_samples", st->win_samples);
 	dlt_json_end(&j);
 	dlt_json_str(&j, "metrics", st->metrics.data ? st->metrics.data : "");
@@ -214,6 +240,32 @@ static int meta_floats(const dlt_ckpt *k, const dlt_jval *a, const char *key, si
 	return 0;
 }
 
+/* The task of input: classes without "task"; regression with the
+ * targets' mean and std. */
+static int read_task(const dlt_ckpt *k, const dlt_jval *in, dlt_dataset *like)
+{
+	const dlt_jval *task = dlt_jval_get(in, "task");
+	int rc;
+	if (!task)
+		return 0;
+	if (task->type != DLT_JSTR ||
+	    (strcmp(task->str, "regression") && strcmp(task->str, "multilabel")))
+		return bad_meta(k, "input.task");
+	like->task = strcmp(task->str, "regression") ? DLT_TASK_MULTI : DLT_TASK_REGRESS;
+	like->t_dtype = like->task == DLT_TASK_REGRESS ? DLT_F32 : DLT_U8;
+	if (like->task == DLT_TASK_MULTI)
+		return 0;
+	DLT_TRY(meta_floats(k, dlt_jval_get(in, "target_mean"), "input.target_mean",
+			    (size_t)like->n_classes, 0, &like->t_mean));
+	DLT_TRY(meta_floats(k, dlt_jval_get(in, "target_std"), "input.target_std",
+			    (size_t)like->n_classes, 0, &like->t_std));
+	for (int i = 0; i < like->n_classes; i++)
+		if (!(like->t_std[i] > 0))
+			return bad_meta(k, "input.target_std");
+fail:
+	return rc;
+}
+
 /* The largest sample dlt_dataset_load takes, in floats. */
 #define MAX_FEATURES (1 << 26)
 
@@ -261,6 +313,7 @@ int dlt_ckpt_input(const dlt_ckpt *k, dlt_dataset *like)
 	like->sample = (dlt_shape){ (int)dims[0], (int)dims[1], (int)dims[2] };
 	like->dtype = DLT_F32;
 	like->scale = (float)scale;
+	DLT_TRY(read_task(k, in, like));
 	return 0;
 fail:
 	dlt_dataset_free(like);
@@ -289,6 +342,33 @@ static int read_optim(dlt_ckpt *k, dlt_model *m)
 	return 0;
 }
 
+/* The metric sums of the epoch or the window: classification's correct
+ * count, or the task's sums */
+static int read_sums(const dlt_ckpt *k, const dlt_model *m, const dlt_jval *sums,
+		     const char *which, double *v)
+{
+	char key[32];
+	const dlt_jval *a;
+	long long n;
+
+	memset(v, 0, DLT_TRAIN_SUMS * sizeof(*v));
+	if (m->loss.task == DLT_TASK_CLASS) {
+		snprintf(key, sizeof(key), "%s_correct", which);
+		DLT_TRY_RC(meta_int(k, sums, key, 0, 1LL << 50, &n));
+		v[0] = (double)n;
+		return 0;
+	}
+	snprintf(key, sizeof(key), "%s_metrics", which);
+	if (!(a = dlt_jval_get(sums, key)) || a->type != DLT_JARR || a->n != DLT_TRAIN_SUMS)
+		return bad_meta(k, key);
+	for (int i = 0; i < DLT_TRAIN_SUMS; i++) {
+		if (a->items[i].type != DLT_JNUM || !isfinite(a->items[i].num))
+			return bad_meta(k, key);
+		v[i] = a->items[i].num;
+	}
+	return 0;
+}
+
 int dlt_ckpt_restore(dlt_ckpt *k, dlt_model *m, dlt_optim *o, dlt_ckpt_state *st)
 {
 	const dlt_jval *sums = dlt_jval_get(&k->meta, "sums"), *best, *metrics;
@@ -305,10 +385,10 @@ int dlt_ckpt_restore(dlt_ckpt *k, dlt_model *m, dlt_optim *o, dlt_ckpt_state *st
 	if (!sums || sums->type != DLT_JOBJ)
 		return bad_meta(k, "sums");
 	DLT_TRY_RC(meta_num(k, sums, "epoch_loss", &st->ep_loss));
-	DLT_TRY_RC(meta_int(k, sums, "epoch_correct", 0, 1LL << 50, &st->ep_correct));
+	DLT_TRY_RC(read_sums(k, m, sums, "epoch", st->ep_m));
 	DLT_TRY_RC(meta_int(k, sums, "epoch_samples", 0, 1LL << 50, &st->ep_samples));
 	DLT_TRY_RC(meta_num(k, sums, "window_loss", &st->win_loss));
-	DLT_TRY_RC(meta_int(k, sums, "window_correct", 0, 1LL << 50, &st->win_correct));
+	DLT_TRY_RC(read_sums(k, m, sums, "window", st->win_m));
 	DLT_TRY_RC(meta_int(k, sums, "window_samples", 0, 1LL << 50, &st->win_samples));
 	if ((best = dlt_jval_get(&k->meta, "best"))) {
 		st->have_best = 1;

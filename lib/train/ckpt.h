@@ -11,7 +11,9 @@
  *    "epochs": N,            of the whole run
  *    "config": "YAML",       the resolved config (dlt_config_write_yaml)
  *    "input": {"shape": [C, H, W], "num_classes": K,
- *              "scale": s, "mean": [...], "std": [...]},
+ *              "scale": s, "mean": [...], "std": [...],
+ *              "task": "regression" | "multilabel", absent for classes,
+ *              "target_mean": [...], "target_std": [...] (regression)},
  *                            what the model expects and the training
  *                            set's normalisation, for dlt-infer
  *    "loss_scale": 1,        fp16 dynamic loss scaling (1 for fp32)
@@ -21,6 +23,8 @@
  *    "sums": {...},          the loop's running sums of the epoch and of
  *                            the metrics window, so the records after a
  *                            resume are the ones it would have written
+ *                            (classes: epoch_correct, window_correct;
+ *                            other tasks: epoch_metrics, window_metrics)
  *    "metrics": "JSONL"}     the records of metrics.jsonl so far, less
  *                            their timings (samples_per_s, time, ...):
  *                            nothing in a checkpoint depends on the clock,
@@ -60,7 +64,10 @@ typedef struct dlt_ckpt_state {
 	long long batch;	/* batches of it done */
 	int epochs;
 	double ep_loss, win_loss;	/* sums over the epoch and the window */
-	long long ep_correct, ep_samples, win_correct, win_samples;
+	long long ep_samples, win_samples;
+	/* the task's metric sums (dlt_loss_add), over the epoch and the
+	 * window: classification's correct count in [0] */
+	double ep_m[DLT_TRAIN_SUMS], win_m[DLT_TRAIN_SUMS];
 	int have_best;
 	double best;
 	long long best_step;

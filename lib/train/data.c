@@ -45,12 +45,30 @@ static int load_stats(dlt_dataset *d, const char *meta)
 		}
 		d->scale = (float)s->num;
 	}
-	if ((k = dlt_jval_get(&v, "num_classes"))) {
+	if (d->task == DLT_TASK_CLASS && (k = dlt_jval_get(&v, "num_classes"))) {
 		if (k->type != DLT_JNUM || k->num < 1 || k->num > 1 << 24 || k->num != (int)k->num) {
 			rc = dlt_error(DLT_EINPUT, "%s: metadata 'num_classes' must be a positive integer", d->path);
 			goto fail;
 		}
 		d->n_classes = (int)k->num;
+	}
+	if (d->task == DLT_TASK_REGRESS) {
+		float *tstd;
+		int nm, ns;
+		DLT_TRY(meta_floats(d, &v, "target_mean", &d->t_mean, &nm));
+		DLT_TRY(meta_floats(d, &v, "target_std", &d->t_std, &ns));
+		tstd = d->t_std;
+		if (nm != d->n_classes || ns != d->n_classes) {
+			rc = dlt_error(DLT_EINPUT, "%s: metadata 'target_mean' and 'target_std' do "
+				       "not fit %d targets", d->path, d->n_classes);
+			goto fail;
+		}
+		for (int i = 0; i < ns; i++)
+			if (!(tstd[i] > 0) || !isfinite(tstd[i]) || !isfinite(d->t_mean[i])) {
+				rc = dlt_error(DLT_EINPUT, "%s: metadata 'target_std' must be "
+					       "positive", d->path);
+				goto fail;
+			}
 	}
 	DLT_TRY(meta_floats(d, &v, "mean", &d->mean, &d->n_stats));
 	DLT_TRY(meta_floats(d, &v, "std", &std, &n_std));
@@ -103,6 +121,23 @@ static int check_labels(dlt_dataset *d)
 	return 0;
 }
 
+/* Multi-hot labels are 0 or 1 */
+static int check_multi_hot(const dlt_dataset *d)
+{
+	const uint8_t *t = d->t;
+	size_t n = d->n * (size_t)d->n_classes;
+	for (size_t i = 0; i < n; i++)
+		if (t[i] > 1)
+			return dlt_error(DLT_EINPUT, "%s: label %d of sample %zu is %d, not 0 or 1",
+					 d->path, (int)(i % d->n_classes), i / d->n_classes, t[i]);
+	return 0;
+}
+
+int dlt_dataset_has_targets(const dlt_dataset *d)
+{
+	return d->y || d->t;
+}
+
 int dlt_dataset_load(dlt_dataset *d, const char *path)
 {
 	dlt_archive *a = NULL;
@@ -125,10 +160,20 @@ int dlt_dataset_load(dlt_dataset *d, const char *path)
 			       path, dlt_dtype_name(xi->dtype));
 		goto fail;
 	}
-	/* no "y": data without labels, to predict */
+	/* no "y": data without labels, to predict; i32 [N] class ids, f32
+	 * [N, K] float targets, u8 [N, K] multi-hot labels */
 	yi = dlt_archive_find(a, "y");
-	if (xi->ndim < 2 || xi->ndim > 5 || (yi && (yi->ndim != 1 || xi->dims[0] != yi->dims[0]))) {
-		rc = dlt_error(DLT_EINPUT, "%s: tensors 'x' and 'y' must be [N, ...] and [N]", path);
+	if (yi && yi->dtype != DLT_I32 && yi->dtype != DLT_F32 && yi->dtype != DLT_U8) {
+		rc = dlt_error(DLT_EINPUT, "%s: tensor 'y' has dtype %s, expected i32 (classes), "
+			       "f32 (targets) or u8 (multi-hot labels)", path,
+			       dlt_dtype_name(yi->dtype));
+		goto fail;
+	}
+	if (xi->ndim < 2 || xi->ndim > 5 ||
+	    (yi && (yi->ndim != (yi->dtype == DLT_I32 ? 1 : 2) || xi->dims[0] != yi->dims[0] ||
+		    (yi->ndim == 2 && (yi->dims[1] < 1 || yi->dims[1] > 1 << 20))))) {
+		rc = dlt_error(DLT_EINPUT, "%s: tensors 'x' and 'y' must be [N, ...] and [N] "
+			       "(i32) or [N, K] (f32, u8)", path);
 		goto fail;
 	}
 	for (int i = 1; i < xi->ndim; i++) {
@@ -154,12 +199,24 @@ int dlt_dataset_load(dlt_dataset *d, const char *path)
 		DLT_TRY(dlt_archive_read_alloc(a, "x", xi->dtype, -1, NULL, &d->x_own));
 		d->x = d->x_own;
 	}
-	if (yi)
+	if (yi && yi->dtype == DLT_I32) {
 		DLT_TRY(dlt_archive_read_alloc(a, "y", DLT_I32, 1, NULL, (void **)&d->y));
+	} else if (yi) {
+		d->task = yi->dtype == DLT_F32 ? DLT_TASK_REGRESS : DLT_TASK_MULTI;
+		d->n_classes = (int)yi->dims[1];
+		d->t_dtype = yi->dtype;
+		DLT_TRY(dlt_archive_view(a, yi, &d->t));
+		if (!d->t) {
+			DLT_TRY(dlt_archive_read_alloc(a, "y", yi->dtype, 2, NULL, &d->t_own));
+			d->t = d->t_own;
+		}
+	}
 	DLT_TRY(load_stats(d, dlt_archive_meta(a)));
 	if (d->y)
 		DLT_TRY(check_labels(d));
-	if (d->x_own)
+	if (d->t && d->t_dtype == DLT_U8)
+		DLT_TRY(check_multi_hot(d));
+	if (d->x_own && (!d->t || d->t_own))
 		dlt_archive_close(a);
 	else
 		d->archive = a;
@@ -183,6 +240,23 @@ int dlt_dataset_use_stats(dlt_dataset *d, const dlt_dataset *src)
 	}
 	memcpy(mean, src->mean, n);
 	memcpy(inv_std, src->inv_std, n);
+	if (src->t_mean && d->task == DLT_TASK_REGRESS && d->n_classes == src->n_classes) {
+		size_t tn = (size_t)src->n_classes * sizeof(float);
+		float *tm = dlt_malloc(tn), *ts = dlt_malloc(tn);
+		if (!tm || !ts) {
+			free(tm);
+			free(ts);
+			free(mean);
+			free(inv_std);
+			return DLT_ENOMEM;
+		}
+		memcpy(tm, src->t_mean, tn);
+		memcpy(ts, src->t_std, tn);
+		free(d->t_mean);
+		free(d->t_std);
+		d->t_mean = tm;
+		d->t_std = ts;
+	}
 	free(d->mean);
 	free(d->inv_std);
 	d->mean = mean;
@@ -198,6 +272,9 @@ void dlt_dataset_free(dlt_dataset *d)
 	free(d->x_own);
 	dlt_archive_close(d->archive);
 	free(d->y);
+	free(d->t_own);
+	free(d->t_mean);
+	free(d->t_std);
 	free(d->mean);
 	free(d->inv_std);
 	memset(d, 0, sizeof(*d));
@@ -222,14 +299,31 @@ void dlt_dataset_free(dlt_dataset *d)
 NORMALISE(uint8_t)
 NORMALISE(float)
 
-void dlt_dataset_gather(const dlt_dataset *d, const uint32_t *order, int count, float *x, int32_t *y)
+/* Sample s's float targets (standardised) or multi-hot labels, as floats */
+static void gather_targets(const dlt_dataset *d, size_t s, float *out)
+{
+	const int k = d->n_classes;
+	if (d->t_dtype == DLT_U8) {
+		const uint8_t *t = (const uint8_t *)d->t + s * k;
+		for (int j = 0; j < k; j++)
+			out[j] = t[j];
+		return;
+	}
+	const float *t = (const float *)d->t + s * k;
+	for (int j = 0; j < k; j++)
+		out[j] = d->t_mean ? (t[j] - d->t_mean[j]) / d->t_std[j] : t[j];
+}
+
+void dlt_dataset_gather(const dlt_dataset *d, const uint32_t *order, int count, float *x, void *y)
 {
 	const int f = d->features;
 	for (int i = 0; i < count; i++) {
 		float *out = x + (size_t)i * f;
 		size_t s = order[i];
-		if (y)
-			y[i] = d->y ? d->y[s] : -1;
+		if (y && d->t)
+			gather_targets(d, s, (float *)y + (size_t)i * d->n_classes);
+		else if (y)
+			((int32_t *)y)[i] = d->y ? d->y[s] : -1;
 		if (d->dtype == DLT_U8)
 			normalise_uint8_t((const uint8_t *)d->x + s * f, out, f, d);
 		else

@@ -108,7 +108,8 @@ int dlt_loader_start(dlt_loader *l, const dlt_dataset *d, int batch, int rank, i
 		return DLT_ENOMEM;
 	for (int i = 0; i < 2; i++) {
 		l->x[i] = be->host_alloc(nx);
-		l->y[i] = dlt_malloc_aligned((size_t)mine * sizeof(int32_t));
+		l->y[i] = dlt_malloc_aligned((size_t)mine * (d->task == DLT_TASK_CLASS ? sizeof(int32_t)
+				: (size_t)d->n_classes * sizeof(float)));
 		if (!l->x[i] || !l->y[i]) {
 			free_buffers(l);
 			return dlt_error(DLT_ENOMEM, "out of memory for two batches of %zu bytes",
@@ -144,7 +145,7 @@ void dlt_loader_pass(dlt_loader *l, const uint32_t *order, size_t n, const dlt_a
 	pthread_mutex_unlock(&l->mu);
 }
 
-int dlt_loader_next(dlt_loader *l, float **x, int32_t **y, int *mine)
+int dlt_loader_next(dlt_loader *l, float **x, void **y, int *mine)
 {
 	int slot, total;
 	pthread_mutex_lock(&l->mu);

@@ -35,6 +35,9 @@ typedef struct run_state {
 	const dlt_train_hooks *h;
 	dlt_run run;
 	dlt_model m;
+	dlt_loss loss;		/* the task's, m's too */
+	float *out;		/* a batch's outputs in host memory, for metrics */
+	double test_metrics[DLT_MAX_METRICS];	/* the last test evaluation's */
 	dlt_optim opt;
 	dlt_dataset train, test;
 	dlt_loader train_ld, test_ld;
@@ -94,16 +97,34 @@ static size_t timed_part(run_state *s, dlt_json *j)
 	return at;
 }
 
-/* Mean loss and accuracy of the model on order[0..n) of a dataset;
- * samples per second in *rate. */
-static int evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t n,
-		    double *loss, double *acc, double *rate)
+/* Whether the task's metrics need the outputs in host memory: all but
+ * classification's accuracy, which softmax_xent counts (eval: top-5). */
+static int wants_outputs(const run_state *s, int eval)
 {
-	double sums[2] = { 0, 0 }, t0 = dlt_now();	/* loss, correct */
-	float *x;
-	int32_t *y;
-	int b, c;
+	return s->loss.task != DLT_TASK_CLASS || (eval && s->loss.outputs > 5);
+}
 
+/* The task's sums of a batch that the model has just taken the loss of */
+static void add_sums(run_state *s, int eval, const void *y, int b, int hits, double *sums)
+{
+	if (wants_outputs(s, eval))
+		dlt_model_output(&s->m, s->out, b);
+	dlt_loss_add(&s->loss, eval, s->out, y, b, hits, sums);
+}
+
+/* Mean loss and the task's metrics (dlt_loss_metric_names' for eval) of
+ * the model on order[0..n) of a dataset; samples per second in *rate. */
+static int evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t n,
+		    double *loss, double *metrics, double *rate)
+{
+	size_t ns = 1 + dlt_loss_n_sums(&s->loss, 1);
+	double *sums = dlt_calloc(ns, sizeof(double)), t0 = dlt_now();	/* loss, the task's */
+	float *x;
+	void *y;
+	int b, c, rc = 0;
+
+	if (!sums)
+		return DLT_ENOMEM;
 	dlt_loader_pass(l, order, n, NULL);
 	while (dlt_loader_next(l, &x, &y, &b) > 0) {
 		if (!b)
@@ -111,18 +132,32 @@ static int evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t n
 		dlt_model_set_input(&s->m, x, b);
 		dlt_model_forward(&s->m, b, 0, 0);
 		sums[0] += dlt_model_loss(&s->m, y, b, &c) * b;
-		sums[1] += c;
+		add_sums(s, 1, y, b, c, sums + 1);
 	}
 	if (s->comm)
-		DLT_TRY_RC(dlt_comm_sum_f64(s->comm, sums, 2));
+		rc = dlt_comm_sum_f64(s->comm, sums, ns);
 	*loss = sums[0] / n;
-	*acc = sums[1] / n;
+	dlt_loss_metrics(&s->loss, 1, sums + 1, (double)n, metrics);
 	*rate = n / (dlt_now() - t0);
-	return 0;
+	free(sums);
+	return rc;
 }
 
-static int emit_eval(run_state *s, const char *split, int epoch, double loss, double acc,
-		     double rate)
+/* The task's metrics as fields of a record (prefix: "test." or "") */
+static void put_metrics(run_state *s, dlt_json *j, int eval, const char *prefix,
+			const double *v)
+{
+	const char *names[DLT_MAX_METRICS];
+	int n = dlt_loss_metric_names(&s->loss, eval, names);
+	for (int i = 0; i < n; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "%s%s", prefix, names[i]);
+		dlt_json_num(j, key, v[i]);
+	}
+}
+
+static int emit_eval(run_state *s, const char *split, int epoch, double loss,
+		     const double *metrics, double rate)
 {
 	dlt_json j;
 	size_t timed;
@@ -132,7 +167,7 @@ static int emit_eval(run_state *s, const char *split, int epoch, double loss, do
 	dlt_json_int(&j, "epoch", epoch);
 	dlt_json_int(&j, "step", s->opt.step);
 	dlt_json_num(&j, "loss", loss);
-	dlt_json_num(&j, "acc", acc);
+	put_metrics(s, &j, 1, "", metrics);
 	timed = j.buf.len;
 	dlt_json_num(&j, "samples_per_s", rate);
 	timed_part(s, &j);
@@ -156,12 +191,16 @@ static int load_data(run_state *s)
 	int rc;
 
 	DLT_TRY(dlt_dataset_load(&s->train, c->data.train));
-	if (!s->train.y)
+	if (!dlt_dataset_has_targets(&s->train))
 		return dlt_error(DLT_EINPUT, "%s: has no labels to train on", c->data.train);
 	if (c->data.test) {
 		DLT_TRY(dlt_dataset_load(&s->test, c->data.test));
-		if (!s->test.y)
+		if (!dlt_dataset_has_targets(&s->test))
 			return dlt_error(DLT_EINPUT, "%s: has no labels to test on", c->data.test);
+		if (s->test.task != s->train.task ||
+		    (s->test.task != DLT_TASK_CLASS && s->test.n_classes != s->train.n_classes))
+			return dlt_error(DLT_EINPUT, "%s: its targets are not of the kind of %s's "
+					 "(dlt-prep info shows both)", c->data.test, c->data.train);
 		DLT_TRY(dlt_dataset_use_stats(&s->test, &s->train));
 		if (s->test.n_classes > s->train.n_classes)
 			return dlt_error(DLT_EINPUT, "%s: %d classes, but %s has %d", c->data.test,
@@ -237,16 +276,19 @@ static int sync_start(run_state *s)
 	dlt_model *m = &s->m;
 	dlt_ckpt_state *st = &s->st;
 	size_t wb = m->n_weights * sizeof(float);
-	double v[] = { s->opt.step, s->opt.skipped, s->opt.scale, s->opt.clean, st->epoch,
-		       st->batch, st->ep_loss, st->ep_correct, st->ep_samples, st->win_loss,
-		       st->win_correct, st->win_samples, st->have_best, st->best,
-		       st->best_step };
+	double v[15 + 2 * DLT_TRAIN_SUMS] = {
+		s->opt.step, s->opt.skipped, s->opt.scale, s->opt.clean, st->epoch, st->batch,
+		st->ep_loss, st->ep_samples, st->win_loss, st->win_samples, st->have_best,
+		st->best, st->best_step,
+	};
 	size_t nb = 0;
 
 	for (int i = 0; i < m->n_bufs; i++)
 		nb += m->bufs[i].n;
 	if (!s->comm)
 		return 0;
+	memcpy(v + 15, st->ep_m, sizeof(st->ep_m));
+	memcpy(v + 15 + DLT_TRAIN_SUMS, st->win_m, sizeof(st->win_m));
 	DLT_TRY_RC(dlt_comm_broadcast(s->comm, v, sizeof(v)));
 	if (wb)
 		DLT_TRY_RC(dlt_comm_broadcast(s->comm, m->dev_w, wb));
@@ -264,30 +306,33 @@ static int sync_start(run_state *s)
 	st->epoch = (int)v[4];
 	st->batch = (long long)v[5];
 	st->ep_loss = v[6];
-	st->ep_correct = (long long)v[7];
-	st->ep_samples = (long long)v[8];
-	st->win_loss = v[9];
-	st->win_correct = (long long)v[10];
-	st->win_samples = (long long)v[11];
-	st->have_best = (int)v[12];
-	st->best = v[13];
-	st->best_step = (long long)v[14];
+	st->ep_samples = (long long)v[7];
+	st->win_loss = v[8];
+	st->win_samples = (long long)v[9];
+	st->have_best = (int)v[10];
+	st->best = v[11];
+	st->best_step = (long long)v[12];
+	memcpy(st->ep_m, v + 15, sizeof(st->ep_m));
+	memcpy(st->win_m, v + 15 + DLT_TRAIN_SUMS, sizeof(st->win_m));
 	return 0;
 }
 
-/* The end of a step on every rank: its loss and hits summed over the
- * ranks, and the program's asks (a signal that any rank saw), so that
+/* The end of a step on every rank: its loss and metric sums summed over
+ * the ranks, and the program's asks (a signal that any rank saw), so that
  * every rank logs, checkpoints and stops at the same step. */
-static int sync_step(run_state *s, double *loss_sum, int *correct, int *ask)
+static int sync_step(run_state *s, double *loss_sum, double *sums, int *ask)
 {
-	double v[4] = { *loss_sum, *correct, *ask & DLT_POLL_CHECKPOINT,
-			*ask & DLT_POLL_STOP };
-	DLT_TRY_RC(dlt_comm_sum_f64(s->comm, v, 4));
+	double v[3 + DLT_TRAIN_SUMS] = { *loss_sum, *ask & DLT_POLL_CHECKPOINT,
+					 *ask & DLT_POLL_STOP };
+	memcpy(v + 3, sums, DLT_TRAIN_SUMS * sizeof(double));
+	DLT_TRY_RC(dlt_comm_sum_f64(s->comm, v, 3 + DLT_TRAIN_SUMS));
 	*loss_sum = v[0];
-	*correct = (int)v[1];
-	*ask = (v[2] > 0 ? DLT_POLL_CHECKPOINT : 0) | (v[3] > 0 ? DLT_POLL_STOP : 0);
+	memcpy(sums, v + 3, DLT_TRAIN_SUMS * sizeof(double));
+	*ask = (v[1] > 0 ? DLT_POLL_CHECKPOINT : 0) | (v[2] > 0 ? DLT_POLL_STOP : 0);
 	return 0;
 }
+
+static int check_best(const run_state *s);
 
 /* Data, model, optimiser and loaders: all that bad input can fail on,
  * before the run directory is touched. */
@@ -311,6 +356,14 @@ static int setup(run_state *s)
 				 "samples than the %d ranks", c->train.batch, s->ranks);
 	DLT_TRY(dlt_model_init(&s->m, c, be, s->train.sample, s->train.n_classes,
 			       (c->train.batch + s->ranks - 1) / s->ranks));
+	DLT_TRY(dlt_loss_init(&s->loss, s->train.task, s->train.n_classes, c->train.loss,
+			      c->train.huber_delta, c->path ? c->path : "config"));
+	s->loss.t_mean = s->train.t_mean;
+	s->loss.t_std = s->train.t_std;
+	DLT_TRY(dlt_model_set_loss(&s->m, &s->loss));
+	DLT_TRY(check_best(s));
+	if (!(s->out = dlt_malloc((size_t)s->m.max_batch * s->loss.outputs * sizeof(float))))
+		return DLT_ENOMEM;
 	DLT_TRY(dlt_optim_init(&s->opt, &c->train.optim, &s->m,
 			       s->m.prec == DLT_PREC_F16 ? c->train.loss_scale.init : 0,
 			       c->train.loss_scale.growth_interval));
@@ -345,6 +398,7 @@ static void teardown(run_state *s)
 	if (s->test_ld_up)
 		dlt_loader_stop(&s->test_ld);
 	dlt_model_free(&s->m);
+	free(s->out);
 	dlt_dataset_free(&s->train);
 	dlt_dataset_free(&s->test);
 	dlt_buf_free(&s->st.metrics);
@@ -463,14 +517,15 @@ static int emit_train(run_state *s, int epoch, double lr, double t_window)
 {
 	dlt_ckpt_state *st = &s->st;
 	dlt_json j;
-	double now = dlt_now();
+	double now = dlt_now(), v[DLT_MAX_METRICS];
 	size_t timed;
 	dlt_json_begin(&j);
 	dlt_json_str(&j, "event", "train");
 	dlt_json_int(&j, "epoch", epoch);
 	dlt_json_int(&j, "step", s->opt.step);
 	dlt_json_num(&j, "loss", st->win_loss / st->win_samples);
-	dlt_json_num(&j, "acc", (double)st->win_correct / st->win_samples);
+	dlt_loss_metrics(&s->loss, 0, st->win_m, (double)st->win_samples, v);
+	put_metrics(s, &j, 0, "", v);
 	dlt_json_num(&j, "lr", lr);
 	if (s->opt.dynamic) {
 		dlt_json_num(&j, "loss_scale", s->opt.scale);
@@ -480,30 +535,44 @@ static int emit_train(run_state *s, int epoch, double lr, double t_window)
 	dlt_json_num(&j, "samples_per_s", st->win_samples / (now - t_window));
 	timed_part(s, &j);
 	st->win_loss = 0;
-	st->win_correct = st->win_samples = 0;
+	st->win_samples = 0;
+	memset(st->win_m, 0, sizeof(st->win_m));
 	return emit(s, &j, timed);
+}
+
+/* checkpoint.best must name a metric of the task */
+static int check_best(const run_state *s)
+{
+	const char *b = s->c->ckpt.best, *names[DLT_MAX_METRICS];
+	int n = dlt_loss_metric_names(&s->loss, strncmp(b ? b : "", "train.", 6) != 0, names);
+	if (!b || !strcmp(strchr(b, '.') + 1, "loss"))
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (!strcmp(strchr(b, '.') + 1, names[i]))
+			return 0;
+	return dlt_error(DLT_EINPUT, "%s: checkpoint.best %s: the data's task has no such "
+			 "metric (it records loss and %s%s%s%s%s)", s->c->path ? s->c->path : "config",
+			 b, names[0], n > 1 ? ", " : "", n > 1 ? names[1] : "", n > 2 ? ", " : "",
+			 n > 2 ? names[2] : "");
 }
 
 /* Whether the metric named by checkpoint.best improved with these
  * values of the epoch. */
 static int improved(run_state *s, const dlt_epoch_summary *e)
 {
-	const char *b = s->c->ckpt.best;
-	double v;
+	const char *b = s->c->ckpt.best, *name;
+	const double *vals;
+	double v = NAN;
 	if (!b)
 		return 0;
-	if (!strcmp(b, "train.loss"))
-		v = e->loss;
-	else if (!strcmp(b, "train.acc"))
-		v = e->acc;
-	else if (!strcmp(b, "val.loss"))
-		v = e->val_loss;
-	else if (!strcmp(b, "val.acc"))
-		v = e->val_acc;
-	else if (!strcmp(b, "test.loss"))
-		v = e->test_loss;
-	else
-		v = e->test_acc;
+	name = strchr(b, '.') + 1;
+	vals = !strncmp(b, "train.", 6) ? e->train : !strncmp(b, "val.", 4) ? e->val : e->test;
+	if (!strcmp(name, "loss"))
+		v = !strncmp(b, "train.", 6) ? e->loss : !strncmp(b, "val.", 4) ? e->val_loss
+		  : e->test_loss;
+	for (int i = 0; i < e->n; i++)
+		if (!strcmp(name, e->names[i]))
+			v = vals[i];
 	if (isnan(v) || (s->st.have_best && (s->c->ckpt.best_max ? v <= s->st.best
 								  : v >= s->st.best)))
 		return 0;
@@ -517,24 +586,29 @@ static int end_epoch(run_state *s, int epoch, double t_start)
 {
 	dlt_ckpt_state *st = &s->st;
 	dlt_epoch_summary sum = { .epoch = epoch, .epochs = s->c->train.epochs,
-				  .val_loss = NAN, .val_acc = NAN,
-				  .test_loss = NAN, .test_acc = NAN };
+				  .val_loss = NAN, .test_loss = NAN };
 	int best;
 	double rate;
 
+	sum.n_train = dlt_loss_metric_names(&s->loss, 0, sum.names);
+	sum.n = dlt_loss_metric_names(&s->loss, 1, sum.names);
+	for (int i = 0; i < DLT_MAX_METRICS; i++)
+		sum.val[i] = sum.test[i] = NAN;
 	sum.loss = st->ep_loss / st->ep_samples;
-	sum.acc = (double)st->ep_correct / st->ep_samples;
+	dlt_loss_metrics(&s->loss, 0, st->ep_m, (double)st->ep_samples, sum.train);
 	if (s->n_val) {
 		DLT_TRY_RC(evaluate(s, &s->train_ld, s->val_order, s->n_val, &sum.val_loss,
-				    &sum.val_acc, &rate));
-		DLT_TRY_RC(emit_eval(s, "val", epoch, sum.val_loss, sum.val_acc, rate));
+				    sum.val, &rate));
+		DLT_TRY_RC(emit_eval(s, "val", epoch, sum.val_loss, sum.val, rate));
 	}
 	if (s->have_test) {
 		DLT_TRY_RC(evaluate(s, &s->test_ld, s->test_order, s->test.n, &sum.test_loss,
-				    &sum.test_acc, &rate));
-		DLT_TRY_RC(emit_eval(s, "test", epoch, sum.test_loss, sum.test_acc, rate));
+				    sum.test, &rate));
+		DLT_TRY_RC(emit_eval(s, "test", epoch, sum.test_loss, sum.test, rate));
 		s->res->test_loss = sum.test_loss;
-		s->res->test_acc = sum.test_acc;
+		s->res->test_metric = sum.names[0];
+		s->res->test_value = sum.test[0];
+		memcpy(s->test_metrics, sum.test, sizeof(sum.test));
 	}
 	sum.elapsed_s = dlt_now() - t_start;
 	if (s->h && s->h->epoch)
@@ -543,7 +617,8 @@ static int end_epoch(run_state *s, int epoch, double t_start)
 	st->epoch = epoch + 1;
 	st->batch = 0;
 	st->ep_loss = 0;
-	st->ep_correct = st->ep_samples = 0;
+	st->ep_samples = 0;
+	memset(st->ep_m, 0, sizeof(st->ep_m));
 	if (best)
 		DLT_TRY_RC(checkpoint(s, 1));
 	if (s->c->ckpt.every == DLT_CKPT_EPOCH && epoch % s->c->ckpt.every_n == 0)
@@ -572,7 +647,7 @@ static int done_record(run_state *s, double train_time, double startup, double s
 	dlt_json_int(&j, "step", s->opt.step);
 	if (s->have_test) {
 		dlt_json_num(&j, "test.loss", s->res->test_loss);
-		dlt_json_num(&j, "test.acc", s->res->test_acc);
+		put_metrics(s, &j, 1, "test.", s->test_metrics);
 	}
 	timed = j.buf.len;
 	dlt_json_num(&j, "samples_per_s", samples / train_time);
@@ -667,7 +742,7 @@ static int train_loop(run_state *s)
 				    .first = first };
 		double t_window = dlt_now(), lr;
 		float *x;
-		int32_t *y;
+		void *y;
 		int b, mine;
 
 		shuffle(s, epoch);
@@ -675,7 +750,7 @@ static int train_loop(run_state *s)
 			first = s->n_train;
 		dlt_loader_pass(&s->train_ld, s->order + first, s->n_train - first, &aug);
 		while ((b = dlt_loader_next(&s->train_ld, &x, &y, &mine)) > 0) {
-			double t0 = dlt_now(), loss = 0;
+			double t0 = dlt_now(), loss = 0, sums[DLT_TRAIN_SUMS] = { 0 };
 			int correct = 0, ask;
 
 			if (startup < 0 && h && h->t_start > 0)
@@ -698,6 +773,7 @@ static int train_loop(run_state *s)
 					return dlt_error(DLT_EFAIL, "step %lld: the loss is %g "
 							 "(diverged; try a lower learning rate)",
 							 s->opt.step + 1, loss / mine);
+				add_sums(s, 0, y, mine, correct, sums);
 				dlt_model_backward(&s->m, mine);
 			} else {	/* a rank with no sample of a small last batch */
 				s->m.be->zero(s->m.dev_g, s->m.n_weights * sizeof(float));
@@ -707,17 +783,19 @@ static int train_loop(run_state *s)
 			dlt_optim_step(&s->opt, &s->m, lr);
 			ask = h && h->poll ? h->poll(h->ctx) : 0;
 			if (s->comm)
-				DLT_TRY_RC(sync_step(s, &loss, &correct, &ask));
+				DLT_TRY_RC(sync_step(s, &loss, sums, &ask));
 			t_train += dlt_now() - t0;
 			/* all below may write to the run directory */
 			DLT_TRY_RC(open_run_wait(s));
 
 			st->win_loss += loss;
-			st->win_correct += correct;
 			st->win_samples += b;
 			st->ep_loss += loss;
-			st->ep_correct += correct;
 			st->ep_samples += b;
+			for (int i = 0; i < DLT_TRAIN_SUMS; i++) {
+				st->win_m[i] += sums[i];
+				st->ep_m[i] += sums[i];
+			}
 			st->batch++;
 			samples_done += b;
 			if (s->opt.step % c->train.log_every == 0 || st->batch == s->spe) {
@@ -792,7 +870,7 @@ int dlt_train_run(const dlt_config *c, const char *rundir, const dlt_train_hooks
 	int rc;
 
 	memset(res, 0, sizeof(*res));
-	res->test_loss = res->test_acc = NAN;
+	res->test_loss = res->test_value = NAN;
 	DLT_TRY(setup(&s));
 	DLT_TRY(sync_start(&s));
 	/* the run directory last: bad input must not leave one behind */
@@ -876,7 +954,7 @@ int dlt_train_resume(const char *rundir, int epochs, const dlt_train_hooks *h,
 	int rc, done = dlt_train_rundir_state(rundir) == DLT_RUNDIR_DONE, run_epochs;
 
 	memset(res, 0, sizeof(*res));
-	res->test_loss = res->test_acc = NAN;
+	res->test_loss = res->test_value = NAN;
 	DLT_TRY(newest_ckpt(&s, rundir, &k, &c));
 	if (!k.a) {	/* none yet: from the start, with the run's config */
 		if (!(yaml = dlt_malloc(strlen(rundir) + 16))) {

@@ -9,13 +9,15 @@
 #include "config/config.h"
 #include "nn/nn.h"
 
-/* A dataset archive in memory: "x" [N, ...] u8 or f32, "y" [N] i32, and
- * the normalisation of its metadata (dlt-prep(1)). */
+/* A dataset archive in memory: "x" [N, ...] u8 or f32, "y" (class ids
+ * i32 [N], float targets f32 [N, K] or multi-hot labels u8 [N, K]:
+ * dlt(7) ARCHIVE KINDS), and the normalisation of its metadata
+ * (dlt-prep(1)). */
 typedef struct dlt_dataset {
 	char *path;
 	size_t n;		/* samples */
 	int features;		/* floats per sample */
-	int n_classes;
+	int n_classes;		/* the model's outputs: classes, targets or labels */
 	int ndim;		/* of one sample */
 	int64_t shape[4];
 	dlt_shape sample;	/* the model's view: [F] is F x 1 x 1, [H, W] 1 x H x W */
@@ -23,7 +25,16 @@ typedef struct dlt_dataset {
 	const void *x;		/* in the archive's mapping when stored raw */
 	void *x_own;		/* else a copy, which this is */
 	struct dlt_archive *archive;	/* open while x points into it */
-	int32_t *y;		/* NULL: no labels (dlt-prep csv --label none) */
+	int32_t *y;		/* class ids; NULL: none (dlt-prep csv --label none) */
+	int task;		/* enum dlt_task: what "y" holds */
+	/* float targets or multi-hot labels ([n, n_classes], t_dtype f32
+	 * or u8), in the archive's mapping or in t_own; NULL: none */
+	const void *t;
+	void *t_own;
+	int t_dtype;
+	/* regression: the training set's targets' mean and std (n_classes
+	 * each); the loader hands over (t - mean) / std */
+	float *t_mean, *t_std;
 	/* x_normalised = (x * scale - mean[j % n_stats]) / std[j % n_stats] */
 	float scale;
 	float *mean, *inv_std;
@@ -34,8 +45,11 @@ int dlt_dataset_load(dlt_dataset *d, const char *path);
 /* Uses the normalisation of src (the training set's) for d too. */
 int dlt_dataset_use_stats(dlt_dataset *d, const dlt_dataset *src);
 void dlt_dataset_free(dlt_dataset *d);
-/* Normalised samples order[0..count) into x, their labels into y. */
-void dlt_dataset_gather(const dlt_dataset *d, const uint32_t *order, int count, float *x, int32_t *y);
+/* Whether d has targets to train on (class ids, float targets or labels) */
+int dlt_dataset_has_targets(const dlt_dataset *d);
+/* Normalised samples order[0..count) into x, their targets into y (when
+ * not NULL): class ids (i32, -1 without), or n_classes floats a sample. */
+void dlt_dataset_gather(const dlt_dataset *d, const uint32_t *order, int count, float *x, void *y);
 
 /* Random crops and flips of training images (config data.augment), drawn
  * from Philox keyed by the seed, the epoch and the sample's position in
@@ -55,7 +69,7 @@ typedef struct dlt_loader {
 	int batch;		/* of all ranks together */
 	int rank, ranks;	/* data parallelism: this rank's slice of each batch */
 	float *x[2];
-	int32_t *y[2];
+	void *y[2];		/* targets: dlt_loss_target_size bytes a sample */
 	int count[2], total[2], full[2];
 	const uint32_t *order;	/* the pass: samples in this order */
 	dlt_augment aug;
@@ -79,7 +93,7 @@ void dlt_loader_pass(dlt_loader *l, const uint32_t *order, size_t n, const dlt_a
  * the size of this rank's slice of it (rank r of R takes samples
  * [size * r / R, size * (r + 1) / R) of each batch), which x and y hold.
  * The buffers stay valid until the next call. */
-int dlt_loader_next(dlt_loader *l, float **x, int32_t **y, int *mine);
+int dlt_loader_next(dlt_loader *l, float **x, void **y, int *mine);
 void dlt_loader_stop(dlt_loader *l);
 
 /* What the loop reports as it goes; the program decides how to show it. */
@@ -92,9 +106,14 @@ typedef struct dlt_progress {
 
 typedef struct dlt_epoch_summary {
 	int epoch, epochs;
-	double loss, acc;	/* training, over the epoch */
-	double val_loss, val_acc;	/* NaN without a validation split */
-	double test_loss, test_acc;	/* NaN without a test set */
+	double loss;		/* training, over the epoch */
+	double val_loss;	/* NaN without a validation split */
+	double test_loss;	/* NaN without a test set */
+	/* The task's metrics (dlt_loss_metric_names): names[0..n_train) of
+	 * training, all n of the evaluations (NaN: no such split) */
+	const char *names[DLT_MAX_METRICS];
+	int n, n_train;
+	double train[DLT_MAX_METRICS], val[DLT_MAX_METRICS], test[DLT_MAX_METRICS];
 	double samples_per_s, elapsed_s;
 } dlt_epoch_summary;
 
@@ -123,7 +142,10 @@ typedef struct dlt_train_hooks {
 } dlt_train_hooks;
 
 typedef struct dlt_train_result {
-	double test_loss, test_acc;	/* NaN without a test set */
+	double test_loss;	/* NaN without a test set */
+	/* the task's first metric on the test set (acc, rmse, ...) */
+	const char *test_metric;
+	double test_value;
 	long long steps;
 	double elapsed_s;
 	int stopped;		/* DLT_POLL_STOP: checkpointed, not finished */

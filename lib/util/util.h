@@ -158,6 +158,12 @@ const dlt_jval *dlt_jval_get(const dlt_jval *obj, const char *key);	/* NULL if a
  * sets *out when it is. */
 int dlt_jval_int(const dlt_jval *v, long long lo, long long hi, long long *out);
 
+/* Metrics.  Which way the metric named name improves, from the part after
+ * its last '.' ("val.rmse": "rmse"): -1 when smaller is better (*loss,
+ * *error, err, rmse, mae, mse, ppl, bpb), 1 when larger is (acc, top5, f1,
+ * r2, and any name not known). */
+int dlt_metric_mode(const char *name);
+
 /* Time. */
 double dlt_now(void);		/* monotonic seconds */
 double dlt_wall(void);		/* seconds since the epoch */

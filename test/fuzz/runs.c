@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const dlt_series *s = dlt_runs_series(&r, r.series[i].name);
 		if (!s)
 			abort();
-		dlt_runs_best_value(s, dlt_runs_mode(s->name));
+		dlt_runs_best_value(s, dlt_metric_mode(s->name));
 		metrics[p.nmetrics++] = s->name;
 	}
 	dlt_runs_series(&r, dlt_runs_main_metric(&r, 1));

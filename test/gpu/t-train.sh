@@ -9,7 +9,8 @@
 #     can move a value to the neighbouring 16-bit one);
 #   - the final test accuracies agree within 0.015 (f32) or 0.03 (bf16,
 #     fp16).
-# Without a CUDA device it says "skipped: no CUDA device" and passes.
+# Then NCCL with one rank (DLT_COMM=nccl): the bits of the run without a
+# comm.  Without a CUDA device it says "skipped: no CUDA device" and passes.
 . "$(dirname "$0")/../lib.sh"
 # lib.sh takes the directory above the script's for the root: one more
 PATH=$(cd "$TEST_DIR/../.." && pwd)/bin:$PATH
@@ -185,6 +186,41 @@ summary cnn-bf16
 test_expect_success 'CNN f32 on the GPU: the same run twice gives the same weights' '
 	dlt-train -c cnn.yaml -o cnn-again -s device=cuda -q >/dev/null &&
 	cmp cnn-f32-cuda/model.dlt cnn-again/model.dlt
+'
+
+# The NCCL path on one GPU (DLT_COMM=nccl): a communicator of one rank
+# broadcasts the start, sums each gradient bucket while backward runs (in
+# 0.001 MB buckets, several a step) and sums the metrics.  A rank's sum is
+# its own values, so nothing may change a bit: the weights and every
+# logged loss are those of the run without a comm.  NCCL_DEBUG shows that
+# NCCL ran (INIT) and each collective it ran (COLL).
+# tensors_equal A B: every tensor of two checkpoints the same bits
+tensors_equal() {
+	dlt-ckpt diff "$1" "$2" >"$3" && cat "$3" && grep -q equal "$3" && ! grep -q differs "$3"
+}
+
+test_expect_success 'DLT_COMM=nccl --gpus 1: the bucket path over a 1-rank NCCL comm, the bits of no comm' '
+	DLT_COMM=nccl NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL dlt-train -c cnn.yaml \
+		-o cnn-nccl1 --gpus 1 -q -s dist.bucket_mb=0.001 >nccl1.log 2>&1
+	status=$?
+	grep -v "NCCL INFO AllReduce\|NCCL INFO Broadcast" nccl1.log | tail -20
+	echo "$(grep -c "NCCL INFO AllReduce" nccl1.log) all-reduces," \
+		"$(grep -c "NCCL INFO Broadcast" nccl1.log) broadcasts"
+	test $status = 0 &&
+	grep -q "NCCL INFO.*Init COMPLETE" nccl1.log &&
+	grep -q "NCCL INFO AllReduce" nccl1.log &&
+	tensors_equal cnn-f32-cuda/model.dlt cnn-nccl1/model.dlt nccl1.diff &&
+	agree cnn-f32-cuda cnn-nccl1 0 0 0
+'
+
+test_expect_success 'DLT_COMM=nccl without a launcher: one rank, its NCCL id its own' '
+	DLT_COMM=nccl NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT dlt-train -c mlp.yaml \
+		-o mlp-nccl1 -s device=cuda -q >nccl2.log 2>&1
+	status=$?
+	tail -5 nccl2.log
+	test $status = 0 && grep -q "NCCL INFO.*Init COMPLETE" nccl2.log &&
+	tensors_equal mlp-f32-cuda/model.dlt mlp-nccl1/model.dlt nccl2.diff &&
+	agree mlp-f32-cuda mlp-nccl1 0 0 0
 '
 
 # data parallelism over NCCL: the multi-GPU test, where there are GPUs for it

@@ -82,9 +82,55 @@ static int same_values(const float *a, const float *b, size_t n)
 	return 1;
 }
 
+/* The backend's first failure, said once: every entry after it may
+ * leave its outputs unwritten (NaN here: "inf" as a difference), and
+ * softmax_xent's loss is NaN from then on. */
+static void show_error(void)
+{
+	static int shown;
+	const char *e = gpu->error();
+	if (e && !shown) {
+		diag("the CUDA backend has failed: %s", e);
+		shown = 1;
+	}
+}
+
 static int check(double d, double tol, const char *what)
 {
-	return ok(d <= tol, "cuda %s (%.3g, tolerance %.3g)", what, d, tol);
+	int good = ok(d <= tol, "cuda %s (%.3g, tolerance %.3g)", what, d, tol);
+	if (!good)
+		show_error();
+	return good;
+}
+
+/* For a failure's diagnosis: where got differs most from want (as diff
+ * weighs it), at its coordinates in dims[4], both values, and how many
+ * of each are NaN (an output left unwritten stays NaN). */
+static void show_worst(const char *what, const float *got, const float *want, const int dims[4])
+{
+	size_t n = (size_t)dims[0] * dims[1] * dims[2] * dims[3], at = 0, nan_got = 0, nan_want = 0;
+	double worst = 0.0;
+	for (size_t i = 0; i < n; i++) {
+		double d;
+		nan_got += isnan(got[i]) != 0;
+		nan_want += isnan(want[i]) != 0;
+		if (isnan(got[i]) != isnan(want[i]))
+			d = INFINITY;
+		else if (isnan(got[i]) || got[i] == want[i])
+			continue;
+		else if (isnan(d = fabs((double)got[i] - want[i]) / (1.0 + fabs((double)want[i]))))
+			d = INFINITY;
+		if (d > worst) {
+			worst = d;
+			at = i;
+		}
+	}
+	if (worst == 0.0)
+		return;
+	diag("  %s[%zu][%zu][%zu][%zu] of [%d][%d][%d][%d]: got %.9g, want %.9g (%.3g); NaN: "
+	     "%zu got, %zu wanted, of %zu", what, at / ((size_t)dims[1] * dims[2] * dims[3]),
+	     at / ((size_t)dims[2] * dims[3]) % dims[1], at / dims[3] % dims[2], at % dims[3],
+	     dims[0], dims[1], dims[2], dims[3], got[at], want[at], worst, nan_got, nan_want, n);
 }
 
 /* --- the dense layers' and optimisers' entries, as test-kernels --- */
@@ -608,6 +654,8 @@ static const conv_case convs[] = {
 	{ 3, 5, 6, 6, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1, DLT_ACT_RELU, 0 },
 	{ 2, 4, 5, 7, 6, 1, 1, 1, 1, 0, 0, 1, 1, 2, DLT_ACT_NONE, NO_DX },
 	{ 2, 4, 9, 8, 6, 1, 1, 2, 2, 0, 0, 1, 1, 1, DLT_ACT_NONE, NO_BIAS | NO_DB },
+	/* dx 0 on every other row and column, which no window reads */
+	{ 2, 4, 9, 8, 6, 1, 1, 2, 2, 0, 0, 1, 1, 1, DLT_ACT_NONE, 0 },
 	{ 2, 3, 5, 5, 2, 5, 5, 1, 1, 2, 2, 1, 1, 1, DLT_ACT_NONE, 0 },
 	{ 3, 2, 5, 6, 3, 3, 3, 2, 2, 3, 2, 1, 1, 1, DLT_ACT_RELU, 0 },
 	{ 7, 3, 6, 5, 4, 2, 2, 1, 1, 0, 1, 1, 1, 1, DLT_ACT_NONE, 0 },
@@ -693,6 +741,21 @@ static double conv_diff(const dlt_conv *s, const conv_case *cc, const conv_out *
 	return d;
 }
 
+/* Each output's worst element, for a case that failed */
+static void conv_show(const dlt_conv *s, const conv_case *cc, const conv_out *g,
+		      const conv_out *r)
+{
+	int y[4] = { s->n, s->k, s->oh, s->ow }, x[4] = { s->n, s->c, s->h, s->w };
+	int w[4] = { s->k, s->c / s->groups, s->kh, s->kw }, b[4] = { 1, s->k, 1, 1 };
+	show_worst("y", g->y, r->y, y);
+	show_worst("dw", g->dw, r->dw, w);
+	if (!(cc->flags & NO_DX))
+		show_worst("dx", g->dx, r->dx, x);
+	if (!(cc->flags & NO_DB))
+		show_worst("db", g->db, r->db, b);
+	show_error();
+}
+
 static int conv_same(const dlt_conv *s, const conv_out *a, const conv_out *b)
 {
 	size_t nx = (size_t)s->n * s->c * s->h * s->w, ny = (size_t)s->n * s->k * s->oh * s->ow;
@@ -725,6 +788,8 @@ static void test_conv_case(const conv_case *cc, int prec, double *worst, int *de
 			diag("conv %s n%d c%d %dx%d k%d %dx%d s%d,%d p%d,%d d%d,%d g%d: %g",
 			     prec_name[prec], s.n, s.c, s.h, s.w, s.k, s.kh, s.kw, s.sh, s.sw,
 			     s.ph, s.pw, s.dh, s.dw, s.groups, d);
+		if (d > 1e-5)
+			conv_show(&s, cc, &g, &r);
 		*worst = fmax(*worst, d);
 		conv_gpu(prec, &s, cc, x, w, b, dy, work, &g2);
 		*deterministic &= conv_same(&s, &g, &g2);
@@ -1146,8 +1211,11 @@ static void test_failure_shows(void)
 	int32_t lab = 0, *glab = up(&lab, 4);
 	double loss;
 	int hits;
+	/* a failure before this one makes the loss NaN: say which */
+	ok(!gpu->error(), "cuda: no entry failed before the failure test (%s)",
+	   gpu->error() ? gpu->error() : "none did");
 	gpu->softmax_xent(x, glab, 1, 4, y, &loss, &hits);
-	ok(fabs(loss - log(4.0)) < 1e-6, "cuda softmax_xent of 4 zeros: log 4");
+	ok(fabs(loss - log(4.0)) < 1e-6, "cuda softmax_xent of 4 zeros: log 4 (%.17g)", loss);
 	work = gpu->alloc(gpu->conv_workspace(DLT_PREC_F32, &s) * 4 + 4);
 	gpu->conv_forward(DLT_PREC_F32, &s, x, w, NULL, y, DLT_ACT_NONE, 0.0f, work);
 	gpu->softmax_xent(x, glab, 1, 4, y, &loss, &hits);

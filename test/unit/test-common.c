@@ -231,6 +231,41 @@ static void test_softmax_xent(void)
 	ok(bad_arg == 0, "argmax is the first largest logit");
 }
 
+/* The element-wise losses against fp64 formulas, their gradients against
+ * central differences of those */
+static double loss64(int kind, double delta, double y, double t)
+{
+	double d = y - t;
+	switch (kind) {
+	case DLT_LOSS_MSE: return d * d;
+	case DLT_LOSS_L1: return fabs(d);
+	case DLT_LOSS_HUBER: return fabs(d) <= delta ? 0.5 * d * d : delta * (fabs(d) - 0.5 * delta);
+	default: return -t * log(1 / (1 + exp(-y))) - (1 - t) * log(1 - 1 / (1 + exp(-y)));
+	}
+}
+
+static void test_pointwise_loss(void)
+{
+	static const char *const names[] = { "", "mse", "l1", "huber", "bce" };
+	for (int kind = DLT_LOSS_MSE; kind <= DLT_LOSS_BCE; kind++) {
+		double worst_l = 0, worst_g = 0;
+		for (int i = 0; i < 2000; i++) {
+			float y = 12.0f * dlt_rng_uniform(&rng) - 6.0f;
+			float t = kind == DLT_LOSS_BCE ? (float)(dlt_rng_u32(&rng) & 1)
+				: 12.0f * dlt_rng_uniform(&rng) - 6.0f, g;
+			double h = 1e-4, want_g, l = dlt_pointwise_loss(kind, 1.5f, y, t, 0.25f, &g);
+			if (fabs((double)y - t) < 2 * h || fabs(fabs((double)y - t) - 1.5) < 2 * h)
+				continue;	/* a kink: no derivative to compare */
+			want_g = 0.25 * (loss64(kind, 1.5, y + h, t) - loss64(kind, 1.5, y - h, t)) / (2 * h);
+			worst_l = fmax(worst_l, rel_err(l, loss64(kind, 1.5, y, t), 1.0));
+			worst_g = fmax(worst_g, fabs(g - want_g) / (fabs(want_g) + 0.25));
+		}
+		ok(worst_l < 1e-6, "%s loss within 1e-6 of fp64 (worst %.3g)", names[kind], worst_l);
+		ok(worst_g < 1e-5, "%s gradient within 1e-5 of a central difference (worst %.3g)",
+		   names[kind], worst_g);
+	}
+}
+
 static void test_optimisers(void)
 {
 	double worst_a = 0, worst_s = 0, worst_m = 0;
@@ -313,6 +348,7 @@ int main(void)
 	test_rounding();
 	test_dropout();
 	test_softmax_xent();
+	test_pointwise_loss();
 	test_optimisers();
 	test_pool_window();
 	return done_testing();

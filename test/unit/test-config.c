@@ -677,14 +677,16 @@ static void test_data_ckpt_errors(void)
 	fails(BASE "checkpoint: {keep: all}\n",
 	      "cnn.yaml:3: checkpoint.keep: expected an integer, got 'all'");
 	fails(BASE "checkpoint: {best: accuracy}\n",
-	      "cnn.yaml:3: checkpoint.best: expected train.loss, train.acc, val.loss, val.acc, "
-	      "test.loss or test.acc, got 'accuracy'");
+	      "cnn.yaml:3: checkpoint.best: unknown metric 'accuracy' (train, val or test, then "
+	      "loss, acc, top5, rmse, mae, r2 or f1: e.g. val.rmse)");
 	fails(BASE "checkpoint: {best: tset.acc}\n",
-	      "cnn.yaml:3: checkpoint.best: expected train.loss, train.acc, val.loss, val.acc, "
-	      "test.loss or test.acc, got 'tset.acc' (did you mean 'test.acc'?)");
+	      "cnn.yaml:3: checkpoint.best: unknown metric 'tset.acc' (train, val or test, then "
+	      "loss, acc, top5, rmse, mae, r2 or f1: e.g. val.rmse)");
+	fails(BASE "checkpoint: {best: val.rsme}\n",
+	      "cnn.yaml:3: checkpoint.best: unknown metric 'val.rsme' (train, val or test, then "
+	      "loss, acc, top5, rmse, mae, r2 or f1: e.g. val.rmse)");
 	fails(BASE "checkpoint: {best: {test: acc}}\n",
-	      "cnn.yaml:3: checkpoint.best: expected train.loss, train.acc, val.loss, val.acc, "
-	      "test.loss or test.acc, got a mapping");
+	      "cnn.yaml:3: checkpoint.best: expected a metric, got a mapping");
 	fails(BASE "checkpoint: {best: test.acc}\n",
 	      "cnn.yaml:3: checkpoint.best: test.acc needs data.test");
 	fails(BASE "checkpoint:\n  keep: 2\n  best: val.loss\n",

@@ -153,6 +153,26 @@ static double check_softmax_xent(const dlt_backend *be, const dlt_backend *ref, 
 	return d;
 }
 
+/* arg: the loss kind (enum dlt_loss_kind); bce's targets are 0 or 1 */
+static double check_pointwise_loss(const dlt_backend *be, const dlt_backend *ref, shape s, int arg)
+{
+	size_t n = (size_t)s.rows * s.cols;
+	float *y = randv(n, -4, 4), *t = randv(n, -4, 4);
+	float *dy = malloc(n * 4 + 1), *dy2 = malloc(n * 4 + 1);
+	double loss, loss2, d;
+	for (size_t i = 0; arg == DLT_LOSS_BCE && i < n; i++)
+		t[i] = t[i] > 0;
+	be->pointwise_loss(arg, 1.5f, y, t, s.rows, s.cols, dy, &loss);
+	ref->pointwise_loss(arg, 1.5f, y, t, s.rows, s.cols, dy2, &loss2);
+	d = max3(diff(dy, dy2, n), fabs(loss - loss2) / (1.0 + fabs(loss2)),
+		 isfinite(loss) ? 0.0 : INFINITY);
+	free(y);
+	free(t);
+	free(dy);
+	free(dy2);
+	return d;
+}
+
 /* arg: the rate in percent */
 static double check_dropout(const dlt_backend *be, const dlt_backend *ref, shape s, int arg)
 {
@@ -317,6 +337,10 @@ static const kcase cases[] = {
 	{ "bias_grad", check_bias_grad, 0, 0 },
 	{ "softmax_xent", check_softmax_xent, 3, 1e-7 },
 	{ "softmax_xent wide logits", check_softmax_xent, 200, 1e-7 },
+	{ "pointwise_loss mse", check_pointwise_loss, DLT_LOSS_MSE, 0 },
+	{ "pointwise_loss l1", check_pointwise_loss, DLT_LOSS_L1, 0 },
+	{ "pointwise_loss huber", check_pointwise_loss, DLT_LOSS_HUBER, 0 },
+	{ "pointwise_loss bce", check_pointwise_loss, DLT_LOSS_BCE, 0 },
 	{ "dropout 0.5", check_dropout, 50, 0 },
 	{ "dropout 0.1", check_dropout, 10, 0 },
 	{ "dropout 0", check_dropout, 0, 0 },
