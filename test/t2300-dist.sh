@@ -54,7 +54,10 @@ rank_pid() {
 	return 1
 }
 
-# wait_for FILE PATTERN: until a line of FILE matches (at most 30 s)
+# wait_for FILE PATTERN: until a line of FILE matches (at most 30 s).  The
+# jobs it watches log every 5 steps: the first record of the default (every
+# 100 steps) is the epoch's last, and a rank stopped after the job's last
+# sum leaves the other waiting in MPI_Finalize, which has no deadline.
 wait_for() {
 	i=0
 	until grep -q "$2" "$1" 2>/dev/null; do
@@ -121,7 +124,7 @@ test_expect_success 'three epochs of all 60000 images: test accuracy of one proc
 '
 
 test_expect_success 'kill -9 of rank 1: rank 0 ends within 15 s, non-zero, rank named' '
-	DLT_TEST_STEP_DELAY=0.05 dlt-train --ranks 2 -c mlp.yaml -o killed \
+	DLT_TEST_STEP_DELAY=0.05 dlt-train --ranks 2 -c mlp.yaml -o killed -s train.log_every=5 \
 		>out 2>err & job=$! &&
 	wait_for killed/metrics.jsonl "\"step\":" &&
 	pid=$(rank_pid 1) && kill -9 $pid && t0=$(date +%s) &&
@@ -132,7 +135,7 @@ test_expect_success 'kill -9 of rank 1: rank 0 ends within 15 s, non-zero, rank 
 '
 
 test_expect_success 'a stalled rank (SIGSTOP) ends the job after dist.timeout, named by rank 0' '
-	DLT_TEST_STEP_DELAY=0.05 dlt-train --ranks 2 -c mlp.yaml -o stalled \
+	DLT_TEST_STEP_DELAY=0.05 dlt-train --ranks 2 -c mlp.yaml -o stalled -s train.log_every=5 \
 		>out 2>err & job=$! &&
 	wait_for stalled/metrics.jsonl "\"step\":" &&
 	pid=$(rank_pid 1) && kill -STOP $pid && t0=$(date +%s) &&

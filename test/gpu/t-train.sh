@@ -194,7 +194,8 @@ test_expect_success 'CNN f32 on the GPU: the same run twice gives the same weigh
 # its own values, so nothing may change a bit: the weights and every
 # logged loss are those of the run without a comm.  NCCL_DEBUG shows that
 # NCCL ran (INIT) and each collective it ran (COLL).
-# tensors_equal A B: every tensor of two checkpoints the same bits
+# tensors_equal A B OUT: every tensor of two checkpoints the same bits
+# (dlt-ckpt diff's table in OUT)
 tensors_equal() {
 	dlt-ckpt diff "$1" "$2" >"$3" && cat "$3" && grep -q equal "$3" && ! grep -q differs "$3"
 }
@@ -212,6 +213,8 @@ test_expect_success 'DLT_COMM=nccl --gpus 1: the bucket path over a 1-rank NCCL 
 	tensors_equal cnn-f32-cuda/model.dlt cnn-nccl1/model.dlt nccl1.diff &&
 	agree cnn-f32-cuda cnn-nccl1 0 0 0
 '
+test -f nccl1.log && echo "# NCCL of one rank: $(grep -c "NCCL INFO AllReduce" nccl1.log)" \
+	"all-reduces, $(grep -c "NCCL INFO Broadcast" nccl1.log) broadcasts"
 
 test_expect_success 'DLT_COMM=nccl without a launcher: one rank, its NCCL id its own' '
 	DLT_COMM=nccl NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT dlt-train -c mlp.yaml \
