@@ -1,7 +1,8 @@
 /* dlt-infer: a trained model's predictions for a dataset archive read from
  * a file or a pipe, as CSV or JSON Lines: classes, float targets in their
  * own units, or sets of labels, as the model's task is; its metrics when
- * the data has targets. */
+ * the data has targets.  A language model's continuation of a prompt,
+ * token by token as it is made, or its loss on new text (lib/infer). */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,15 +10,15 @@
 #include <string.h>
 
 #include "cli.h"
-#include "kernels/common/math.h"
-#include "kernels/cpu/threads.h"
-#include "train/ckpt.h"
+#include "infer/infer.h"
 #include "train/train.h"
 
 static const char prog[] = "dlt-infer";
 
 static const char usage[] =
 	"usage: dlt-infer -m CKPT [-o OUT] [--format csv|jsonl] [--probs] [--threshold T] [-b N] [-q] DATA\n"
+	"       dlt-infer -m CKPT --generate N [--temperature T] [--top-k K] [--seed S] [--json] [-o OUT] [PROMPT|-]\n"
+	"       dlt-infer -m CKPT --score FILE|- [--json] [-b N] [-o OUT]\n"
 	"\n"
 	"  -m, --model CKPT    the model: RUNDIR/model.dlt or a checkpoint\n"
 	"  -o, --output FILE   write the predictions to FILE (default: stdout)\n"
@@ -25,14 +26,26 @@ static const char usage[] =
 	"      --probs         the probability of every class (or label) too\n"
 	"      --threshold T   multi-label: predict the labels whose probability is\n"
 	"                      above T, 0 < T < 1 (default 0.5)\n"
-	"  -b, --batch N       samples per forward pass (default 256)\n"
+	"  -b, --batch N       samples per forward pass (default 256; --score: 8\n"
+	"                      windows)\n"
 	"  -q, --quiet         no metrics line on stderr\n"
+	"  -g, --generate N    a language model: N tokens after PROMPT (text; - reads\n"
+	"                      it from stdin; none: from the end-of-text token),\n"
+	"                      printed as they are made\n"
+	"      --temperature T sampling: 0 is greedy; default 1\n"
+	"      --top-k K       sampling: among the K most likely tokens (default: all)\n"
+	"      --seed S        sampling: the same seed gives the same text (default 0)\n"
+	"      --score FILE    a language model's loss on the text of FILE (- for\n"
+	"                      stdin), in nats a token and bits per byte\n"
+	"      --json          --generate: a JSON line a token, with its log-\n"
+	"                      probability; --score: the numbers as JSON\n"
 	"  -h, --help          this text\n"
 	"      --version       the version\n"
 	"\n"
 	"DATA is a dataset archive (dlt-prep), - for stdin.\n";
 
-enum { OPT_FORMAT = 256, OPT_PROBS, OPT_THRESHOLD, OPT_VERSION };
+enum { OPT_FORMAT = 256, OPT_PROBS, OPT_THRESHOLD, OPT_VERSION, OPT_TEMPERATURE, OPT_TOP_K,
+       OPT_SEED, OPT_SCORE, OPT_JSON };
 
 static const struct option longopts[] = {
 	{ "model", required_argument, NULL, 'm' },
@@ -42,6 +55,12 @@ static const struct option longopts[] = {
 	{ "threshold", required_argument, NULL, OPT_THRESHOLD },
 	{ "batch", required_argument, NULL, 'b' },
 	{ "quiet", no_argument, NULL, 'q' },
+	{ "generate", required_argument, NULL, 'g' },
+	{ "temperature", required_argument, NULL, OPT_TEMPERATURE },
+	{ "top-k", required_argument, NULL, OPT_TOP_K },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "score", required_argument, NULL, OPT_SCORE },
+	{ "json", no_argument, NULL, OPT_JSON },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -51,12 +70,45 @@ static const struct option longopts[] = {
  * (every kernel computes a sample's row on its own). */
 #define MAX_BATCH (1 << 16)
 
+/* The most tokens --generate makes */
+#define MAX_GENERATE (1 << 24)
+/* Windows a forward pass of --score, unless -b says */
+#define SCORE_BATCH 8
+
 struct args {
 	const char *model, *out, *data;
-	int jsonl, probs, quiet, help, version;
-	int batch;
+	int jsonl, probs, quiet, help, version, json;
+	int batch, batch_set;
 	double threshold;
+	const char *set_by;	/* an option of predictions, for messages */
+	const char *sampling;	/* an option of --generate's, likewise */
+	long long generate;	/* tokens; 0: not generating */
+	const char *score;
+	double temperature;
+	long long top_k;
+	long long seed;
 };
+
+/* The options of one mode given with another's */
+static int check_modes(const struct args *a, int argc, char **argv)
+{
+	if (a->generate && a->score)
+		return cli_usage(prog, "--generate and --score: give one");
+	if ((a->generate || a->score) && a->set_by)
+		return cli_usage(prog, "%s is for predictions, not %s", a->set_by,
+				 a->generate ? "--generate" : "--score");
+	if (!a->generate && a->sampling)
+		return cli_usage(prog, "%s needs --generate", a->sampling);
+	if (a->generate && a->batch_set)
+		return cli_usage(prog, "-b is for predictions and --score, not --generate");
+	if (a->score && optind < argc)
+		return cli_usage(prog, "unexpected argument '%s' (--score reads FILE)",
+				 argv[optind]);
+	if (a->generate && argc - optind > 1)
+		return cli_usage(prog, "unexpected argument '%s' (quote a prompt of several "
+				 "words)", argv[optind + 1]);
+	return 0;
+}
 
 static int parse_args(struct args *a, int argc, char **argv)
 {
@@ -65,8 +117,9 @@ static int parse_args(struct args *a, int argc, char **argv)
 
 	a->batch = 256;
 	a->threshold = 0.5;
+	a->temperature = 1.0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":m:o:b:qh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":m:o:b:qg:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'm': a->model = optarg; break;
 		case 'o': a->out = optarg; break;
@@ -74,20 +127,46 @@ static int parse_args(struct args *a, int argc, char **argv)
 			if (strcmp(optarg, "csv") && strcmp(optarg, "jsonl"))
 				return cli_usage(prog, "--format: '%s' is not csv or jsonl", optarg);
 			a->jsonl = strcmp(optarg, "jsonl") == 0;
+			a->set_by = "--format";
 			break;
-		case OPT_PROBS: a->probs = 1; break;
+		case OPT_PROBS: a->probs = 1; a->set_by = "--probs"; break;
 		case OPT_THRESHOLD:
 			if (dlt_parse_f64(optarg, &a->threshold, "--threshold") < 0)
 				return cli_usage(prog, "%s", dlt_errmsg());
 			if (!(a->threshold > 0 && a->threshold < 1))
 				return cli_usage(prog, "--threshold: %s is not between 0 and 1", optarg);
+			a->set_by = "--threshold";
 			break;
 		case 'b':
 			if (dlt_parse_i64(optarg, 1, MAX_BATCH, &n, "--batch") < 0)
 				return cli_usage(prog, "%s", dlt_errmsg());
 			a->batch = (int)n;
+			a->batch_set = 1;
 			break;
 		case 'q': a->quiet = 1; break;
+		case 'g':
+			if (dlt_parse_i64(optarg, 1, MAX_GENERATE, &a->generate, "--generate") < 0)
+				return cli_usage(prog, "%s", dlt_errmsg());
+			break;
+		case OPT_TEMPERATURE:
+			if (dlt_parse_f64(optarg, &a->temperature, "--temperature") < 0)
+				return cli_usage(prog, "%s", dlt_errmsg());
+			if (!(a->temperature >= 0) || !isfinite(a->temperature))
+				return cli_usage(prog, "--temperature: %s is not 0 or more", optarg);
+			a->sampling = "--temperature";
+			break;
+		case OPT_TOP_K:
+			if (dlt_parse_i64(optarg, 1, INT32_MAX, &a->top_k, "--top-k") < 0)
+				return cli_usage(prog, "%s", dlt_errmsg());
+			a->sampling = "--top-k";
+			break;
+		case OPT_SEED:
+			if (dlt_parse_i64(optarg, 0, INT64_MAX, &a->seed, "--seed") < 0)
+				return cli_usage(prog, "%s", dlt_errmsg());
+			a->sampling = "--seed";
+			break;
+		case OPT_SCORE: a->score = optarg; break;
+		case OPT_JSON: a->json = 1; break;
 		case 'h': a->help = 1; return 0;
 		case OPT_VERSION: a->version = 1; return 0;
 		default: return cli_bad_option(prog, c, argv, longopts);
@@ -95,6 +174,16 @@ static int parse_args(struct args *a, int argc, char **argv)
 	}
 	if (!a->model)
 		return cli_usage(prog, "no model: give -m CKPT (see -h)");
+	if ((c = check_modes(a, argc, argv)) != 0)
+		return c;
+	if (a->generate || a->score) {
+		a->data = optind < argc ? argv[optind] : NULL;
+		if (a->score && !a->batch_set)
+			a->batch = SCORE_BATCH;
+		return 0;
+	}
+	if (a->json)
+		a->jsonl = 1;
 	if (optind == argc)
 		return cli_usage(prog, "no data: give a dataset archive, or - for stdin");
 	if (argc - optind > 1)
@@ -253,12 +342,10 @@ static void put_header(FILE *fp, int k, int probs, int labels)
 }
 
 typedef struct infer {
-	dlt_ckpt k;
-	dlt_config c;
-	int have_c;
-	dlt_dataset like, data;
-	dlt_model m;
-	int have_m;
+	dlt_infer *x;
+	const dlt_dataset *like;	/* what the model expects */
+	dlt_dataset data;
+	dlt_model *m;
 	uint32_t *order;	/* the batch's samples */
 	void *labels;		/* and their targets */
 	float *probs;		/* one row of softmax */
@@ -271,32 +358,25 @@ typedef struct infer {
 /* Model and data, checked against each other. */
 static int setup(infer *s, const struct args *a)
 {
-	int threads, batch, rc;
+	int threads, batch;
 
 	if ((threads = dlt_env_threads()) < 0)
 		return threads;
-	dlt_cpu_set_threads(threads);
-	DLT_TRY_RC(dlt_ckpt_open(&s->k, a->model, &s->c));
-	s->have_c = 1;
-	DLT_TRY_RC(dlt_ckpt_input(&s->k, &s->like));
+	DLT_TRY_RC(dlt_infer_open(&s->x, a->model));
+	s->like = dlt_infer_input(s->x);
 	DLT_TRY_RC(dlt_dataset_load(&s->data, a->data));
-	DLT_TRY_RC(check_data(&s->data, &s->like));
-	DLT_TRY_RC(dlt_dataset_use_stats(&s->data, &s->like));
+	DLT_TRY_RC(check_data(&s->data, s->like));
+	DLT_TRY_RC(dlt_dataset_use_stats(&s->data, s->like));
 	batch = (size_t)a->batch < s->data.n ? a->batch : (int)s->data.n;
-	rc = dlt_model_init(&s->m, &s->c, dlt_backend_cpu(), s->like.sample,
-			    s->like.n_classes, batch);
-	if (rc < 0)
-		return rc;
-	s->have_m = 1;
-	DLT_TRY_RC(dlt_model_read(&s->m, s->k.a));
-	dlt_ckpt_close(&s->k);	/* all read: the weights are in the model */
-	DLT_TRY_RC(dlt_loss_init(&s->loss, s->like.task, s->like.n_classes, 0, 0, a->model));
-	s->loss.t_mean = s->like.t_mean;
-	s->loss.t_std = s->like.t_std;
+	DLT_TRY_RC(dlt_infer_load(s->x, dlt_backend_cpu(), batch, threads));
+	s->m = dlt_infer_model(s->x);
+	DLT_TRY_RC(dlt_loss_init(&s->loss, s->like->task, s->like->n_classes, 0, 0, a->model));
+	s->loss.t_mean = s->like->t_mean;
+	s->loss.t_std = s->like->t_std;
 	s->loss.cut = (float)log(a->threshold / (1 - a->threshold));
 	if (!(s->order = dlt_malloc((size_t)batch * sizeof(*s->order))) ||
 	    !(s->labels = dlt_malloc((size_t)batch * dlt_loss_target_size(&s->loss))) ||
-	    !(s->probs = dlt_malloc((size_t)s->like.n_classes * sizeof(*s->probs))))
+	    !(s->probs = dlt_malloc((size_t)s->like->n_classes * sizeof(*s->probs))))
 		return DLT_ENOMEM;
 	return 0;
 }
@@ -307,7 +387,7 @@ static int setup(infer *s, const struct args *a)
 static int predict(infer *s, const struct args *a)
 {
 	const dlt_dataset *d = &s->data;
-	const int k = s->like.n_classes, batch = s->m.max_batch;
+	const int k = s->like->n_classes, batch = s->m->max_batch;
 	FILE *fp;
 
 	DLT_TRY_RC(dlt_ofile_open(&s->out, a->out ? a->out : "-"));
@@ -322,8 +402,8 @@ static int predict(infer *s, const struct args *a)
 
 		for (int i = 0; i < b; i++)
 			s->order[i] = (uint32_t)(i0 + i);
-		dlt_dataset_gather(d, s->order, b, dlt_model_input(&s->m), s->labels);
-		logits = dlt_model_forward(&s->m, b, 0, 0);
+		dlt_dataset_gather(d, s->order, b, dlt_model_input(s->m), s->labels);
+		logits = dlt_model_forward(s->m, b, 0, 0);
 		if (s->loss.task != DLT_TASK_CLASS && d->t)
 			dlt_loss_add(&s->loss, 0, logits, s->labels, b, 0, s->sums);
 		for (int i = 0; s->loss.task != DLT_TASK_CLASS && i < b; i++)
@@ -332,8 +412,7 @@ static int predict(infer *s, const struct args *a)
 				     a->probs ? s->probs : NULL);
 		for (int i = 0; s->loss.task == DLT_TASK_CLASS && i < b; i++) {
 			const int32_t *labels = s->labels;
-			int pred;
-			dlt_softmax_xent_row(logits + (size_t)i * k, k, -1, 1.0f, s->probs, &pred);
+			int pred = dlt_infer_class_row(logits + (size_t)i * k, k, s->probs);
 			if (d->y && pred == labels[i])
 				s->correct++;
 			put_row(fp, a->jsonl, i0 + i, pred, a->probs ? s->probs : NULL, k,
@@ -351,16 +430,200 @@ static void teardown(infer *s)
 {
 	if (s->out.fp)
 		dlt_ofile_abort(&s->out);
-	if (s->have_m)
-		dlt_model_free(&s->m);
-	dlt_ckpt_close(&s->k);
-	if (s->have_c)
-		dlt_config_free(&s->c);
-	dlt_dataset_free(&s->like);
+	dlt_infer_close(s->x);
 	dlt_dataset_free(&s->data);
 	free(s->order);
 	free(s->labels);
 	free(s->probs);
+}
+
+/* ---- language models ---- */
+
+/* What --generate writes to */
+typedef struct gen_out {
+	FILE *fp;
+	int json;
+	const char *name;
+} gen_out;
+
+/* The length of the valid UTF-8 sequence that p[0..n) starts with, 0 if
+ * none */
+static size_t utf8_len(const uint8_t *p, size_t n)
+{
+	size_t len = p[0] < 0xc2 ? 0 : p[0] < 0xe0 ? 2 : p[0] < 0xf0 ? 3 : p[0] < 0xf5 ? 4 : 0;
+	if (!len || len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+	    (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+		return 0;	/* overlong, a surrogate, beyond U+10FFFF */
+	return len;
+}
+
+/* A token's bytes as a JSON string: UTF-8 as it is, a byte that is not
+ * (a token may end inside a character) as the code point of its value */
+static void put_json_text(FILE *fp, const uint8_t *p, size_t n)
+{
+	fputc('"', fp);
+	for (size_t i = 0; i < n;) {
+		size_t u = p[i] >= 0x80 ? utf8_len(p + i, n - i) : 1;
+		if (p[i] == '"' || p[i] == '\\')
+			fprintf(fp, "\\%c", p[i]);
+		else if (p[i] == '\n')
+			fputs("\\n", fp);
+		else if (p[i] == '\t')
+			fputs("\\t", fp);
+		else if (p[i] < 0x20 || p[i] == 0x7f || !u)
+			fprintf(fp, "\\u%04x", p[i]);
+		else
+			fwrite(p + i, 1, u, fp);
+		i += u ? u : 1;
+	}
+	fputc('"', fp);
+}
+
+static int put_token(void *arg, uint32_t id, const uint8_t *bytes, size_t len, double logprob)
+{
+	gen_out *g = arg;
+	if (g->json) {
+		fprintf(g->fp, "{\"token\":%u,\"text\":", id);
+		put_json_text(g->fp, bytes, len);
+		fprintf(g->fp, isfinite(logprob) ? ",\"logprob\":%.9g}\n" : ",\"logprob\":null}\n",
+			logprob);
+	} else if (len) {
+		fwrite(bytes, 1, len, g->fp);
+	}
+	/* a pipe sees each token at once */
+	if (fflush(g->fp) != 0 || ferror(g->fp))
+		return dlt_error_errno(DLT_EIO, "%s", g->name);
+	return 0;
+}
+
+/* A language model's file, opened (the model not yet built) */
+static int open_lm(dlt_infer **x, const struct args *a, int *threads)
+{
+	if ((*threads = dlt_env_threads()) < 0)
+		return *threads;
+	DLT_TRY_RC(dlt_infer_open(x, a->model));
+	return dlt_infer_need_lm(*x);
+}
+
+/* Its model, built for batch windows a pass */
+static int load_lm(dlt_infer *x, int batch, int threads)
+{
+	DLT_TRY_RC(dlt_infer_load(x, dlt_backend_cpu(), batch, threads));
+	return dlt_infer_need_lm(x);
+}
+
+/* The prompt's ids: the text of the argument or of stdin; an empty one
+ * is the end-of-text token, where the tokenizer has one */
+static int prompt_ids(dlt_infer *x, const struct args *a, uint32_t **ids, size_t *n)
+{
+	const dlt_tokenizer *tok = dlt_infer_tokenizer(x);
+	char *text = NULL;
+	size_t len = 0;
+	int64_t eot = dlt_tokenizer_eot(tok);
+	int rc;
+
+	if (a->data && strcmp(a->data, "-") == 0)
+		DLT_TRY_RC(dlt_read_file("-", 0, &text, &len));
+	rc = dlt_infer_encode(x, text ? text : a->data ? a->data : "",
+			      text ? len : a->data ? strlen(a->data) : 0, ids, n);
+	free(text);
+	if (rc < 0 || *n > 0)
+		return rc;
+	free(*ids);
+	*ids = NULL;
+	if (eot < 0 || (uint64_t)eot >= dlt_infer_vocab(x))
+		return dlt_error(DLT_EINPUT, "an empty prompt, and the %s tokenizer of %s has no "
+				 "end-of-text token to start from", dlt_tokenizer_kind(tok), a->model);
+	if (!(*ids = dlt_malloc(sizeof(**ids))))
+		return DLT_ENOMEM;
+	(*ids)[0] = (uint32_t)eot;
+	*n = 1;
+	return 0;
+}
+
+static int run_generate(const struct args *a)
+{
+	dlt_infer *x = NULL;
+	uint32_t *ids = NULL;
+	size_t n = 0;
+	dlt_ofile out = { 0 };
+	dlt_sampling sm = { .temperature = a->temperature, .top_k = (int)a->top_k,
+			    .seed = (uint64_t)a->seed };
+	gen_out g = { .json = a->json, .name = a->out ? a->out : "standard output" };
+	int rc, threads;
+
+	DLT_TRY(open_lm(&x, a, &threads));
+	DLT_TRY(prompt_ids(x, a, &ids, &n));
+	DLT_TRY(load_lm(x, 1, threads));
+	DLT_TRY(dlt_ofile_open(&out, a->out ? a->out : "-"));
+	g.fp = out.fp;
+	DLT_TRY(dlt_infer_generate(x, ids, n, (size_t)a->generate, &sm, put_token, &g));
+	if (!a->json && isatty(fileno(out.fp)))
+		fputc('\n', out.fp);	/* the shell's prompt on a line of its own */
+	if (fflush(out.fp) != 0 || ferror(out.fp)) {
+		rc = dlt_error_errno(DLT_EIO, "%s", g.name);
+		goto fail;
+	}
+	DLT_TRY(dlt_ofile_commit(&out));
+	out.fp = NULL;
+	rc = 0;
+fail:
+	if (out.fp)
+		dlt_ofile_abort(&out);
+	free(ids);
+	dlt_infer_close(x);
+	return rc < 0 ? cli_fail(prog, rc) : 0;
+}
+
+static int run_score(const struct args *a)
+{
+	dlt_infer *x = NULL;
+	uint32_t *ids = NULL;
+	char *text = NULL;
+	size_t n = 0, len = 0, windows;
+	dlt_ofile out = { 0 };
+	dlt_score r;
+	int rc, threads;
+
+	DLT_TRY(dlt_read_file(a->score, 0, &text, &len));
+	DLT_TRY(open_lm(&x, a, &threads));
+	DLT_TRY(dlt_infer_encode(x, text, len, &ids, &n));
+	if (n < 2) {
+		rc = dlt_error(DLT_EINPUT, "%s: %zu token%s: nothing to score (each token after "
+			       "the first is predicted)", a->score, n, n == 1 ? "" : "s");
+		goto fail;
+	}
+	/* no more windows a pass than the text has */
+	windows = (n - 2) / (size_t)dlt_infer_context(x) + 1;
+	DLT_TRY(load_lm(x, windows < (size_t)a->batch ? (int)windows : a->batch, threads));
+	DLT_TRY(dlt_infer_score(x, ids, n, len, &r));
+	DLT_TRY(dlt_ofile_open(&out, a->out ? a->out : "-"));
+	if (a->json)
+		fprintf(out.fp, "{\"loss\":%.9g,\"bpb\":%.9g,\"nats\":%.17g,\"tokens\":%zu,"
+			"\"predicted\":%llu,\"bytes\":%zu}\n", r.loss, r.bpb, r.nats, n,
+			(unsigned long long)r.predicted, len);
+	else
+		fprintf(out.fp, "loss: %.4f nats/token, bpb: %.4f (%zu tokens, %zu bytes)\n",
+			r.loss, r.bpb, n, len);
+	if (fflush(out.fp) != 0 || ferror(out.fp)) {
+		rc = dlt_error_errno(DLT_EIO, "%s", a->out ? a->out : "standard output");
+		goto fail;
+	}
+	DLT_TRY(dlt_ofile_commit(&out));
+	out.fp = NULL;
+	rc = 0;
+fail:
+	if (out.fp)
+		dlt_ofile_abort(&out);
+	free(ids);
+	free(text);
+	dlt_infer_close(x);
+	return rc < 0 ? cli_fail(prog, rc) : 0;
 }
 
 static int run(const struct args *a)
@@ -381,7 +644,7 @@ static int run(const struct args *a)
 		const char *names[DLT_MAX_METRICS];
 		double v[DLT_MAX_METRICS];
 		int n = dlt_loss_metric_names(&s.loss, 0, names);
-		dlt_loss_metrics(&s.loss, 0, s.sums, (double)s.data.n, v);
+		dlt_loss_metrics(&s.loss, 0, s.sums, (double)s.data.n, NAN, v);
 		for (int i = 0; i < n; i++)
 			fprintf(stderr, "%s%s: %.6g", i ? " " : "", names[i], v[i]);
 		fputc('\n', stderr);
@@ -401,5 +664,9 @@ int main(int argc, char **argv)
 		return cli_help(usage);
 	if (a.version)
 		return cli_version(prog);
+	if (a.generate)
+		return run_generate(&a);
+	if (a.score)
+		return run_score(&a);
 	return run(&a);
 }

@@ -1,5 +1,5 @@
 /* dlt-prep: raw data (IDX, CSV, NumPy arrays, image folders) into .dlt dataset archives,
- * and what an archive holds. */
+ * text into token archives, and what an archive holds. */
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "prep/prep.h"
+#include "prep/tokens.h"
 
 static const char prog[] = "dlt-prep";
 
@@ -19,6 +20,8 @@ static const char usage[] =
 	"-o OUT [-o OUT2] X [Y]\n"
 	"       dlt-prep images [-q] [--shuffle] [--seed N] [--split F] [--codec C] [--size HxW] "
 	"[--channels 1|3] -o OUT [-o OUT2] DIR\n"
+	"       dlt-prep text [-q] [--split F] [--codec C] [--tokenizer bytes | --tokenizer bpe "
+	"--vocab N | --tokenizer-from TOKENS] [--eot] -o OUT [-o OUT2] FILE...\n"
 	"       dlt-prep info [--json] FILE\n"
 	"\n"
 	"  -o, --output FILE   write the dataset to FILE (- for stdout); with --split, a\n"
@@ -35,12 +38,19 @@ static const char usage[] =
 	"                      then crop its centre; default: the first image's size\n"
 	"      --channels C    images: 1 (grey) or 3 (RGB); default: 1 if the first\n"
 	"                      image is grey, else 3\n"
+	"      --tokenizer T   text: bytes (default: 256 ids, one a byte) or bpe\n"
+	"                      (byte-level BPE learned from the text)\n"
+	"      --vocab N       text: the ids bpe learns, 257 to 65536\n"
+	"      --tokenizer-from TOKENS\n"
+	"                      text: the tokenizer of token archive TOKENS\n"
+	"      --eot           text: an end-of-text token between files\n"
 	"      --header        csv: the first row is a header\n"
 	"      --no-header     csv: the first row is data (default: a header if any cell\n"
 	"                      outside the label column is not a number)\n"
 	"      --shuffle       shuffle the samples (before splitting)\n"
 	"      --seed N        the shuffle's seed (default 0)\n"
-	"      --split F       the first round(N*F) samples to the first -o, 0 < F < 1\n"
+	"      --split F       the first round(N*F) samples (text: tokens) to the first\n"
+	"                      -o, the rest to the second, 0 < F < 1\n"
 	"      --codec C       raw (default: loads fastest), zstd or shuffle-zstd\n"
 	"  -q, --quiet         no summary on stderr\n"
 	"      --json          info: one JSON object\n"
@@ -49,7 +59,8 @@ static const char usage[] =
 
 enum { OPT_SHUFFLE = 256, OPT_SEED, OPT_SPLIT, OPT_CODEC, OPT_HEADER, OPT_NO_HEADER, OPT_JSON,
        OPT_VERSION, OPT_CLASSES, OPT_TARGET, OPT_LABELS, OPT_X, OPT_Y,
-       OPT_SIZE, OPT_CHANNELS };
+       OPT_SIZE, OPT_CHANNELS, OPT_TOKENIZER, OPT_VOCAB, OPT_TOKENIZER_FROM, OPT_EOT,
+       OPT_DECODE };
 
 static const struct option longopts[] = {
 	{ "output", required_argument, NULL, 'o' },
@@ -61,6 +72,12 @@ static const struct option longopts[] = {
 	{ "y", required_argument, NULL, OPT_Y },
 	{ "size", required_argument, NULL, OPT_SIZE },
 	{ "channels", required_argument, NULL, OPT_CHANNELS },
+	{ "tokenizer", required_argument, NULL, OPT_TOKENIZER },
+	{ "vocab", required_argument, NULL, OPT_VOCAB },
+	{ "tokenizer-from", required_argument, NULL, OPT_TOKENIZER_FROM },
+	{ "eot", no_argument, NULL, OPT_EOT },
+	/* not in the usage: a token archive's bytes to stdout, for the tests */
+	{ "decode", no_argument, NULL, OPT_DECODE },
 	{ "header", no_argument, NULL, OPT_HEADER },
 	{ "no-header", no_argument, NULL, OPT_NO_HEADER },
 	{ "shuffle", no_argument, NULL, OPT_SHUFFLE },
@@ -84,6 +101,10 @@ struct args {
 	const char *xname, *yname;	/* npy --x, --y */
 	uint32_t size_h, size_w;	/* images --size; 0: none */
 	int channels;			/* images --channels; 0: none */
+	const char *tokenizer;		/* text --tokenizer */
+	long long vocab;		/* text --vocab; 0: none */
+	const char *from;		/* text --tokenizer-from */
+	int eot, decode;		/* text --eot, --decode */
 	int header;		/* DLT_CSV_* */
 	int quiet, json;
 	int help, version;	/* print that and stop */
@@ -153,6 +174,26 @@ static int parse_opt(struct args *a, int c, char **argv)
 			return cli_usage(prog, "--channels: expected 1 or 3, got '%s'", optarg);
 		a->channels = optarg[0] - '0';
 		return 0;
+	case OPT_TOKENIZER:
+		if (strcmp(optarg, "bytes") && strcmp(optarg, "bpe"))
+			return cli_usage(prog, "--tokenizer: unknown tokenizer '%s' (bytes, bpe)",
+					 optarg);
+		a->tokenizer = optarg;
+		return 0;
+	case OPT_VOCAB:
+		if (dlt_parse_i64(optarg, 257, DLT_BPE_MAX_VOCAB, &a->vocab, "--vocab") < 0)
+			return cli_usage(prog, "--vocab: expected 257 to %d, got '%s'",
+					 DLT_BPE_MAX_VOCAB, optarg);
+		return 0;
+	case OPT_TOKENIZER_FROM:
+		a->from = optarg;
+		return 0;
+	case OPT_EOT:
+		a->eot = 1;
+		return 0;
+	case OPT_DECODE:
+		a->decode = 1;
+		return 0;
 	case OPT_HEADER:
 	case OPT_NO_HEADER:
 		a->header = c == OPT_HEADER ? DLT_CSV_HEADER : DLT_CSV_NO_HEADER;
@@ -205,12 +246,22 @@ static int check_args(const struct args *a)
 	int data = strcmp(a->cmd, "info") != 0;
 	int want = strcmp(a->cmd, "idx") == 0 ? 2 : 1;
 	int csv = strcmp(a->cmd, "csv") == 0, npy = strcmp(a->cmd, "npy") == 0;
-	int images = strcmp(a->cmd, "images") == 0;
+	int images = strcmp(a->cmd, "images") == 0, text = strcmp(a->cmd, "text") == 0;
+	int textopt = a->tokenizer || a->vocab || a->from || a->eot || a->decode;
 
 	if (!data && (a->nout || a->label || a->header != DLT_CSV_HEADER_AUTO || a->shuffle ||
 		      a->seed_given || a->split > 0 || a->quiet || a->codec_given || a->targets ||
-		      a->labels || a->classes || a->xname || a->yname || a->size_h || a->channels))
+		      a->labels || a->classes || a->xname || a->yname || a->size_h || a->channels ||
+		      textopt))
 		return cli_usage(prog, "info takes only --json and FILE");
+	if (data && !text && textopt)
+		return cli_usage(prog, "--tokenizer, --vocab, --tokenizer-from and --eot apply to "
+				 "text only");
+	if (text && (a->label || a->header != DLT_CSV_HEADER_AUTO))
+		return cli_usage(prog, "--label, --header and --no-header apply to csv only");
+	if (text && (a->shuffle || a->seed_given))
+		return cli_usage(prog, "--shuffle and --seed do not apply to text: a token stream "
+				 "keeps its order");
 	if (data && a->json)
 		return cli_usage(prog, "--json applies to info only");
 	if (strcmp(a->cmd, "idx") == 0 && (a->label || a->header != DLT_CSV_HEADER_AUTO))
@@ -227,7 +278,21 @@ static int check_args(const struct args *a)
 		return cli_usage(prog, "--size and --channels apply to images only");
 	if (npy && (a->nfiles < 1 || a->nfiles > 2))
 		return cli_usage(prog, "npy takes X and perhaps Y, got %d operands", a->nfiles);
-	if (!npy && a->nfiles != want)
+	if (text && a->decode) {
+		if (a->nfiles != 1 || a->nout || a->tokenizer || a->vocab || a->from || a->eot ||
+		    a->split > 0 || a->codec_given)
+			return cli_usage(prog, "--decode takes one token archive and nothing else");
+		return 0;
+	}
+	if (text && a->nfiles < 1)
+		return cli_usage(prog, "text takes FILE... (- for standard input), got no operands");
+	if (text && a->from && (a->tokenizer || a->vocab))
+		return cli_usage(prog, "--tokenizer-from excludes --tokenizer and --vocab");
+	if (text && a->vocab && !(a->tokenizer && strcmp(a->tokenizer, "bpe") == 0))
+		return cli_usage(prog, "--vocab needs --tokenizer bpe");
+	if (text && a->tokenizer && strcmp(a->tokenizer, "bpe") == 0 && !a->vocab)
+		return cli_usage(prog, "--tokenizer bpe needs --vocab N");
+	if (!npy && !text && a->nfiles != want)
 		return cli_usage(prog, "%s takes %s, got %d operand%s", a->cmd,
 				 want == 2 ? "IMAGES and LABELS" : images ? "one DIR" : "one FILE",
 				 a->nfiles,
@@ -263,7 +328,7 @@ static int parse_args(struct args *a, int argc, char **argv)
 	if (argc > 1 && argv[1][0] != '-') {
 		a->cmd = argv[1];
 		if (strcmp(a->cmd, "idx") && strcmp(a->cmd, "csv") && strcmp(a->cmd, "npy") &&
-		    strcmp(a->cmd, "images") && strcmp(a->cmd, "info"))
+		    strcmp(a->cmd, "images") && strcmp(a->cmd, "text") && strcmp(a->cmd, "info"))
 			return cli_usage(prog, "unknown command '%s'", a->cmd);
 		argc--;
 		argv++;
@@ -277,7 +342,7 @@ static int parse_args(struct args *a, int argc, char **argv)
 	}
 	if (!a->cmd)
 		return cli_usage(prog,
-				 "missing command: idx, csv, npy, images or info (see dlt-prep -h)");
+				 "missing command: idx, csv, npy, images, text or info (see dlt-prep -h)");
 	a->files = argv + optind;
 	a->nfiles = argc - optind;
 	return check_args(a);
@@ -338,6 +403,53 @@ static int prep(const struct args *a)
 	return rc < 0 ? cli_fail(prog, rc) : 0;
 }
 
+static void text_summary(const struct args *a, const dlt_text_result *r)
+{
+	if (a->quiet || !isatty(2))
+		return;
+	if (r->learn_s > 0)
+		fprintf(stderr, "%s: bpe learned in %.2f s\n", prog, r->learn_s);
+	for (int i = 0; i < a->nout; i++)
+		fprintf(stderr, "%s: %s: %llu tokens of %llu bytes (%.3g bytes a token), %s, "
+			"vocabulary %u\n", prog, strcmp(a->out[i], "-") ? a->out[i] :
+			"standard output", (unsigned long long)r->n[i],
+			(unsigned long long)r->bytes[i],
+			r->n[i] ? (double)r->bytes[i] / (double)r->n[i] : 0.0, r->kind, r->vocab);
+}
+
+/* Writes what the library made to stdout */
+static int put(dlt_buf *out, int rc)
+{
+	if (rc < 0) {
+		dlt_buf_free(out);
+		return cli_fail(prog, rc);
+	}
+	fwrite(out->data, 1, out->len, stdout);
+	dlt_buf_free(out);
+	if (fflush(stdout) != 0 || ferror(stdout))
+		return cli_fail(prog, dlt_error_errno(DLT_EIO, "standard output"));
+	return 0;
+}
+
+static int text(const struct args *a)
+{
+	dlt_text_opts o = {
+		.tokenizer = a->tokenizer, .vocab = (uint32_t)a->vocab, .from = a->from,
+		.eot = a->eot, .out = a->out[0], .out2 = a->out[1], .split = a->split,
+		.codec = a->codec,
+	};
+	dlt_text_result r;
+	dlt_buf out = { 0 };
+	int rc;
+
+	if (a->decode)
+		return put(&out, dlt_prep_text_decode(a->files[0], &out));
+	if ((rc = dlt_prep_text(a->files, a->nfiles, &o, &r)) < 0)
+		return cli_fail(prog, rc);
+	text_summary(a, &r);
+	return 0;
+}
+
 static int info(const struct args *a)
 {
 	dlt_buf out = { 0 };
@@ -365,5 +477,7 @@ int main(int argc, char **argv)
 		return cli_help(usage);
 	if (a.version)
 		return cli_version(prog);
+	if (strcmp(a.cmd, "text") == 0)
+		return text(&a);
 	return strcmp(a.cmd, "info") == 0 ? info(&a) : prep(&a);
 }

@@ -26,8 +26,10 @@ enum dlt_prec { DLT_PREC_F32 = 0, DLT_PREC_BF16, DLT_PREC_F16 };
 enum dlt_loss_kind { DLT_LOSS_XENT = 0, DLT_LOSS_MSE, DLT_LOSS_L1, DLT_LOSS_HUBER,
 		     DLT_LOSS_BCE };
 
+/* GELU_TANH is GPT-2's GELU, the tanh approximation (PyTorch's
+ * approximate='tanh'); GELU is the exact one. */
 enum dlt_act { DLT_ACT_NONE = 0, DLT_ACT_RELU, DLT_ACT_LEAKY_RELU, DLT_ACT_GELU,
-	       DLT_ACT_TANH, DLT_ACT_SIGMOID };
+	       DLT_ACT_TANH, DLT_ACT_SIGMOID, DLT_ACT_GELU_TANH };
 
 /* A 2-d convolution over NCHW images: x [n, c, h, w], weights
  * [k, c / groups, kh, kw], bias [k], y [n, k, oh, ow] with
@@ -189,11 +191,64 @@ typedef struct dlt_backend {
 	void (*round)(float *x, size_t n, int prec);
 	/* How many of x are inf or NaN (fp16 loss scaling skips such steps). */
 	size_t (*nonfinite)(const float *x, size_t n);
+
+	/* The transformer's (GPT-2's) layers over [B, T, C] activations, rows
+	 * = B * T.  Their backward ADDS into parameter gradients (+=), as
+	 * llm.c's does, and overwrites the input's gradient; every sum has a
+	 * fixed order, so the bits never depend on the number of threads. */
+	/* Layer normalisation over the last dimension: x [rows, C];
+	 * y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps)
+	 * (the biased variance, PyTorch's); mean and rstd (rows floats each)
+	 * are kept for backward. */
+	void (*layernorm_forward)(const float *x, const float *gamma, const float *beta, float *y,
+				  float *mean, float *rstd, int rows, int C, float eps);
+	/* dx is overwritten; dgamma and dbeta are added to (+=), summed over
+	 * rows in a fixed order, so the result does not depend on threads */
+	void (*layernorm_backward)(const float *x, const float *dy, const float *gamma,
+				   const float *mean, const float *rstd, float *dx, float *dgamma,
+				   float *dbeta, int rows, int C);
+	/* Token embedding: out[i, :] = w[ids[i], :] for n tokens, w [V, C].
+	 * An id outside [0, V) gives a row of NaN, so bad data shows. */
+	void (*embedding_forward)(const int32_t *ids, const float *w, float *out, int n, int C,
+				  int V);
+	/* dw[ids[i], :] += dout[i, :], each row's sum in token order: the
+	 * same bits on any number of threads.  Ids outside [0, V) are skipped. */
+	void (*embedding_backward)(const int32_t *ids, const float *dout, float *dw, int n, int C,
+				   int V);
+	/* Learned positions: y[b, t, :] = x[b, t, :] + p[t, :] (x == y
+	 * allowed); backward: dp[t, :] += the sum over b of dy[b, t, :], in b
+	 * order. */
+	void (*positional_forward)(const float *x, const float *p, float *y, int B, int T, int C);
+	void (*positional_backward)(const float *dy, float *dp, int B, int T, int C);
+	/* Multi-head self-attention's core.  qkv [B, T, 3C]: head h's query
+	 * at columns [h D, (h + 1) D), its key at C + h D, its value at
+	 * 2 C + h D, D = C / H; out [B, T, C] (head h at h D); scores scaled
+	 * by 1 / sqrt(D); causal: position t attends to 0..t only.  lse
+	 * [B, H, T]: each row's log-sum-exp of its scaled scores, kept for
+	 * backward.  The T x T scores are never stored: an online softmax
+	 * over tiles of keys (flash attention). */
+	void (*attention_forward)(const float *qkv, float *out, float *lse, int B, int T, int C,
+				  int H, int causal);
+	/* dqkv [B, T, 3C] overwritten from dout, the scores recomputed tile by
+	 * tile from qkv and lse; out is forward's, for the D_i = rowsum(dout *
+	 * out) term of the softmax's backward. */
+	void (*attention_backward)(const float *qkv, const float *out, const float *dout,
+				   const float *lse, float *dqkv, int B, int T, int C, int H,
+				   int causal);
 	/* The first failure of an entry since the backend started, or NULL;
 	 * NULL itself on backends whose entries cannot fail (the CPU's).  An
 	 * entry that failed leaves its outputs undefined, so the caller
 	 * checks this where it reads results back (the loss, each step). */
 	const char *(*error)(void);
+
+	/* Generation's attention (lib/infer): n queries at positions q0 ..
+	 * q0 + n - 1 of one sequence, causal, over the keys and values of
+	 * positions 0 .. q0 + n - 1 (a KV cache: rows before q0 hold those of
+	 * the tokens before).  qkv [q0 + n, 3C] as attention_forward's, out
+	 * [n, C]: attention_forward's rows q0 .. q0 + n - 1 (B = 1, causal),
+	 * to rounding (another order of sums).  No lse: nothing goes
+	 * backward.  C / H at most 256. */
+	void (*attention_decode)(const float *qkv, float *out, int q0, int n, int C, int H);
 } dlt_backend;
 
 const dlt_backend *dlt_backend_cpu(void);

@@ -104,6 +104,28 @@ DLT_HD static inline float dlt_gelu_backward(float x, float dy)
 	return dy * (cdf + x * pdf);
 }
 
+/* GPT-2's GELU, the tanh approximation, PyTorch's approximate='tanh':
+ * 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))); its backward is
+ * PyTorch's formula, term by term. */
+#define DLT_GELU_TANH_BETA 0.79788456080286536f	/* sqrt(2 / pi) */
+#define DLT_GELU_TANH_KAPPA 0.044715f
+
+DLT_HD static inline float dlt_gelu_tanh(float x)
+{
+	float inner = DLT_GELU_TANH_BETA * (x + DLT_GELU_TANH_KAPPA * x * x * x);
+	return 0.5f * x * (1.0f + tanhf(inner));
+}
+
+DLT_HD static inline float dlt_gelu_tanh_backward(float x, float dy)
+{
+	float x2 = x * x;
+	float t = tanhf(DLT_GELU_TANH_BETA * (x + DLT_GELU_TANH_KAPPA * x2 * x));
+	float left_d = 0.5f * (1.0f + t);
+	float right_d = 0.5f * x * (1.0f - t * t);
+	float inner_d = DLT_GELU_TANH_BETA * (1.0f + 3.0f * DLT_GELU_TANH_KAPPA * x2);
+	return dy * (left_d + right_d * inner_d);
+}
+
 DLT_HD static inline float dlt_tanh(float x)
 {
 	return tanhf(x);
@@ -139,6 +161,8 @@ DLT_HD static inline float dlt_act(float x, int act, float slope)
 		return dlt_tanh(x);
 	case DLT_ACT_SIGMOID:
 		return dlt_sigmoid(x);
+	case DLT_ACT_GELU_TANH:
+		return dlt_gelu_tanh(x);
 	default:
 		return x;
 	}
@@ -158,6 +182,8 @@ DLT_HD static inline float dlt_act_backward(float x, float y, float dy, int act,
 		return dlt_tanh_backward(y, dy);
 	case DLT_ACT_SIGMOID:
 		return dlt_sigmoid_backward(y, dy);
+	case DLT_ACT_GELU_TANH:
+		return dlt_gelu_tanh_backward(x, dy);
 	default:
 		return dy;
 	}

@@ -8,8 +8,10 @@
 
 #include "kernels/kernels.h"
 #include "kernels/common/math.h"
+#include "kernels/cpu/decode.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layers.h"
+#include "kernels/cpu/transformer.h"
 
 /* Below this many elements a parallel region costs more than it saves. */
 #define PAR_MIN 16384
@@ -51,6 +53,10 @@ static void act_span(const float *x, float *y, size_t n, int act, float slope)
 	case DLT_ACT_SIGMOID:
 		for (i = 0; i < n; i++)
 			y[i] = dlt_sigmoid(x[i]);
+		break;
+	case DLT_ACT_GELU_TANH:
+		for (i = 0; i < n; i++)
+			y[i] = dlt_gelu_tanh(x[i]);
 		break;
 	default:
 		if (x != y)
@@ -129,6 +135,10 @@ static void act_grad_span(const float *x, const float *y, const float *dy, float
 		#pragma omp simd
 		for (i = 0; i < n; i++)
 			dx[i] = dlt_sigmoid_backward(y[i], dy[i]);
+		break;
+	case DLT_ACT_GELU_TANH:
+		for (i = 0; i < n; i++)
+			dx[i] = dlt_gelu_tanh_backward(x[i], dy[i]);
 		break;
 	default:
 		if (dx != dy)
@@ -367,6 +377,15 @@ static const dlt_backend cpu_backend = {
 	.scale = cpu_scale,
 	.round = cpu_round,
 	.nonfinite = cpu_nonfinite,
+	.layernorm_forward = dlt_cpu_layernorm_forward,
+	.layernorm_backward = dlt_cpu_layernorm_backward,
+	.embedding_forward = dlt_cpu_embedding_forward,
+	.embedding_backward = dlt_cpu_embedding_backward,
+	.positional_forward = dlt_cpu_positional_forward,
+	.positional_backward = dlt_cpu_positional_backward,
+	.attention_forward = dlt_cpu_attention_forward,
+	.attention_backward = dlt_cpu_attention_backward,
+	.attention_decode = dlt_cpu_attention_decode,
 };
 
 const dlt_backend *dlt_backend_cpu(void)

@@ -4,7 +4,9 @@
 
 #include "kernels/kernels.h"
 #include "kernels/common/math.h"
+#include "kernels/cpu/decode.h"
 #include "kernels/cpu/layers.h"
+#include "kernels/cpu/transformer.h"
 
 static void ref_gemm(int prec, int tA, int tB, int M, int N, int K, float alpha,
 		     const float *A, int lda, const float *B, int ldb,
@@ -186,6 +188,15 @@ static const dlt_backend ref_backend = {
 	.scale = ref_scale,
 	.round = ref_round,
 	.nonfinite = ref_nonfinite,
+	.layernorm_forward = dlt_ref_layernorm_forward,
+	.layernorm_backward = dlt_ref_layernorm_backward,
+	.embedding_forward = dlt_ref_embedding_forward,
+	.embedding_backward = dlt_ref_embedding_backward,
+	.positional_forward = dlt_ref_positional_forward,
+	.positional_backward = dlt_ref_positional_backward,
+	.attention_forward = dlt_ref_attention_forward,
+	.attention_backward = dlt_ref_attention_backward,
+	.attention_decode = dlt_ref_attention_decode,
 };
 
 const dlt_backend *dlt_backend_ref(void)

@@ -174,6 +174,15 @@ static void fill_table(void)
 	table.scale = cu_scale;
 	table.round = cu_round;
 	table.nonfinite = cu_nonfinite;
+	table.layernorm_forward = cu_layernorm_forward;
+	table.layernorm_backward = cu_layernorm_backward;
+	table.embedding_forward = cu_embedding_forward;
+	table.embedding_backward = cu_embedding_backward;
+	table.positional_forward = cu_positional_forward;
+	table.positional_backward = cu_positional_backward;
+	table.attention_forward = cu_attention_forward;
+	table.attention_backward = cu_attention_backward;
+	table.attention_decode = cu_attention_decode;
 }
 
 static void release(void)

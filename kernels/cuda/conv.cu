@@ -302,7 +302,12 @@ static void *spare_for(size_t bytes)
 /* The plan a forward or backward call uses, and in *ws the workspace it
  * runs in: the caller's (work, after the copies) when the plan fits what
  * conv_workspace planned for this shape at this batch or a larger one,
- * else the spare.  NULL on failure (recorded). */
+ * else the spare.  NULL on failure (recorded).
+ *
+ * work may be NULL: in f32 there are no copies, and a shape whose
+ * algorithms need no workspace gets 0 floats from conv_workspace, which
+ * the model (and cudaMalloc) turn into a NULL workspace.  cuDNN takes NULL
+ * with 0 bytes, so a NULL *ws is a failure only when it is the spare's. */
 static conv_plan *plan_within(const dlt_conv *s, float *work, void **ws)
 {
 	size_t budget = 0, limit;
@@ -317,7 +322,11 @@ static conv_plan *plan_within(const dlt_conv *s, float *work, void **ws)
 		p = plan_for(s, PLAN_CAP, NULL);
 	if (!p)
 		return NULL;
-	*ws = p->bytes <= limit ? (void *)work : spare_for(p->bytes);
+	if (p->bytes <= limit) {
+		*ws = work;
+		return p;
+	}
+	*ws = spare_for(p->bytes);
 	return *ws ? p : NULL;
 }
 

@@ -99,5 +99,19 @@ void cu_adam(float *w, const float *g, float *m, float *v, size_t n, float lr, f
 	     float beta2, float eps, float wd, int decoupled, long long step);
 void cu_sgd(float *w, const float *g, float *buf, size_t n, float lr, float momentum,
 	    int nesterov, float wd, int first);
+void cu_layernorm_forward(const float *x, const float *gamma, const float *beta, float *y,
+			  float *mean, float *rstd, int rows, int C, float eps);
+void cu_layernorm_backward(const float *x, const float *dy, const float *gamma,
+			   const float *mean, const float *rstd, float *dx, float *dgamma,
+			   float *dbeta, int rows, int C);
+void cu_embedding_forward(const int32_t *ids, const float *w, float *out, int n, int C, int V);
+void cu_embedding_backward(const int32_t *ids, const float *dout, float *dw, int n, int C, int V);
+void cu_positional_forward(const float *x, const float *p, float *y, int B, int T, int C);
+void cu_positional_backward(const float *dy, float *dp, int B, int T, int C);
+void cu_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C, int H,
+			  int causal);
+void cu_attention_backward(const float *qkv, const float *out, const float *dout,
+			   const float *lse, float *dqkv, int B, int T, int C, int H, int causal);
+void cu_attention_decode(const float *qkv, float *out, int q0, int n, int C, int H);
 
 #endif

@@ -16,11 +16,13 @@ static const struct {
 	[DLT_I32] = { "i32", 4 },
 	[DLT_I64] = { "i64", 8 },
 	[DLT_U8] = { "u8", 1 },
+	[DLT_U16] = { "u16", 2 },
+	[DLT_U32] = { "u32", 4 },
 };
 
 static int dtype_known(int dtype)
 {
-	return dtype >= DLT_F32 && dtype <= DLT_U8;
+	return dtype >= DLT_F32 && dtype <= DLT_U32;
 }
 
 size_t dlt_dtype_size(int dtype)
@@ -35,7 +37,7 @@ const char *dlt_dtype_name(int dtype)
 
 int dlt_dtype_parse(const char *name)
 {
-	for (int d = DLT_F32; d <= DLT_U8; d++)
+	for (int d = DLT_F32; d <= DLT_U32; d++)
 		if (name && strcmp(name, dtypes[d].name) == 0)
 			return d;
 	return 0;

@@ -47,7 +47,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum dlt_dtype { DLT_F32 = 1, DLT_F16, DLT_BF16, DLT_I32, DLT_I64, DLT_U8 };
+/* u16 and u32 hold token ids (lib/prep/tokens.h) */
+enum dlt_dtype { DLT_F32 = 1, DLT_F16, DLT_BF16, DLT_I32, DLT_I64, DLT_U8, DLT_U16, DLT_U32 };
 enum dlt_codec { DLT_RAW = 0, DLT_ZSTD = 1, DLT_SHUFFLE_ZSTD = 2 };
 
 #define DLT_MAX_DIMS 8
@@ -81,6 +82,19 @@ int dlt_archive_create(dlt_archive_writer **w, const char *path);
 int dlt_archive_write_tensor(dlt_archive_writer *w, const char *name, int dtype,
 			     int ndim, const uint64_t *dims, const void *data,
 			     int codec, int level);
+/* A raw tensor written in pieces, for data larger than memory: begin
+ * declares it, write_piece appends bytes (in order, of any sizes), end
+ * checks that they add up to its size and completes the record, which is
+ * byte for byte what dlt_archive_write_tensor writes with DLT_RAW.  The
+ * record's header holds the checksums of the bytes and precedes them, so
+ * end goes back for it: to a file, the writer reads the pieces back once
+ * and writes the header over a placeholder; to standard output (or a
+ * device) it keeps the pieces in a temporary file (tmpfile(3), in
+ * $TMPDIR) until end.  No other record may be written in between. */
+int dlt_archive_begin_tensor(dlt_archive_writer *w, const char *name, int dtype, int ndim,
+			     const uint64_t *dims);
+int dlt_archive_write_piece(dlt_archive_writer *w, const void *data, size_t n);
+int dlt_archive_end_tensor(dlt_archive_writer *w);
 /* A metadata record: one JSON object (UTF-8).  At most one per archive. */
 int dlt_archive_write_meta(dlt_archive_writer *w, const char *json);
 int dlt_archive_writer_close(dlt_archive_writer *w);	/* index, trailer, commit; frees */

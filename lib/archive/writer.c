@@ -1,9 +1,13 @@
 /* writer: appends records and never seeks, so an archive can go down a
  * pipe; the index and trailer follow the last record. */
+#define _GNU_SOURCE
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 /* for ZSTD_compressSequences: a frame of literals only, Huffman-coded */
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
@@ -29,6 +33,25 @@ struct dlt_archive_writer {
 	int has_meta;
 	int rc;			/* the first failure after which the output is unusable */
 	struct scratch *x;	/* NULL until a tensor is compressed */
+	struct pieces *pc;	/* a tensor being written in pieces, or NULL */
+};
+
+/* A raw tensor written in pieces (dlt_archive_begin_tensor).  The record
+ * header holds both checksums and comes first, so the header goes in
+ * last: over a placeholder in the file, which is read back for the
+ * record checksum, or, where the output cannot be read back (standard
+ * output, a pipe), before the pieces copied from a temporary file. */
+struct pieces {
+	char *name;
+	int dtype, ndim;
+	uint64_t dims[DLT_MAX_DIMS];
+	uint64_t bytes, got;	/* the tensor's size; written so far */
+	uint64_t rec_off;	/* w->off of the record */
+	off_t pos;		/* in place: the file position of the record */
+	size_t hsize;		/* of its header */
+	ar_xxh64_state raw;
+	int rfd;		/* in place: the file, for reading back; else -1 */
+	FILE *spool;		/* else: the pieces, until end */
 };
 
 /* What compressing takes besides the data: a zstd context and buffers
@@ -106,8 +129,21 @@ static void nameset_free(struct nameset *s)
 	free(s->slot);
 }
 
+static void pieces_free(struct pieces *pc)
+{
+	if (!pc)
+		return;
+	if (pc->rfd >= 0)
+		close(pc->rfd);
+	if (pc->spool)
+		fclose(pc->spool);
+	free(pc->name);
+	free(pc);
+}
+
 static void writer_free(dlt_archive_writer *w)
 {
+	pieces_free(w->pc);
 	nameset_free(&w->names);
 	dlt_buf_free(&w->index);
 	scratch_free(w->x);
@@ -526,6 +562,9 @@ int dlt_archive_write_tensor(dlt_archive_writer *w, const char *name, int dtype,
 
 	if (w->rc < 0)
 		return w->rc;
+	if (w->pc)
+		return dlt_error(DLT_EINPUT, "%s: tensor '%s' is being written in pieces",
+				 w->name, w->pc->name);
 	if ((rc = check_tensor_args(w, name, dtype, ndim, dims, data, codec, level, &bytes)) < 0)
 		return rc;
 	if ((rc = nameset_add(&w->names, name)) < 0)
@@ -533,6 +572,165 @@ int dlt_archive_write_tensor(dlt_archive_writer *w, const char *name, int dtype,
 	if (rc == 0)
 		return dlt_error(DLT_EINPUT, "%s: duplicate tensor '%s'", w->name, name);
 	return write_record(w, AR_TAG_TENS, name, dtype, ndim, dims, data, bytes, codec, level);
+}
+
+/* Sticky, as emit's: past begin, a failure leaves the output unusable */
+static int pieces_fail(dlt_archive_writer *w, int rc)
+{
+	if (w->rc == 0)
+		w->rc = rc;
+	return rc;
+}
+
+int dlt_archive_begin_tensor(dlt_archive_writer *w, const char *name, int dtype, int ndim,
+			     const uint64_t *dims)
+{
+	static const unsigned char zero[AR_REC_FIXED + 8 * DLT_MAX_DIMS + DLT_MAX_NAME + 8];
+	struct pieces *pc;
+	uint64_t bytes;
+	int rc;
+
+	if (w->rc < 0)
+		return w->rc;
+	if (w->pc)
+		return dlt_error(DLT_EINPUT, "%s: tensor '%s' is being written in pieces",
+				 w->name, w->pc->name);
+	/* a non-NULL data pointer: the pieces bring the bytes */
+	if ((rc = check_tensor_args(w, name, dtype, ndim, dims, zero, DLT_RAW, 0, &bytes)) < 0)
+		return rc;
+	if ((rc = nameset_add(&w->names, name)) < 0)
+		return w->rc = rc;
+	if (rc == 0)
+		return dlt_error(DLT_EINPUT, "%s: duplicate tensor '%s'", w->name, name);
+	if (!(pc = dlt_calloc(1, sizeof(*pc))))
+		return pieces_fail(w, DLT_ENOMEM);
+	pc->rfd = -1;
+	w->pc = pc;
+	if (!(pc->name = dlt_strdup(name)))
+		return pieces_fail(w, DLT_ENOMEM);
+	pc->dtype = dtype;
+	pc->ndim = ndim;
+	if (ndim)
+		memcpy(pc->dims, dims, (size_t)ndim * sizeof(*dims));
+	pc->bytes = bytes;
+	pc->rec_off = w->off;
+	pc->hsize = (size_t)ar_rec_header_size((unsigned)ndim, strlen(name));
+	ar_xxh64_init(&pc->raw);
+	/* in place where the output is our own temporary file */
+	if (w->out.tmp && fflush(w->out.fp) == 0 && (pc->pos = ftello(w->out.fp)) >= 0 &&
+	    (pc->rfd = open(w->out.tmp, O_RDONLY | O_CLOEXEC)) >= 0)
+		return emit(w, zero, pc->hsize);
+	if (!(pc->spool = tmpfile()))
+		return pieces_fail(w, dlt_error_errno(DLT_EIO, "%s: a temporary file for "
+						      "tensor '%s'", w->name, name));
+	return 0;
+}
+
+int dlt_archive_write_piece(dlt_archive_writer *w, const void *data, size_t n)
+{
+	struct pieces *pc = w->pc;
+
+	if (w->rc < 0)
+		return w->rc;
+	if (!pc)
+		return dlt_error(DLT_EINPUT, "%s: a piece, but no tensor begun", w->name);
+	if (n > pc->bytes - pc->got)
+		return pieces_fail(w, dlt_error(DLT_EINPUT, "%s: tensor '%s': pieces of more "
+						"than its %llu bytes", w->name, pc->name,
+						(unsigned long long)pc->bytes));
+	ar_xxh64_update(&pc->raw, data, n);
+	pc->got += n;
+	if (pc->rfd >= 0)
+		return emit(w, data, n);
+	if (n && fwrite(data, 1, n, pc->spool) != n)
+		return pieces_fail(w, dlt_error_errno(DLT_EIO, "%s: temporary file", w->name));
+	return 0;
+}
+
+/* Feeds the pieces, read back from fd at off, to the record's hash; with
+ * copy, also to the output. */
+static int read_back(dlt_archive_writer *w, int fd, off_t off, uint64_t n, ar_xxh64_state *h,
+		     int copy)
+{
+	const size_t chunk = 1 << 20;
+	unsigned char *buf = dlt_malloc(chunk);
+	int rc = 0;
+
+	if (!buf)
+		return DLT_ENOMEM;
+	while (n > 0 && rc == 0) {
+		size_t want = n < chunk ? (size_t)n : chunk;
+		ssize_t r = pread(fd, buf, want, off);
+		if (r <= 0) {
+			rc = r < 0 ? dlt_error_errno(DLT_EIO, "%s: reading back", w->name)
+				   : dlt_error(DLT_EIO, "%s: reading back: short file", w->name);
+			break;
+		}
+		ar_xxh64_update(h, buf, (size_t)r);
+		if (copy)
+			rc = emit(w, buf, (size_t)r);
+		off += r;
+		n -= (uint64_t)r;
+	}
+	free(buf);
+	return rc;
+}
+
+int dlt_archive_end_tensor(dlt_archive_writer *w)
+{
+	static const unsigned char zero[8];
+	unsigned char h[AR_REC_FIXED + 8 * DLT_MAX_DIMS + DLT_MAX_NAME + 8], off[8];
+	struct pieces *pc = w->pc;
+	struct stored s;
+	ar_xxh64_state hash;
+	int rc;
+
+	if (w->rc < 0)
+		return w->rc;
+	if (!pc)
+		return dlt_error(DLT_EINPUT, "%s: no tensor begun", w->name);
+	if (pc->got != pc->bytes)
+		return pieces_fail(w, dlt_error(DLT_EINPUT, "%s: tensor '%s': pieces of %llu "
+						"bytes, not %llu", w->name, pc->name,
+						(unsigned long long)pc->got,
+						(unsigned long long)pc->bytes));
+	stored_raw(&s, NULL, pc->bytes);
+	s.raw_hash = ar_xxh64_final(&pc->raw);
+	record_header(h, AR_TAG_TENS, pc->name, pc->dtype, pc->ndim, pc->dims, pc->bytes, &s);
+	ar_xxh64_init(&hash);
+	ar_xxh64_update(&hash, h, pc->hsize - 8);
+	if (pc->rfd >= 0) {
+		if (fflush(w->out.fp) != 0)
+			return pieces_fail(w, dlt_error_errno(DLT_EIO, "%s", w->name));
+		if ((rc = read_back(w, pc->rfd, pc->pos + (off_t)pc->hsize, pc->bytes, &hash, 0)) < 0)
+			return pieces_fail(w, rc);
+		ar_xxh64_update(&hash, zero, ar_pad(pc->bytes));
+		ar_put64(h + pc->hsize - 8, ar_xxh64_final(&hash));
+		if ((rc = emit(w, zero, ar_pad(pc->bytes))) < 0)
+			return rc;
+		if (fflush(w->out.fp) != 0 || fseeko(w->out.fp, pc->pos, SEEK_SET) != 0 ||
+		    fwrite(h, 1, pc->hsize, w->out.fp) != pc->hsize ||
+		    fseeko(w->out.fp, 0, SEEK_END) != 0)
+			return pieces_fail(w, dlt_error_errno(DLT_EIO, "%s", w->name));
+	} else {
+		if (fflush(w->out.fp) != 0 || fflush(pc->spool) != 0)
+			return pieces_fail(w, dlt_error_errno(DLT_EIO, "%s", w->name));
+		if ((rc = read_back(w, fileno(pc->spool), 0, pc->bytes, &hash, 0)) < 0)
+			return pieces_fail(w, rc);
+		ar_xxh64_update(&hash, zero, ar_pad(pc->bytes));
+		ar_put64(h + pc->hsize - 8, ar_xxh64_final(&hash));
+		if ((rc = emit(w, h, pc->hsize)) < 0 ||
+		    (rc = read_back(w, fileno(pc->spool), 0, pc->bytes, &hash, 1)) < 0 ||
+		    (rc = emit(w, zero, ar_pad(pc->bytes))) < 0)
+			return pieces_fail(w, rc);
+	}
+	ar_put64(off, pc->rec_off);
+	if ((rc = dlt_buf_append(&w->index, off, 8)) < 0)
+		return pieces_fail(w, rc);
+	w->nrec++;
+	pieces_free(pc);
+	w->pc = NULL;
+	return 0;
 }
 
 int dlt_archive_write_meta(dlt_archive_writer *w, const char *json)
@@ -543,6 +741,9 @@ int dlt_archive_write_meta(dlt_archive_writer *w, const char *json)
 
 	if (w->rc < 0)
 		return w->rc;
+	if (w->pc)
+		return dlt_error(DLT_EINPUT, "%s: tensor '%s' is being written in pieces",
+				 w->name, w->pc->name);
 	if (w->has_meta)
 		return dlt_error(DLT_EINPUT, "%s: more than one metadata record", w->name);
 	if (!json)
@@ -583,6 +784,8 @@ static int write_end(dlt_archive_writer *w)
 int dlt_archive_writer_close(dlt_archive_writer *w)
 {
 	int rc = w->rc;
+	if (rc == 0 && w->pc)
+		rc = dlt_error(DLT_EINPUT, "%s: tensor '%s' was not finished", w->name, w->pc->name);
 	if (rc == 0)
 		rc = write_end(w);
 	if (rc == 0)

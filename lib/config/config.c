@@ -350,13 +350,39 @@ static int lookup(const char *name, const char *const *names)
 	return 0;
 }
 
+/* A word from names, quoted or not; *out is its 1-based index. */
+static int get_word(const dlt_node *map, const char *parent, const char *key, const char *want,
+		    const char *const *names, int *out)
+{
+	const dlt_node *n = get(map, key);
+	char hint[64];
+	path_t path;
+
+	if (!n)
+		return 0;
+	join(path, parent, key);
+	if (n->type != DLT_NODE_SCALAR)
+		return type_error(n, path, want);
+	*out = lookup(n->value, names);
+	if (*out)
+		return 0;
+	return bad(n, path, "expected %s, got '%.64s'%s", want, n->value,
+		   suggest(hint, sizeof(hint), n->value, names));
+}
+
 /* Layers, indexed by enum dlt_layer_kind. */
 static const char *const layer_names[] = {
 	"dense", "relu", "leaky_relu", "gelu", "tanh", "sigmoid", "dropout", "flatten",
-	"conv2d", "maxpool", "avgpool", "global_avgpool", "batchnorm", "residual", NULL,
+	"conv2d", "maxpool", "avgpool", "global_avgpool", "batchnorm", "residual",
+	"embedding", "positional", "layernorm", "attention", NULL,
 };
 static const char *const no_keys[] = { NULL };
-static const char *const dense_keys[] = { "units", "bias", NULL };
+static const char *const dense_keys[] = { "units", "bias", "tie", NULL };
+static const char *const gelu_keys[] = { "approximate", NULL };
+static const char *const embedding_keys[] = { "vocab", "dim", NULL };
+static const char *const positional_keys[] = { "max", NULL };
+static const char *const layernorm_keys[] = { "eps", NULL };
+static const char *const attention_keys[] = { "heads", "causal", "dropout", NULL };
 static const char *const leaky_keys[] = { "slope", NULL };
 static const char *const dropout_keys[] = { "rate", NULL };
 static const char *const conv_keys[] = {
@@ -374,10 +400,10 @@ static const struct layer_form {
 	int bare, required;
 	const char *usage;
 } layer_forms[] = {
-	[DLT_LAYER_DENSE] = { dense_keys, 1, 1, "dense: N or dense: {units: N}" },
+	[DLT_LAYER_DENSE] = { dense_keys, 1, 0, "dense: N or dense: {units: N}" },
 	[DLT_LAYER_RELU] = { no_keys, 0, 0, NULL },
 	[DLT_LAYER_LEAKY_RELU] = { leaky_keys, 1, 0, NULL },
-	[DLT_LAYER_GELU] = { no_keys, 0, 0, NULL },
+	[DLT_LAYER_GELU] = { gelu_keys, 1, 0, "gelu, gelu: tanh or gelu: {approximate: tanh}" },
 	[DLT_LAYER_TANH] = { no_keys, 0, 0, NULL },
 	[DLT_LAYER_SIGMOID] = { no_keys, 0, 0, NULL },
 	[DLT_LAYER_DROPOUT] = { dropout_keys, 1, 1, "dropout: N or dropout: {rate: N}" },
@@ -391,9 +417,16 @@ static const struct layer_form {
 		residual_keys, 1, 1,
 		"residual: [layers] or residual: {layers: [layers], shortcut: [layers]}",
 	},
+	[DLT_LAYER_EMBEDDING] = { embedding_keys, 0, 2, "embedding: {vocab: V, dim: C}" },
+	[DLT_LAYER_POSITIONAL] = { positional_keys, 1, 1, "positional: T or positional: {max: T}" },
+	[DLT_LAYER_LAYERNORM] = { layernorm_keys, 0, 0, "layernorm or layernorm: {eps: E}" },
+	[DLT_LAYER_ATTENTION] = {
+		attention_keys, 1, 1,
+		"attention: H or attention: {heads: H, causal: true, dropout: 0}",
+	},
 };
-_Static_assert(sizeof(layer_names) / sizeof(layer_names[0]) == DLT_LAYER_RESIDUAL + 1 &&
-	       sizeof(layer_forms) / sizeof(layer_forms[0]) == DLT_LAYER_RESIDUAL + 1,
+_Static_assert(sizeof(layer_names) / sizeof(layer_names[0]) == DLT_LAYER_COUNT &&
+	       sizeof(layer_forms) / sizeof(layer_forms[0]) == DLT_LAYER_COUNT,
 	       "a layer kind without a name or a form");
 
 /* kernel: 3 is kernel: [3, 3] (height, width). */
@@ -420,12 +453,48 @@ fail:
 static int to_layers(const dlt_node *n, const char *path, int depth, int min,
 		     dlt_layer_cfg **out, int *n_out);
 
+/* A layer's name: letters, digits, '_' and '-', so that it can name
+ * tensors and keys */
+static int to_name(const dlt_node *v, const char *path, char *out)
+{
+	if (v->type != DLT_NODE_SCALAR)
+		return type_error(v, path, "a name");
+	if (!v->value[0] || strlen(v->value) >= DLT_NAME_MAX)
+		return bad(v, path, "must be 1 to %d characters", DLT_NAME_MAX - 1);
+	for (const char *c = v->value; *c; c++)
+		if (!isalnum((unsigned char)*c) && *c != '_' && *c != '-')
+			return bad(v, path, "'%.64s': letters, digits, _ and - only", v->value);
+	strcpy(out, v->value);
+	return 0;
+}
+
 /* One option of a layer (keys already checked against its kind). */
 static int layer_key(const dlt_node *v, const char *path, const char *key, int depth,
 		     dlt_layer_cfg *l)
 {
 	if (!strcmp(key, "units"))
 		return to_i32(v, path, 1, INT_MAX, &l->units);
+	if (!strcmp(key, "vocab"))
+		return to_i32(v, path, 1, 1 << 24, &l->vocab);
+	if (!strcmp(key, "dim"))
+		return to_i32(v, path, 1, 1 << 20, &l->dim);
+	if (!strcmp(key, "max"))
+		return to_i32(v, path, 1, 1 << 20, &l->max);
+	if (!strcmp(key, "heads"))
+		return to_i32(v, path, 1, MAX_COUNT, &l->heads);
+	if (!strcmp(key, "causal"))
+		return to_bool(v, path, &l->causal);
+	if (!strcmp(key, "dropout"))
+		return to_f32(v, path, UNIT_CLOSED_OPEN, &l->rate);
+	if (!strcmp(key, "tie") || !strcmp(key, "name"))
+		return to_name(v, path, !strcmp(key, "tie") ? l->tie : l->name);
+	if (!strcmp(key, "approximate")) {
+		if (v->type != DLT_NODE_SCALAR || (strcmp(v->value, "tanh") && strcmp(v->value, "none")))
+			return bad(v, path, "expected tanh or none, got '%.64s'",
+				   v->type == DLT_NODE_SCALAR ? v->value : "a collection");
+		l->tanh = !strcmp(v->value, "tanh");
+		return 0;
+	}
 	if (!strcmp(key, "filters"))
 		return to_i32(v, path, 1, MAX_COUNT, &l->filters);
 	if (!strcmp(key, "groups"))
@@ -467,8 +536,10 @@ static int bare_error(const dlt_node *v, const char *path, const struct layer_fo
 	return bad(v, path, "takes no options, got '%.64s'", v->value);
 }
 
-/* Checks between options, and defaults that depend on another option. */
-static int layer_check(const dlt_node *opts, const char *path, dlt_layer_cfg *l)
+/* Checks between options, and defaults that depend on another option;
+ * at: the layer, for messages about options that are missing. */
+static int layer_check(const dlt_node *at, const dlt_node *opts, const char *path,
+		       dlt_layer_cfg *l)
 {
 	path_t p;
 
@@ -482,10 +553,30 @@ static int layer_check(const dlt_node *opts, const char *path, dlt_layer_cfg *l)
 					   "must be <= half the kernel (%d), got %d",
 					   l->kernel[d] / 2, l->pad[d]);
 	}
+	if (l->kind == DLT_LAYER_DENSE && !l->units && !l->tie[0])
+		return bad(opts ? opts : at, path, "units is required (dense: N or dense: {units: N}, "
+			   "or dense: {tie: NAME})");
+	if (l->kind == DLT_LAYER_DENSE && l->units && l->tie[0])
+		return bad(get(opts, "units"), join(p, path, "units"), "a tied layer's units are "
+			   "its embedding's vocab: give tie or units, not both");
 	if (l->kind == DLT_LAYER_CONV2D && l->filters % l->groups)
 		return bad(get(opts, "groups"), join(p, path, "groups"),
 			   "must divide filters (%d), got %d", l->filters, l->groups);
 	return 0;
+}
+
+/* A layer's options: its kind's keys, and name, which every layer takes */
+static int as_map_named(const dlt_node *opts, const char *path, const char *const *keys)
+{
+	const char *with[16];
+	int n = 0;
+	while (keys[n] && n < 14) {
+		with[n] = keys[n];
+		n++;
+	}
+	with[n++] = "name";
+	with[n] = NULL;
+	return as_map(opts, path, with);
 }
 
 static int layer_options(const dlt_node *layer, const dlt_node *opts, const char *path,
@@ -499,9 +590,9 @@ static int layer_options(const dlt_node *layer, const dlt_node *opts, const char
 		if (!f->bare)
 			return bare_error(opts, path, f);
 		DLT_TRY(layer_key(opts, path, f->keys[0], depth, l));
-		return layer_check(opts, path, l);
+		return layer_check(layer, opts, path, l);
 	}
-	DLT_TRY(as_map(opts, path, f->keys));
+	DLT_TRY(as_map_named(opts, path, f->keys));
 	for (size_t i = 0; opts && i < opts->n; i++) {
 		const dlt_node *v = &opts->items[i];
 
@@ -512,7 +603,7 @@ static int layer_options(const dlt_node *layer, const dlt_node *opts, const char
 		if (!get(opts, f->keys[i]))
 			return bad(opts ? opts : layer, path, "%s is required (%s)", f->keys[i],
 				   f->usage);
-	rc = layer_check(opts, path, l);
+	rc = layer_check(layer, opts, path, l);
 fail:
 	return rc;
 }
@@ -529,6 +620,10 @@ static void layer_defaults(dlt_layer_cfg *l, int kind, int line)
 		l->momentum = 0.1f;
 		l->eps = 1e-5f;
 	}
+	if (kind == DLT_LAYER_LAYERNORM)
+		l->eps = 1e-5f;
+	if (kind == DLT_LAYER_ATTENTION)
+		l->causal = 1;
 	/* a pool's stride is its kernel unless given: 0 until then */
 }
 
@@ -596,6 +691,8 @@ static int parse_model(const dlt_node *root, dlt_config *c)
 static const char *const optim_names[] = { "sgd", "adam", "adamw", NULL };
 static const char *const sgd_keys[] = { "lr", "momentum", "nesterov", "weight_decay", NULL };
 static const char *const adam_keys[] = { "lr", "beta1", "beta2", "eps", "weight_decay", NULL };
+static const char *const adamw_keys[] = { "lr", "beta1", "beta2", "eps", "weight_decay", "decay",
+					  NULL };
 
 static void optim_defaults(dlt_optim_cfg *o, int kind)
 {
@@ -627,7 +724,14 @@ static int parse_optim(const dlt_node *train, dlt_optim_cfg *o)
 		return unknown(at, "optimizer", name, optim_names);
 	optim_defaults(o, lookup(name, optim_names));
 	join(p, path, name);
-	DLT_TRY(as_map(opts, p, o->kind == DLT_OPT_SGD ? sgd_keys : adam_keys));
+	DLT_TRY(as_map(opts, p, o->kind == DLT_OPT_SGD ? sgd_keys
+			 : o->kind == DLT_OPT_ADAMW ? adamw_keys : adam_keys));
+	{
+		static const char *const decays[] = { "all", "matrices", NULL };
+		int decay = 0;
+		DLT_TRY(get_word(opts, p, "decay", "all or matrices", decays, &decay));
+		o->decay_matrices = decay == 2;
+	}
 	DLT_TRY(get_f64(opts, p, "lr", POSITIVE, &o->lr));
 	DLT_TRY(get_f64(opts, p, "momentum", UNIT_CLOSED_OPEN, &o->momentum));
 	DLT_TRY(get_bool(opts, p, "nesterov", &o->nesterov));
@@ -749,8 +853,10 @@ static int parse_train(const dlt_node *root, dlt_config *c)
 {
 	static const char *const keys[] = {
 		"epochs", "batch", "seed", "threads", "log_every", "precision", "loss_scale",
-		"optimizer", "schedule", "loss", NULL,
+		"optimizer", "schedule", "loss", "steps", "context", "eval_every", "eval_batches",
+		"clip", "accumulate", "init", NULL,
 	};
+	static const char *const inits[] = { "default", "gpt2", NULL };
 	const dlt_node *t = get(root, "train");
 	int rc;
 
@@ -768,20 +874,78 @@ static int parse_train(const dlt_node *root, dlt_config *c)
 	DLT_TRY(parse_optim(t, &c->train.optim));
 	DLT_TRY(parse_sched(t, &c->train.sched));
 	DLT_TRY(parse_loss(t, c));
+	DLT_TRY(get_i64(t, "train", "steps", 0, &c->train.steps));
+	DLT_TRY(get_int(t, "train", "context", 1, 1 << 20, &c->train.context));
+	DLT_TRY(get_i64(t, "train", "eval_every", 0, &c->train.eval_every));
+	c->train.eval_batches = 20;
+	DLT_TRY(get_int(t, "train", "eval_batches", 1, 1 << 20, &c->train.eval_batches));
+	DLT_TRY(get_f64(t, "train", "clip", NONNEG, &c->train.clip));
+	c->train.accumulate = 1;
+	DLT_TRY(get_int(t, "train", "accumulate", 1, 1 << 16, &c->train.accumulate));
+	{
+		int init = 0;
+		DLT_TRY(get_word(t, "train", "init", "default or gpt2", inits, &init));
+		c->train.init_gpt2 = init == 2;
+	}
+fail:
+	return rc;
+}
+
+/* data.train or data.test: a path or a list of paths, read as one
+ * dataset; *first is the first one's copy */
+static int get_paths(const dlt_node *d, const char *key, char **first, char ***paths, int *n)
+{
+	const dlt_node *v = get(d, key);
+	char index[24];
+	path_t path;
+	size_t count = v && v->type == DLT_NODE_SEQ ? v->n : 1;
+	int rc = 0;
+
+	if (!v)
+		return 0;
+	join(path, "data", key);
+	if (v->type == DLT_NODE_SEQ && v->n == 0)
+		return bad(v, path, "must list at least one archive");
+	if (v->type == DLT_NODE_SEQ && v->n > 1u << 16)
+		return bad(v, path, "lists too many archives");
+	if (!(*paths = dlt_calloc(count, sizeof(**paths))))
+		return DLT_ENOMEM;
+	if (v->type != DLT_NODE_SEQ) {
+		DLT_TRY(get_str(d, "data", key, "a path", &(*paths)[0]));
+		*n = 1;
+	} else {
+		for (size_t i = 0; i < count; i++) {
+			const dlt_node *item = &v->items[i];
+			snprintf(index, sizeof(index), "%s[%zu]", key, i);
+			join(path, "data", index);
+			if (item->type != DLT_NODE_SCALAR)
+				return type_error(item, path, "a path");
+			if (!item->value[0] || is_null(item))
+				return bad(item, path, "must not be empty");
+			if (!((*paths)[i] = dlt_strdup(item->value)))
+				return DLT_ENOMEM;
+			*n = (int)i + 1;
+		}
+	}
+	if (!(*first = dlt_strdup((*paths)[0])))
+		return DLT_ENOMEM;
 fail:
 	return rc;
 }
 
 static int parse_data(const dlt_node *root, dlt_config *c)
 {
-	static const char *const keys[] = { "train", "test", "val_split", "augment", NULL };
+	static const char *const keys[] = { "train", "test", "val", "val_split", "augment", NULL };
 	static const char *const augment_keys[] = { "crop", "flip", NULL };
 	const dlt_node *d = get(root, "data"), *a = get(d, "augment");
 	int rc;
 
 	DLT_TRY(as_map(d, "data", keys));
-	DLT_TRY(get_str(d, "data", "train", "a path", &c->data.train));
-	DLT_TRY(get_str(d, "data", "test", "a path", &c->data.test));
+	DLT_TRY(get_paths(d, "train", &c->data.train, &c->data.train_paths,
+			  &c->data.n_train_paths));
+	DLT_TRY(get_paths(d, "test", &c->data.test, &c->data.test_paths,
+			  &c->data.n_test_paths));
+	DLT_TRY(get_str(d, "data", "val", "a path", &c->data.val));
 	DLT_TRY(get_f64(d, "data", "val_split", UNIT_CLOSED_OPEN, &c->data.val_split));
 	DLT_TRY(as_map(a, "data.augment", augment_keys));
 	DLT_TRY(get_int(a, "data.augment", "crop", 0, MAX_CROP, &c->data.augment.crop));
@@ -790,26 +954,6 @@ static int parse_data(const dlt_node *root, dlt_config *c)
 		return dlt_node_error(dlt_node_get(root, "data") ?: root, "data.train is required");
 fail:
 	return rc;
-}
-
-/* A word from names, quoted or not; *out is its 1-based index. */
-static int get_word(const dlt_node *map, const char *parent, const char *key, const char *want,
-		    const char *const *names, int *out)
-{
-	const dlt_node *n = get(map, key);
-	char hint[64];
-	path_t path;
-
-	if (!n)
-		return 0;
-	join(path, parent, key);
-	if (n->type != DLT_NODE_SCALAR)
-		return type_error(n, path, want);
-	*out = lookup(n->value, names);
-	if (*out)
-		return 0;
-	return bad(n, path, "expected %s, got '%.64s'%s", want, n->value,
-		   suggest(hint, sizeof(hint), n->value, names));
 }
 
 /* every: epoch, N (steps), "N steps" or "N seconds" ("N s", "Ns"). */
@@ -868,8 +1012,8 @@ static int check_metric(const dlt_node *n, const dlt_config *c, const char *metr
 	split[dot - metric] = 0;
 	if (!lookup(split, metric_splits))
 		goto unknown;
-	if (!strncmp(metric, "val.", 4) && c->data.val_split <= 0)
-		return bad(n, "checkpoint.best", "%s needs data.val_split > 0", metric);
+	if (!strncmp(metric, "val.", 4) && c->data.val_split <= 0 && !c->data.val)
+		return bad(n, "checkpoint.best", "%s needs data.val_split > 0 (or data.val)", metric);
 	if (!strncmp(metric, "test.", 5) && !c->data.test)
 		return bad(n, "checkpoint.best", "%s needs data.test", metric);
 	return 0;
@@ -1030,6 +1174,13 @@ void dlt_config_free(dlt_config *c)
 	free(c->path);
 	free(c->data.train);
 	free(c->data.test);
+	for (int i = 0; i < c->data.n_train_paths; i++)
+		free(c->data.train_paths[i]);
+	free(c->data.train_paths);
+	for (int i = 0; i < c->data.n_test_paths; i++)
+		free(c->data.test_paths[i]);
+	free(c->data.test_paths);
+	free(c->data.val);
 	free_layers(c->layers, c->n_layers);
 	free(c->ckpt.best);
 	memset(c, 0, sizeof(*c));

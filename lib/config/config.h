@@ -57,24 +57,38 @@ enum dlt_layer_kind {
 	DLT_LAYER_GLOBAL_AVGPOOL,
 	DLT_LAYER_BATCHNORM,
 	DLT_LAYER_RESIDUAL,
+	/* per position of a sequence [T, C] (dlt-train(1) LANGUAGE MODELS) */
+	DLT_LAYER_EMBEDDING,
+	DLT_LAYER_POSITIONAL,
+	DLT_LAYER_LAYERNORM,
+	DLT_LAYER_ATTENTION,
+	DLT_LAYER_COUNT
 };
+
+#define DLT_NAME_MAX 32
 
 /* One layer of model:.  Pairs are [height, width]; a single number in the
  * YAML sets both. */
 typedef struct dlt_layer_cfg {
 	int kind;
 	int line;		/* for messages from later checks (shape errors) */
-	int units;		/* dense */
+	char name[DLT_NAME_MAX];	/* name: on any layer, "" without */
+	int units;		/* dense (0 with tie: the tied layer's vocab) */
+	char tie[DLT_NAME_MAX];	/* dense: the embedding whose weights it shares */
+	int vocab, dim;		/* embedding */
+	int max;		/* positional: the longest sequence */
+	int heads, causal;	/* attention: heads, causal mask (default true) */
+	int tanh;		/* gelu: GPT-2's tanh approximation */
 	int bias;		/* dense, conv2d: 1 (default) or 0 */
 	float slope;		/* leaky_relu: negative slope (default 0.01) */
-	float rate;		/* dropout: drop probability, [0, 1) */
+	float rate;		/* dropout, attention: drop probability, [0, 1) */
 	int filters;		/* conv2d: output channels (required) */
 	int kernel[2];		/* conv2d (required), maxpool/avgpool (required) */
 	int stride[2];		/* conv2d: default 1; pools: default kernel */
 	int pad[2];		/* conv2d, pools: zeros on each side, default 0 */
 	int dilation[2];	/* conv2d: default 1 */
 	int groups;		/* conv2d: default 1 */
-	float momentum, eps;	/* batchnorm: 0.1, 1e-5 (PyTorch's) */
+	float momentum, eps;	/* batchnorm: 0.1, 1e-5 (PyTorch's); layernorm: eps */
 	/* residual: y = body(x) + shortcut(x); no shortcut layers is the
 	 * identity.  YAML: residual: [layers] or
 	 * residual: {layers: [...], shortcut: [...]} */
@@ -89,6 +103,8 @@ typedef struct dlt_optim_cfg {
 	double momentum;	/* sgd, default 0 */
 	int nesterov;		/* sgd, default 0; needs momentum > 0 */
 	double weight_decay;	/* default 0 (adam, sgd), 1e-2 (adamw) */
+	int decay_matrices;	/* adamw decay: matrices (GPT-2's: weights of 2+
+				 * dimensions only) rather than all */
 	double beta1, beta2, eps;	/* adam/adamw: 0.9, 0.999, 1e-8 */
 } dlt_optim_cfg;
 
@@ -108,6 +124,12 @@ typedef struct dlt_config {
 	char *path;		/* the file it came from */
 	struct {
 		char *train, *test;	/* archive paths; test may be NULL */
+		/* data.train and data.test may each list several archives,
+		 * read as one dataset: all the paths (train_paths[0] is
+		 * train's, a copy); n_test_paths 0 without a test set */
+		char **train_paths, **test_paths;
+		int n_train_paths, n_test_paths;
+		char *val;		/* token archives: the validation stream, or NULL */
 		double val_split;	/* [0, 1): fraction of train held out */
 		/* training images only, in the loader thread: a random crop
 		 * of the image zero-padded by crop pixels on each side (0:
@@ -141,6 +163,15 @@ typedef struct dlt_config {
 		 * multi-hot labels); huber: {delta}, default 1 */
 		int loss;
 		double huber_delta;
+		/* language models (dlt-train(1) LANGUAGE MODELS): */
+		long long steps;	/* instead of epochs; 0: epochs */
+		int context;		/* T: windows of T + 1 tokens */
+		long long eval_every;	/* steps between evaluations; 0: at the end */
+		int eval_batches;	/* batches of fixed windows an evaluation takes (20) */
+		double clip;		/* global gradient-norm clipping; 0: none */
+		int accumulate;		/* micro-batches a step (>= 1) */
+		int init_gpt2;		/* init: gpt2 (std 0.02, residual projections
+					 * by 1/sqrt(2 layers)) */
 	} train;
 	/* checkpoint: {every: epoch | N steps | N seconds, keep: N,
 	 * best: METRIC, mode: max | min} */

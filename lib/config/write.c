@@ -104,14 +104,34 @@ static const char *bool_text(int v)
 	return v ? "true" : "false";
 }
 
+/* A path, or a flow list of several: one path writes what it always did,
+ * so the config in a checkpoint of an older run keeps its bytes. */
+static void paths(struct out *o, const char *first, char *const *v, int n)
+{
+	if (n < 2) {
+		str_or_null(o, first);
+		return;
+	}
+	put(o, "[");
+	for (int i = 0; i < n; i++) {
+		put(o, i ? ", " : "");
+		str(o, v[i]);
+	}
+	put(o, "]");
+}
+
 static void data(struct out *o, const dlt_config *c)
 {
 	char s[32];
 
 	put(o, "data:\n  train: ");
-	str_or_null(o, c->data.train);
+	paths(o, c->data.train, c->data.train_paths, c->data.n_train_paths);
 	put(o, "\n  test: ");
-	str_or_null(o, c->data.test);
+	paths(o, c->data.test, c->data.test_paths, c->data.n_test_paths);
+	if (c->data.val) {	/* only when set: older configs keep their bytes */
+		put(o, "\n  val: ");
+		str_or_null(o, c->data.val);
+	}
 	put(o, "\n  val_split: %s\n", f64(s, sizeof(s), c->data.val_split));
 	put(o, "  augment: {crop: %d, flip: %s}\n", c->data.augment.crop,
 	    bool_text(c->data.augment.flip));
@@ -141,19 +161,49 @@ static void layer(struct out *o, const dlt_layer_cfg *l, int indent)
 		[DLT_LAYER_CONV2D] = "conv2d", [DLT_LAYER_MAXPOOL] = "maxpool",
 		[DLT_LAYER_AVGPOOL] = "avgpool", [DLT_LAYER_GLOBAL_AVGPOOL] = "global_avgpool",
 		[DLT_LAYER_BATCHNORM] = "batchnorm", [DLT_LAYER_RESIDUAL] = "residual",
+		[DLT_LAYER_EMBEDDING] = "embedding", [DLT_LAYER_POSITIONAL] = "positional",
+		[DLT_LAYER_LAYERNORM] = "layernorm", [DLT_LAYER_ATTENTION] = "attention",
 	};
-	char s[32], t[32];
+	char s[32], t[32], e[48];
+	/* the options' closing brace, after the name when there is one */
+	const char *end = "}";
 
 	put(o, "%*s- %s", indent, "", names[l->kind]);
+	if (l->name[0]) {
+		snprintf(e, sizeof(e), ", name: %s}", l->name);
+		end = e;
+	}
 	switch (l->kind) {
 	case DLT_LAYER_DENSE:
-		put(o, ": {units: %d, bias: %s}", l->units, bool_text(l->bias));
+		if (l->tie[0])
+			put(o, ": {tie: %s, bias: %s%s", l->tie, bool_text(l->bias), end);
+		else
+			put(o, ": {units: %d, bias: %s%s", l->units, bool_text(l->bias), end);
+		break;
+	case DLT_LAYER_GELU:
+		if (l->tanh)
+			put(o, ": {approximate: tanh%s", end);
+		else if (l->name[0])
+			put(o, ": {name: %s}", l->name);
+		break;
+	case DLT_LAYER_EMBEDDING:
+		put(o, ": {vocab: %d, dim: %d%s", l->vocab, l->dim, end);
+		break;
+	case DLT_LAYER_POSITIONAL:
+		put(o, ": {max: %d%s", l->max, end);
+		break;
+	case DLT_LAYER_LAYERNORM:
+		put(o, ": {eps: %s%s", f32(s, sizeof(s), l->eps), end);
+		break;
+	case DLT_LAYER_ATTENTION:
+		put(o, ": {heads: %d, causal: %s, dropout: %s%s", l->heads, bool_text(l->causal),
+		    f32(s, sizeof(s), l->rate), end);
 		break;
 	case DLT_LAYER_LEAKY_RELU:
-		put(o, ": {slope: %s}", f32(s, sizeof(s), l->slope));
+		put(o, ": {slope: %s%s", f32(s, sizeof(s), l->slope), end);
 		break;
 	case DLT_LAYER_DROPOUT:
-		put(o, ": {rate: %s}", f32(s, sizeof(s), l->rate));
+		put(o, ": {rate: %s%s", f32(s, sizeof(s), l->rate), end);
 		break;
 	case DLT_LAYER_CONV2D:
 		put(o, ": {filters: %d, ", l->filters);
@@ -161,7 +211,7 @@ static void layer(struct out *o, const dlt_layer_cfg *l, int indent)
 		pair(o, "stride", l->stride, 0);
 		pair(o, "pad", l->pad, 0);
 		pair(o, "dilation", l->dilation, 0);
-		put(o, ", groups: %d, bias: %s}", l->groups, bool_text(l->bias));
+		put(o, ", groups: %d, bias: %s%s", l->groups, bool_text(l->bias), end);
 		break;
 	case DLT_LAYER_MAXPOOL:
 	case DLT_LAYER_AVGPOOL:
@@ -169,18 +219,23 @@ static void layer(struct out *o, const dlt_layer_cfg *l, int indent)
 		pair(o, "kernel", l->kernel, 1);
 		pair(o, "stride", l->stride, 0);
 		pair(o, "pad", l->pad, 0);
-		put(o, "}");
+		put(o, "%s", end);
 		break;
 	case DLT_LAYER_BATCHNORM:
-		put(o, ": {momentum: %s, eps: %s}", f32(s, sizeof(s), l->momentum),
-		    f32(t, sizeof(t), l->eps));
+		put(o, ": {momentum: %s, eps: %s%s", f32(s, sizeof(s), l->momentum),
+		    f32(t, sizeof(t), l->eps), end);
 		break;
 	case DLT_LAYER_RESIDUAL:
 		put(o, ":\n%*slayers:\n", indent + 4, "");
+		if (l->name[0])
+			put(o, "%*sname: %s\n", indent + 4, "", l->name);
 		layers(o, l->body, l->n_body, indent + 6);
 		put(o, "%*sshortcut:%s", indent + 4, "", l->n_shortcut ? "\n" : " []\n");
 		layers(o, l->shortcut, l->n_shortcut, indent + 6);
 		return;
+	default:	/* relu, tanh, ...: options only for a name */
+		if (l->name[0])
+			put(o, ": {name: %s}", l->name);
 	}
 	put(o, "\n");
 }
@@ -203,9 +258,10 @@ static void optim(struct out *o, const dlt_optim_cfg *p)
 		    bool_text(p->nesterov), wd);
 		return;
 	}
-	put(o, "  optimizer:\n    %s: {lr: %s, beta1: %s, beta2: %s, eps: %s, weight_decay: %s}\n",
+	put(o, "  optimizer:\n    %s: {lr: %s, beta1: %s, beta2: %s, eps: %s, weight_decay: %s%s}\n",
 	    p->kind == DLT_OPT_ADAMW ? "adamw" : "adam", lr, f64(a, sizeof(a), p->beta1),
-	    f64(b, sizeof(b), p->beta2), f64(c, sizeof(c), p->eps), wd);
+	    f64(b, sizeof(b), p->beta2), f64(c, sizeof(c), p->eps), wd,
+	    p->decay_matrices ? ", decay: matrices" : "");
 }
 
 static void sched(struct out *o, const dlt_sched_cfg *p)
@@ -256,6 +312,22 @@ int dlt_config_write_yaml(const dlt_config *c, dlt_buf *buf)
 		    f64(s, sizeof(s), c->train.loss_scale.init), c->train.loss_scale.growth_interval);
 	optim(&o, &c->train.optim);
 	sched(&o, &c->train.sched);
+	/* the language-model keys only when set, so that other configs keep
+	 * the bytes they had */
+	if (c->train.steps)
+		put(&o, "  steps: %lld\n", c->train.steps);
+	if (c->train.context)
+		put(&o, "  context: %d\n", c->train.context);
+	if (c->train.eval_every)
+		put(&o, "  eval_every: %lld\n", c->train.eval_every);
+	if (c->train.eval_batches != 20)
+		put(&o, "  eval_batches: %d\n", c->train.eval_batches);
+	if (c->train.clip > 0)
+		put(&o, "  clip: %s\n", f64(s, sizeof(s), c->train.clip));
+	if (c->train.accumulate > 1)
+		put(&o, "  accumulate: %d\n", c->train.accumulate);
+	if (c->train.init_gpt2)
+		put(&o, "  init: gpt2\n");
 	/* only when set: a config without it resolves to the task's loss */
 	if (c->train.loss && !strcmp(dlt_loss_names[c->train.loss - 1], "huber"))
 		put(&o, "  loss: {huber: {delta: %s}}\n", f64(s, sizeof(s), c->train.huber_delta));

@@ -38,6 +38,7 @@ int dlt_loss_init(dlt_loss *l, int task, int outputs, int cfg_loss, double delta
 	l->kind = kind;
 	l->delta = (float)delta;
 	l->outputs = outputs;
+	l->rows = 1;
 	return 0;
 }
 
@@ -52,8 +53,12 @@ int dlt_loss_metric_names(const dlt_loss *l, int eval, const char **names)
 	switch (l->task) {
 	case DLT_TASK_CLASS:
 		names[n++] = "acc";
-		if (eval && l->outputs > 5)
+		if (l->bytes_per_token > 0) {
+			names[n++] = "ppl";
+			names[n++] = "bpb";
+		} else if (eval && l->outputs > 5) {
 			names[n++] = "top5";
+		}
 		break;
 	case DLT_TASK_REGRESS:
 		names[n++] = "rmse";
@@ -106,7 +111,7 @@ void dlt_loss_add(const dlt_loss *l, int eval, const float *y, const void *targe
 
 	if (l->task == DLT_TASK_CLASS) {
 		sums[0] += hits;
-		for (int r = 0; eval && k > 5 && r < rows; r++)
+		for (int r = 0; eval && k > 5 && !(l->bytes_per_token > 0) && r < rows; r++)
 			sums[1] += in_top5(y + (size_t)r * k, k, ((const int32_t *)targets)[r]);
 		return;
 	}
@@ -134,15 +139,20 @@ void dlt_loss_add(const dlt_loss *l, int eval, const float *y, const void *targe
 		}
 }
 
-void dlt_loss_metrics(const dlt_loss *l, int eval, const double *sums, double n, double *values)
+void dlt_loss_metrics(const dlt_loss *l, int eval, const double *sums, double n, double loss,
+		      double *values)
 {
 	const double k = l->outputs;
 
 	switch (l->task) {
 	case DLT_TASK_CLASS:
-		values[0] = sums[0] / n;
-		if (eval && l->outputs > 5)
+		values[0] = sums[0] / (n * l->rows);
+		if (l->bytes_per_token > 0) {
+			values[1] = exp(loss);
+			values[2] = loss / M_LN2 / l->bytes_per_token;
+		} else if (eval && l->outputs > 5) {
 			values[1] = sums[1] / n;
+		}
 		return;
 	case DLT_TASK_REGRESS:
 		values[0] = sqrt(sums[0] / (n * k));

@@ -26,6 +26,11 @@ typedef struct dlt_loss {
 	int kind;		/* enum dlt_loss_kind (kernels.h) */
 	float delta;		/* huber */
 	int outputs;		/* a sample's: classes, targets or labels */
+	/* positions a sample with a label each (a language model's T), 1
+	 * otherwise; with bytes_per_token > 0 (token data) the metrics are
+	 * acc, ppl and bpb (bits per byte: loss / ln 2 / bytes a token) */
+	int rows;
+	double bytes_per_token;
 	/* regression: the targets' mean and std (outputs each), for
 	 * errors in the targets' own units */
 	const float *t_mean, *t_std;
@@ -50,7 +55,9 @@ size_t dlt_loss_n_sums(const dlt_loss *l, int eval);
  * softmax_xent gave already. */
 void dlt_loss_add(const dlt_loss *l, int eval, const float *y, const void *targets, int rows,
 		  int hits, double *sums);
-/* The metrics of sums over n samples, in dlt_loss_metric_names' order */
-void dlt_loss_metrics(const dlt_loss *l, int eval, const double *sums, double n, double *values);
+/* The metrics of sums over n samples whose mean loss is loss, in
+ * dlt_loss_metric_names' order */
+void dlt_loss_metrics(const dlt_loss *l, int eval, const double *sums, double n, double loss,
+		      double *values);
 
 #endif

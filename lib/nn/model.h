@@ -14,7 +14,10 @@ enum { DLT_OP_FORK = 100, DLT_OP_ADD };
  * a_of and g_of name the tensor that owns each (itself when own). */
 typedef struct dlt_tensor {
 	dlt_shape s;
-	size_t n;		/* floats per sample: c * h * w */
+	/* positions a sample: T for a sequence [T, C] (s is then {C, 1, 1},
+	 * per position), 1 otherwise */
+	int rows;
+	size_t n;		/* floats per sample: rows * c * h * w */
 	int a_of, g_of;
 	float *a, *g;		/* set on the owners */
 } dlt_tensor;
@@ -48,7 +51,17 @@ struct dlt_layer {
 	float *mask;		/* dropout: 0 or 1 / (1 - rate) per element */
 	int masked;		/* dropout: the last forward applied mask */
 	int32_t *arg;		/* maxpool: argmax per output */
-	float *mean, *invstd;	/* batchnorm: the last training batch's */
+	float *mean, *invstd;	/* batchnorm: the last training batch's;
+				 * layernorm: its rows' mean and rstd */
+	char name[DLT_NAME_MAX];	/* the config's name:, "" without */
+	int tied;		/* dense: w is an embedding's (tie:), not its own */
+	int ends_residual;	/* dense: the last of a residual block's (init) */
+	int shared;		/* embedding: a tied head writes its gradient first */
+	int heads, causal;	/* attention */
+	int w2, b2;		/* attention: the output projection's params */
+	/* attention: q, k, v [rows, 3C], the heads' output [rows, C] and the
+	 * rows' log-sum-exp [B, H, T]; their gradients */
+	float *qkv, *att, *lse, *dqkv, *datt;
 };
 
 /* The activations and gradient of tensor i. */

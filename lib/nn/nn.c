@@ -48,7 +48,7 @@ static int act_of(int kind)
 	case DLT_LAYER_LEAKY_RELU:
 		return DLT_ACT_LEAKY_RELU;
 	case DLT_LAYER_GELU:
-		return DLT_ACT_GELU;
+		return DLT_ACT_GELU;	/* gelu: tanh is DLT_ACT_GELU_TANH (act_of_cfg) */
 	case DLT_LAYER_TANH:
 		return DLT_ACT_TANH;
 	case DLT_LAYER_SIGMOID:
@@ -79,15 +79,17 @@ typedef struct planner {
 	const dlt_config *c;
 	size_t cap_ops, cap_t, cap_params, cap_bufs;
 	int next_index;		/* config layers seen, flattened */
+	const char *name;	/* of the layer being planned: its params' prefix */
 } planner;
 
-static int new_tensor(planner *p, dlt_shape s)
+/* rows: positions a sample (a sequence's T), 1 for anything else */
+static int new_tensor(planner *p, dlt_shape s, int rows)
 {
 	dlt_model *m = p->m;
 	dlt_tensor *t;
 	size_t n;
 	if (!dlt_mul_ok((size_t)s.c, (size_t)s.h, &n) || !dlt_mul_ok(n, (size_t)s.w, &n) ||
-	    n > (1u << 30))
+	    !dlt_mul_ok(n, (size_t)rows, &n) || n > (1u << 30))
 		return dlt_error(DLT_EINPUT, "a layer's output of %d x %d x %d is too large",
 				 s.c, s.h, s.w);
 	if (dlt_grow(&m->t, &p->cap_t, (size_t)m->n_t + 1, sizeof(*m->t)) < 0)
@@ -95,6 +97,7 @@ static int new_tensor(planner *p, dlt_shape s)
 	t = &m->t[m->n_t];
 	memset(t, 0, sizeof(*t));
 	t->s = s;
+	t->rows = rows;
 	t->n = n;
 	t->a_of = t->g_of = m->n_t;
 	return m->n_t++;
@@ -116,7 +119,7 @@ static dlt_layer *new_op(planner *p, int kind, int index, int line, int in)
 	l->index = index;
 	l->line = line;
 	l->in = l->out = l->in2 = in;
-	l->w = l->b = l->rm = l->rv = -1;
+	l->w = l->b = l->rm = l->rv = l->w2 = l->b2 = -1;
 	return l;
 }
 
@@ -132,7 +135,11 @@ static int new_param(planner *p, int buffer, int index, const char *role, int nd
 		return DLT_ENOMEM;
 	q = &(*arr)[*n];
 	memset(q, 0, sizeof(*q));
-	snprintf(q->name, sizeof(q->name), "%d.%s", index, role);
+	/* a named layer's params keep their names when layers are added */
+	if (p->name && p->name[0])
+		snprintf(q->name, sizeof(q->name), "%s.%s", p->name, role);
+	else
+		snprintf(q->name, sizeof(q->name), "%d.%s", index, role);
 	q->ndim = ndim;
 	q->n = 1;
 	for (int d = 0; d < ndim; d++) {
@@ -285,13 +292,13 @@ static int plan_act(planner *p, const dlt_layer_cfg *lc, dlt_layer *l, int *cur)
 	dlt_model *m = p->m;
 	dlt_layer *prev = m->n_layers > 1 && l[-1].out == *cur ? l - 1 : NULL;
 	int out, inplace;
-	l->act = act_of(lc->kind);
+	l->act = lc->kind == DLT_LAYER_GELU && lc->tanh ? DLT_ACT_GELU_TANH : act_of(lc->kind);
 	l->slope = lc->kind == DLT_LAYER_LEAKY_RELU ? lc->slope : 0.0f;
 	/* not over the model's input, over a tensor others read, or over
 	 * another activation's output, which that one's gradient needs */
 	inplace = output_only(l->act, l->slope) && *cur != 0 && m->t[*cur].a_of == *cur &&
 		  prev && act_of(prev->kind) == DLT_ACT_NONE;
-	if ((out = new_tensor(p, m->t[*cur].s)) < 0)
+	if ((out = new_tensor(p, m->t[*cur].s, m->t[*cur].rows)) < 0)
 		return out;
 	if (inplace) {
 		m->t[out].a_of = *cur;
@@ -316,12 +323,19 @@ static int plan_residual(planner *p, const dlt_layer_cfg *lc, int index, int *cu
 	if (!(l = new_op(p, DLT_OP_FORK, index, lc->line, in)))
 		return DLT_ENOMEM;
 	fork = (int)(l - m->layers);
-	if ((body = new_tensor(p, s)) < 0 || (shortcut = new_tensor(p, s)) < 0)
+	if ((body = new_tensor(p, s, m->t[in].rows)) < 0 ||
+	    (shortcut = new_tensor(p, s, m->t[in].rows)) < 0)
 		return body < 0 ? body : shortcut;
 	m->t[body].a_of = m->t[shortcut].a_of = m->t[in].a_of;
 	m->layers[fork].out = body;
 	m->layers[fork].in2 = shortcut;
 	DLT_TRY_RC(plan_seq(p, lc->body, lc->n_body, &body));
+	/* GPT-2's init scales the projection that ends the block */
+	for (int i = m->n_layers - 1; i > fork; i--)
+		if (m->layers[i].kind == DLT_LAYER_DENSE || m->layers[i].kind == DLT_LAYER_ATTENTION) {
+			m->layers[i].ends_residual = m->layers[i].kind == DLT_LAYER_DENSE;
+			break;
+		}
 	DLT_TRY_RC(plan_seq(p, lc->shortcut, lc->n_shortcut, &shortcut));
 	if (m->t[body].s.c != m->t[shortcut].s.c || m->t[body].s.h != m->t[shortcut].s.h ||
 	    m->t[body].s.w != m->t[shortcut].s.w)
@@ -329,7 +343,7 @@ static int plan_residual(planner *p, const dlt_layer_cfg *lc, int index, int *cu
 				 "shortcut %dx%dx%d", m->t[body].s.c, m->t[body].s.h,
 				 m->t[body].s.w, m->t[shortcut].s.c, m->t[shortcut].s.h,
 				 m->t[shortcut].s.w);
-	if ((out = new_tensor(p, m->t[body].s)) < 0)
+	if ((out = new_tensor(p, m->t[body].s, m->t[body].rows)) < 0)
 		return out;
 	if (!(l = new_op(p, DLT_OP_ADD, index, lc->line, body)))
 		return DLT_ENOMEM;
@@ -343,10 +357,103 @@ static int plan_residual(planner *p, const dlt_layer_cfg *lc, int index, int *cu
 	return 0;
 }
 
+/* dense: {tie: NAME}: the weights of the embedding of that name, [V, C]
+ * as a dense's [units, in]: a head that shares them (GPT-2's) */
+static int plan_tie(planner *p, const dlt_layer_cfg *lc, dlt_layer *l, int64_t in)
+{
+	dlt_model *m = p->m;
+	for (int i = 0; i < m->n_layers - 1; i++) {
+		const dlt_layer *e = &m->layers[i];
+		if (strcmp(e->name, lc->tie))
+			continue;
+		if (e->kind != DLT_LAYER_EMBEDDING)
+			return cfg_error(p->c, lc->line, "dense: tie: '%s' is not an embedding",
+					 lc->tie);
+		if (m->params[e->w].dims[1] != in)
+			return cfg_error(p->c, lc->line, "dense: tie: '%s' is [%lld, %lld], but this "
+					 "layer's input has %lld features", lc->tie,
+					 (long long)m->params[e->w].dims[0],
+					 (long long)m->params[e->w].dims[1], (long long)in);
+		l->w = e->w;
+		l->tied = 1;
+		m->layers[i].shared = 1;
+		return 0;
+	}
+	return cfg_error(p->c, lc->line, "dense: tie: no embedding named '%s' before it", lc->tie);
+}
+
+/* The layers of sequences [T, C]: embedding (token ids to vectors; the
+ * first layer, its input T ids a sample), learned positions, layer
+ * normalisation and self-attention, all per position. */
+static int plan_sequence(planner *p, const dlt_layer_cfg *lc, dlt_layer *l, int cur,
+			 dlt_shape *os, int *rows)
+{
+	dlt_model *m = p->m;
+	const dlt_tensor *t = &m->t[cur];
+	int C = t->s.c, index = l->index;
+	int64_t dims[2];
+
+	if (lc->kind == DLT_LAYER_EMBEDDING) {
+		if (cur != 0 || m->n_layers != 1)
+			return cfg_error(p->c, lc->line, "embedding must be the model's first layer "
+					 "(it reads the token ids)");
+		*rows = (int)t->n;	/* the input: T ids */
+		*os = (dlt_shape){ lc->dim, 1, 1 };
+		dims[0] = lc->vocab;
+		dims[1] = lc->dim;
+		return (l->w = new_param(p, 0, index, "w", 2, dims)) < 0 ? l->w : 0;
+	}
+	if (t->rows < 2 && lc->kind != DLT_LAYER_LAYERNORM)
+		return cfg_error(p->c, lc->line, "%s works on sequences [T, C] (after an "
+				 "embedding)", lc->kind == DLT_LAYER_POSITIONAL ? "positional"
+				 : "attention");
+	if (t->s.h != 1 || t->s.w != 1)
+		return cfg_error(p->c, lc->line, "a sequence's positions must be vectors");
+	if (t->rows < 2)
+		C = (int)t->n;
+	if (cur == 0)	/* its backward always writes the input's gradient */
+		return cfg_error(p->c, lc->line, "layernorm cannot be the model's first layer");
+	dims[0] = C;
+	switch (lc->kind) {
+	case DLT_LAYER_POSITIONAL:
+		if (t->rows > lc->max)
+			return cfg_error(p->c, lc->line, "positional: max %d, but sequences have %d "
+					 "positions (train.context)", lc->max, t->rows);
+		dims[0] = lc->max;
+		dims[1] = C;
+		return (l->w = new_param(p, 0, index, "w", 2, dims)) < 0 ? l->w : 0;
+	case DLT_LAYER_LAYERNORM:
+		l->eps = lc->eps;
+		if ((l->w = new_param(p, 0, index, "w", 1, dims)) < 0 ||
+		    (l->b = new_param(p, 0, index, "b", 1, dims)) < 0)
+			return DLT_ENOMEM;
+		return 0;
+	default:	/* attention: qkv projection [3C, C], output projection [C, C] */
+		if (lc->heads < 1 || C % lc->heads)
+			return cfg_error(p->c, lc->line, "attention: %d heads do not divide %d "
+					 "features", lc->heads, C);
+		if (lc->rate > 0)
+			return cfg_error(p->c, lc->line, "attention: dropout is not supported yet "
+					 "(use 0)");
+		l->heads = lc->heads;
+		l->causal = lc->causal;
+		dims[0] = 3 * (int64_t)C;
+		dims[1] = C;
+		if ((l->w = new_param(p, 0, index, "qkv.w", 2, dims)) < 0 ||
+		    (l->b = new_param(p, 0, index, "qkv.b", 1, dims)) < 0)
+			return DLT_ENOMEM;
+		dims[0] = C;
+		if ((l->w2 = new_param(p, 0, index, "proj.w", 2, dims)) < 0 ||
+		    (l->b2 = new_param(p, 0, index, "proj.b", 1, dims)) < 0)
+			return DLT_ENOMEM;
+		return 0;
+	}
+}
+
 static int plan_layer(planner *p, const dlt_layer_cfg *lc, int *cur)
 {
 	dlt_model *m = p->m;
-	int index = p->next_index++, out;
+	int index = p->next_index++, out, rows = m->t[*cur].rows;
 	dlt_shape in = m->t[*cur].s, os = in;
 	dlt_layer *l;
 	int64_t dims[2];
@@ -355,16 +462,33 @@ static int plan_layer(planner *p, const dlt_layer_cfg *lc, int *cur)
 		return plan_residual(p, lc, index, cur);
 	if (!(l = new_op(p, lc->kind, index, lc->line, *cur)))
 		return DLT_ENOMEM;
+	snprintf(l->name, sizeof(l->name), "%s", lc->name);
+	p->name = lc->name;
 	switch (lc->kind) {
 	case DLT_LAYER_DENSE:
-		if (lc->units < 1)
-			return cfg_error(p->c, lc->line, "dense needs at least 1 unit");
-		os = (dlt_shape){ lc->units, 1, 1 };
-		dims[0] = lc->units;
-		dims[1] = (int64_t)m->t[*cur].n;
-		if ((l->w = new_param(p, 0, index, "w", 2, dims)) < 0 ||
-		    (lc->bias && (l->b = new_param(p, 0, index, "b", 1, dims)) < 0))
+		/* a sequence's: per position, over its last dimension */
+		dims[1] = rows > 1 ? in.c : (int64_t)m->t[*cur].n;
+		if (lc->tie[0]) {
+			DLT_TRY_RC(plan_tie(p, lc, l, dims[1]));
+			os = (dlt_shape){ (int)m->params[l->w].dims[0], 1, 1 };
+			dims[0] = os.c;
+		} else {
+			if (lc->units < 1)
+				return cfg_error(p->c, lc->line, "dense needs at least 1 unit");
+			os = (dlt_shape){ lc->units, 1, 1 };
+			dims[0] = lc->units;
+			if ((l->w = new_param(p, 0, index, "w", 2, dims)) < 0)
+				return DLT_ENOMEM;
+		}
+		if (lc->bias && (l->b = new_param(p, 0, index, "b", 1, dims)) < 0)
 			return DLT_ENOMEM;
+		break;
+	case DLT_LAYER_EMBEDDING:
+	case DLT_LAYER_POSITIONAL:
+	case DLT_LAYER_LAYERNORM:
+	case DLT_LAYER_ATTENTION:
+		DLT_TRY_RC(plan_sequence(p, lc, l, *cur, &os, &rows));
+		m->n_attention += lc->kind == DLT_LAYER_ATTENTION;
 		break;
 	case DLT_LAYER_CONV2D:
 		DLT_TRY_RC(plan_conv(p, lc, l, in, &os));
@@ -384,7 +508,7 @@ static int plan_layer(planner *p, const dlt_layer_cfg *lc, int *cur)
 		l->rate = lc->rate;
 		break;
 	case DLT_LAYER_FLATTEN:
-		if ((out = new_tensor(p, (dlt_shape){ (int)m->t[*cur].n, 1, 1 })) < 0)
+		if ((out = new_tensor(p, (dlt_shape){ (int)m->t[*cur].n, 1, 1 }, 1)) < 0)
 			return out;
 		m->t[out].a_of = m->t[*cur].a_of;
 		m->t[out].g_of = m->t[*cur].g_of;
@@ -395,8 +519,11 @@ static int plan_layer(planner *p, const dlt_layer_cfg *lc, int *cur)
 			return cfg_error(p->c, lc->line, "layer kind %d is not supported", lc->kind);
 		return plan_act(p, lc, l, cur);
 	}
-	if ((out = new_tensor(p, os)) < 0)
+	if ((out = new_tensor(p, os, rows)) < 0)
 		return out;
+	/* added positions pass the gradient on unchanged, as a sum does */
+	if (lc->kind == DLT_LAYER_POSITIONAL)
+		m->t[m->t[*cur].g_of].g_of = out;
 	m->layers[m->n_layers - 1].out = *cur = out;
 	return 0;
 }
@@ -416,10 +543,72 @@ static void init_uniform(float *p, size_t n, float bound, uint64_t seed, int ind
 		p[i] = bound * (2.0f * dlt_rng_uniform(&r) - 1.0f);
 }
 
+/* N(0, std^2) by Box-Muller, from the param's own stream, as init_uniform */
+static void init_normal(float *p, size_t n, float std, uint64_t seed, int index)
+{
+	dlt_rng r;
+	dlt_rng_init(&r, seed, INIT_STREAM + (uint64_t)index);
+	for (size_t i = 0; i < n; i += 2) {
+		double u1 = 1.0 - dlt_rng_uniform(&r), u2 = dlt_rng_uniform(&r);
+		double rad = sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
+		p[i] = (float)(std * rad * cos(a));
+		if (i + 1 < n)
+			p[i + 1] = (float)(std * rad * sin(a));
+	}
+}
+
 static void fill(float *p, size_t n, float v)
 {
 	for (size_t i = 0; i < n; i++)
 		p[i] = v;
+}
+
+/* The sequence layers' init, and with train.init: gpt2 GPT-2's for
+ * every layer: weights N(0, 0.02), biases 0, and the projections that end
+ * a residual block (attention's output, a block's last dense) N(0, 0.02 /
+ * sqrt(2 L)) for L attention layers.  Otherwise PyTorch's defaults:
+ * embeddings N(0, 1), layernorm 1 and 0, attention's projections as
+ * Linear's.  Returns whether it initialised l. */
+static int init_sequence(dlt_model *m, const dlt_layer *l)
+{
+	int seq = l->kind == DLT_LAYER_EMBEDDING || l->kind == DLT_LAYER_POSITIONAL ||
+		  l->kind == DLT_LAYER_LAYERNORM || l->kind == DLT_LAYER_ATTENTION;
+	const int params[4] = { l->w, l->b, l->w2, l->b2 };
+	float std = 0.02f;
+
+	if (!seq && !(m->init_gpt2 && (l->kind == DLT_LAYER_DENSE || l->kind == DLT_LAYER_CONV2D)))
+		return 0;
+	if (l->kind == DLT_LAYER_LAYERNORM) {
+		fill(m->params[l->w].w, m->params[l->w].n, 1.0f);
+		fill(m->params[l->b].w, m->params[l->b].n, 0.0f);
+		return 1;
+	}
+	if (!m->init_gpt2) {
+		if (l->kind != DLT_LAYER_ATTENTION) {
+			init_normal(m->params[l->w].w, m->params[l->w].n, 1.0f, m->seed, l->w);
+			return 1;
+		}
+		/* both projections take C inputs, as Linear(C, ...) */
+		float bound = 1.0f / sqrtf((float)m->params[l->w].dims[1]);
+		for (int k = 0; k < 4; k++)
+			init_uniform(m->params[params[k]].w, m->params[params[k]].n, bound, m->seed,
+				     params[k]);
+		return 1;
+	}
+	for (int k = 0; k < 4; k++) {
+		int q = params[k];
+		if (q < 0)
+			continue;
+		if (m->params[q].ndim == 1) {
+			fill(m->params[q].w, m->params[q].n, 0.0f);
+			continue;
+		}
+		std = 0.02f;
+		if ((k == 2 && l->kind == DLT_LAYER_ATTENTION) || l->ends_residual)
+			std = 0.02f / sqrtf(2.0f * (float)(m->n_attention ? m->n_attention : 1));
+		init_normal(m->params[q].w, m->params[q].n, std, m->seed, q);
+	}
+	return 1;
 }
 
 /* Every param's w (and g) is a slice of one block, in order, so the
@@ -466,6 +655,10 @@ static int make_params(dlt_model *m)
 	for (int i = 0; i < m->n_layers; i++) {
 		const dlt_layer *l = &m->layers[i];
 		float bound;
+		if (l->tied)
+			continue;	/* the embedding's */
+		if (init_sequence(m, l))
+			continue;
 		if (l->kind == DLT_LAYER_BATCHNORM) {
 			fill(m->params[l->w].w, m->params[l->w].n, 1.0f);
 			fill(m->params[l->b].w, m->params[l->b].n, 0.0f);
@@ -723,6 +916,23 @@ static int make_buffers(dlt_model *m)
 				return DLT_ENOMEM;
 			l->invstd = l->mean + c;
 			break;
+		case DLT_LAYER_LAYERNORM: {
+			size_t rows = (size_t)m->max_batch * m->t[l->in].rows;
+			if (!(l->mean = alloc_rows(m, 2, rows, sizeof(float))))
+				return DLT_ENOMEM;
+			l->invstd = l->mean + rows;
+			break;
+		}
+		case DLT_LAYER_ATTENTION: {
+			size_t rows = (size_t)m->max_batch * m->t[l->in].rows;
+			if (!(l->qkv = alloc_rows(m, 3, rows * c, sizeof(float))) ||
+			    !(l->dqkv = alloc_rows(m, 3, rows * c, sizeof(float))) ||
+			    !(l->att = alloc_rows(m, 2, rows * c, sizeof(float))) ||
+			    !(l->lse = alloc_rows(m, l->heads, rows, sizeof(float))))
+				return DLT_ENOMEM;
+			l->datt = l->att + rows * c;
+			break;
+		}
 		case DLT_LAYER_CONV2D: {
 			size_t need;
 			l->conv.n = m->max_batch;
@@ -735,7 +945,7 @@ static int make_buffers(dlt_model *m)
 	}
 	if (work && !(m->work = alloc_rows(m, 1, work, sizeof(float))))
 		return DLT_ENOMEM;
-	if (!(m->labels = alloc_rows(m, m->max_batch, 1, sizeof(int32_t))) ||
+	if (!(m->labels = alloc_rows(m, m->max_batch, (size_t)m->out_rows, sizeof(int32_t))) ||
 	    !(m->in_buf[1] = alloc_rows(m, m->max_batch, m->t[0].n, sizeof(float))))
 		return DLT_ENOMEM;
 	m->in_buf[0] = m->t[0].a;
@@ -761,13 +971,17 @@ int dlt_model_init(dlt_model *m, const dlt_config *c, const dlt_backend *be,
 	m->prec = !strcmp(c->train.precision, "bf16") ? DLT_PREC_BF16
 		: !strcmp(c->train.precision, "fp16") ? DLT_PREC_F16 : DLT_PREC_F32;
 	m->loss_scale = 1.0f;
-	DLT_TRY(new_tensor(&p, in));
+	m->init_gpt2 = c->train.init_gpt2;
+	DLT_TRY(new_tensor(&p, in, 1));
 	m->in_features = (int)m->t[0].n;
 	DLT_TRY(plan_seq(&p, c->layers, c->n_layers, &cur));
-	if (m->t[cur].n != (size_t)n_classes) {
+	/* a sequence's outputs are per position: logits over the vocabulary */
+	m->out_rows = m->t[cur].rows;
+	if (m->t[cur].n / (size_t)m->out_rows != (size_t)n_classes) {
 		rc = cfg_error(c, c->n_layers ? c->layers[c->n_layers - 1].line : c->model_line,
-			       "the model ends with %zu features but the data has %d classes",
-			       m->t[cur].n, n_classes);
+			       "the model ends with %zu features but the data has %d %s",
+			       m->t[cur].n / (size_t)m->out_rows, n_classes,
+			       m->out_rows > 1 ? "tokens in its vocabulary" : "classes");
 		goto fail;
 	}
 	DLT_TRY(check_memory(m));
@@ -795,6 +1009,10 @@ void dlt_model_free(dlt_model *m)
 			dev_free(m->layers[i].mask);
 			dev_free(m->layers[i].arg);
 			dev_free(m->layers[i].mean);
+			dev_free(m->layers[i].qkv);
+			dev_free(m->layers[i].dqkv);
+			dev_free(m->layers[i].att);
+			dev_free(m->layers[i].lse);
 		}
 		dev_free(m->work);
 		dev_free(m->labels);
@@ -843,7 +1061,7 @@ float *dlt_model_input_grad(dlt_model *m)
 void dlt_model_output(dlt_model *m, float *out, int batch)
 {
 	m->be->download(out, dlt_tensor_a(m, m->n_t - 1),
-			(size_t)batch * m->out_features * sizeof(float));
+			(size_t)batch * m->out_rows * m->out_features * sizeof(float));
 }
 
 /* One block between host and backend memory, the way push says. */
@@ -914,10 +1132,35 @@ static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long lon
 
 	switch (l->kind) {
 	case DLT_LAYER_DENSE: {
-		int out = (int)m->t[l->out].n, in = (int)ti->n;
-		be->gemm(m->prec, 0, 1, batch, out, in, 1.0f, x, in, pw(m, l->w), in, 0.0f, y, out);
+		/* a sequence's positions are rows of their own */
+		int rows = batch * ti->rows, out = (int)(m->t[l->out].n / ti->rows);
+		int in = (int)(ti->n / ti->rows);
+		be->gemm(m->prec, 0, 1, rows, out, in, 1.0f, x, in, pw(m, l->w), in, 0.0f, y, out);
 		if (l->b >= 0 || l->act != DLT_ACT_NONE)
-			be->bias_act(y, pw(m, l->b), batch, out, l->act, l->slope);
+			be->bias_act(y, pw(m, l->b), rows, out, l->act, l->slope);
+		break;
+	}
+	case DLT_LAYER_EMBEDDING:
+		/* the input holds token ids, i32, in its floats' place */
+		be->embedding_forward((const int32_t *)x, pw(m, l->w), y, batch * (int)ti->n,
+				      (int)m->params[l->w].dims[1], (int)m->params[l->w].dims[0]);
+		break;
+	case DLT_LAYER_POSITIONAL:
+		be->positional_forward(x, pw(m, l->w), y, batch, ti->rows, ti->s.c);
+		break;
+	case DLT_LAYER_LAYERNORM:
+		be->layernorm_forward(x, pw(m, l->w), pw(m, l->b), y, l->mean, l->invstd,
+				      batch * ti->rows, (int)(ti->n / ti->rows), l->eps);
+		break;
+	case DLT_LAYER_ATTENTION: {
+		int rows = batch * ti->rows, C = ti->s.c;
+		be->gemm(m->prec, 0, 1, rows, 3 * C, C, 1.0f, x, C, pw(m, l->w), C, 0.0f, l->qkv,
+			 3 * C);
+		be->bias_act(l->qkv, pw(m, l->b), rows, 3 * C, DLT_ACT_NONE, 0.0f);
+		be->attention_forward(l->qkv, l->att, l->lse, batch, ti->rows, C, l->heads,
+				      l->causal);
+		be->gemm(m->prec, 0, 1, rows, C, C, 1.0f, l->att, C, pw(m, l->w2), C, 0.0f, y, C);
+		be->bias_act(y, pw(m, l->b2), rows, C, DLT_ACT_NONE, 0.0f);
 		break;
 	}
 	case DLT_LAYER_CONV2D:
@@ -995,6 +1238,13 @@ const char *dlt_model_error(const dlt_model *m)
 	return m->be->error ? m->be->error() : NULL;
 }
 
+int dlt_model_token_vocab(const dlt_model *m)
+{
+	if (!m->n_layers || m->layers[0].kind != DLT_LAYER_EMBEDDING)
+		return 0;
+	return (int)m->params[m->layers[0].w].dims[0];
+}
+
 int dlt_model_set_loss(dlt_model *m, const dlt_loss *l)
 {
 	if (l->outputs != m->out_features)
@@ -1013,10 +1263,13 @@ double dlt_model_loss(dlt_model *m, const void *targets, int batch, int *correct
 	int hits = 0;
 	float *dy = dlt_tensor_g(m, m->n_t - 1);
 	const float *y = dlt_tensor_a(m, m->n_t - 1);
-	size_t n = (size_t)batch * m->out_features;
+	size_t n = (size_t)batch * m->out_rows * m->out_features;
 	if (m->loss.task == DLT_TASK_CLASS) {
-		m->be->upload(m->labels, targets, (size_t)batch * sizeof(int32_t));
-		m->be->softmax_xent(y, m->labels, batch, m->out_features, dy, &sum, &hits);
+		/* a sequence's: one label a position (the next token) */
+		int rows = batch * m->out_rows;
+		m->be->upload(m->labels, targets, (size_t)rows * sizeof(int32_t));
+		m->be->softmax_xent(y, m->labels, rows, m->out_features, dy, &sum, &hits);
+		sum /= m->out_rows;
 	} else {
 		m->be->upload(m->targets, targets, n * sizeof(float));
 		m->be->pointwise_loss(m->loss.kind, m->loss.delta, y, m->targets, batch,
@@ -1052,6 +1305,10 @@ static void round_grads(const dlt_model *m, const dlt_layer *l)
 	m->be->round(pg(m, l->w), m->params[l->w].n, m->prec);
 	if (l->b >= 0)
 		m->be->round(pg(m, l->b), m->params[l->b].n, m->prec);
+	if (l->w2 >= 0) {
+		m->be->round(pg(m, l->w2), m->params[l->w2].n, m->prec);
+		m->be->round(pg(m, l->b2), m->params[l->b2].n, m->prec);
+	}
 }
 
 /* Returns the input gradient it wrote, NULL if none. */
@@ -1068,14 +1325,51 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 		dx = NULL;
 	switch (l->kind) {
 	case DLT_LAYER_DENSE: {
-		int out = (int)m->t[l->out].n, in = (int)ti->n;
-		be->gemm(m->prec, 1, 0, out, in, batch, 1.0f, dy, out, x, in, 0.0f, pg(m, l->w),
+		int rows = batch * ti->rows, out = (int)(m->t[l->out].n / ti->rows);
+		int in = (int)(ti->n / ti->rows);
+		/* a tied head runs first in backward: it writes the embedding's
+		 * gradient, which the embedding then adds to */
+		be->gemm(m->prec, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 0.0f, pg(m, l->w),
 			 in);
 		if (l->b >= 0)
-			be->bias_grad(dy, pg(m, l->b), batch, out);
+			be->bias_grad(dy, pg(m, l->b), rows, out);
 		if (dx)
-			be->gemm(m->prec, 0, 0, batch, in, out, 1.0f, dy, out, pw(m, l->w), in, 0.0f,
+			be->gemm(m->prec, 0, 0, rows, in, out, 1.0f, dy, out, pw(m, l->w), in, 0.0f,
 				 dx, in);
+		round_grads(m, l);
+		break;
+	}
+	case DLT_LAYER_EMBEDDING: {
+		const dlt_param *q = &m->params[l->w];
+		if (!l->shared)
+			be->zero(pg(m, l->w), q->n * sizeof(float));
+		be->embedding_backward((const int32_t *)x, dy, pg(m, l->w), batch * (int)ti->n,
+				       (int)q->dims[1], (int)q->dims[0]);
+		return NULL;
+	}
+	case DLT_LAYER_POSITIONAL:
+		be->zero(pg(m, l->w), m->params[l->w].n * sizeof(float));
+		be->positional_backward(dy, pg(m, l->w), batch, ti->rows, ti->s.c);
+		return NULL;	/* the input's gradient is the output's, shared */
+	case DLT_LAYER_LAYERNORM:
+		be->zero(pg(m, l->w), m->params[l->w].n * sizeof(float));
+		be->zero(pg(m, l->b), m->params[l->b].n * sizeof(float));
+		be->layernorm_backward(x, dy, pw(m, l->w), l->mean, l->invstd, dx, pg(m, l->w),
+				       pg(m, l->b), batch * ti->rows, (int)(ti->n / ti->rows));
+		break;
+	case DLT_LAYER_ATTENTION: {
+		int rows = batch * ti->rows, C = ti->s.c;
+		be->gemm(m->prec, 1, 0, C, C, rows, 1.0f, dy, C, l->att, C, 0.0f, pg(m, l->w2), C);
+		be->bias_grad(dy, pg(m, l->b2), rows, C);
+		be->gemm(m->prec, 0, 0, rows, C, C, 1.0f, dy, C, pw(m, l->w2), C, 0.0f, l->datt, C);
+		be->attention_backward(l->qkv, l->att, l->datt, l->lse, l->dqkv, batch, ti->rows,
+				       C, l->heads, l->causal);
+		be->gemm(m->prec, 1, 0, 3 * C, C, rows, 1.0f, l->dqkv, 3 * C, x, C, 0.0f,
+			 pg(m, l->w), C);
+		be->bias_grad(l->dqkv, pg(m, l->b), rows, 3 * C);
+		if (dx)
+			be->gemm(m->prec, 0, 0, rows, C, 3 * C, 1.0f, l->dqkv, 3 * C, pw(m, l->w), C,
+				 0.0f, dx, C);
 		round_grads(m, l);
 		break;
 	}
@@ -1140,13 +1434,15 @@ void dlt_model_backward(dlt_model *m, int batch)
 	}
 }
 
-/* Param k (0: w, 1: b) of op l, -1 if none: the ops of a residual block
- * (FORK, ADD) carry no params of their own. */
+/* Param k (0: w, 1: b, 2 and 3: attention's projection) of op l, -1 if
+ * none: the ops of a residual block (FORK, ADD) carry no params of their
+ * own, and a tied head's weights are its embedding's, whose gradient is
+ * final only after the embedding's backward. */
 static int op_param(const dlt_layer *l, int k)
 {
-	if (l->kind == DLT_OP_FORK || l->kind == DLT_OP_ADD)
+	if (l->kind == DLT_OP_FORK || l->kind == DLT_OP_ADD || (k == 0 && l->tied))
 		return -1;
-	return k ? l->b : l->w;
+	return k == 0 ? l->w : k == 1 ? l->b : k == 2 ? l->w2 : l->b2;
 }
 
 /* Where the gradients of ops i.. begin in the block: the smallest offset
@@ -1161,7 +1457,7 @@ int dlt_model_on_grads(dlt_model *m, void (*ready)(void *ctx, size_t off), void 
 	/* at[i]: first the end of the params of the ops before i */
 	for (int i = 0; i < m->n_layers; i++) {
 		at[i] = end;
-		for (int k = 0; k < 2; k++) {
+		for (int k = 0; k < 4; k++) {
 			int p = op_param(&m->layers[i], k);
 			if (p >= 0 && m->params[p].off + m->params[p].n > end)
 				end = m->params[p].off + m->params[p].n;
@@ -1169,7 +1465,7 @@ int dlt_model_on_grads(dlt_model *m, void (*ready)(void *ctx, size_t off), void 
 	}
 	for (int i = m->n_layers - 1; i >= 0; i--) {
 		int own = 0;
-		for (int k = 0; k < 2; k++) {
+		for (int k = 0; k < 4; k++) {
 			int p = op_param(&m->layers[i], k);
 			if (p >= 0) {
 				own = 1;

@@ -59,6 +59,9 @@ typedef struct dlt_model {
 	float *g_pool;		/* the tensors' gradients, sharing memory (nn.c) */
 	uint64_t seed;		/* dropout masks: Philox keyed by seed, step, layer */
 	int prec;		/* enum dlt_prec of the activations and products */
+	int init_gpt2;		/* train.init: gpt2 */
+	int n_attention;	/* attention layers (GPT-2's init scales by them) */
+	int out_rows;		/* positions of the output a sample (a sequence's T) */
 	float loss_scale;	/* the loss's gradient is multiplied by it (fp16) */
 	/* the blocks of params' w, g, m, v and of the buffers in the
 	 * backend's memory (the host blocks themselves on a host backend) */
@@ -103,6 +106,9 @@ float *dlt_model_input_grad(dlt_model *m);
 float *dlt_model_forward(dlt_model *m, int batch, int train, long long step);
 /* The last forward's logits (batch x out_features) copied to host memory. */
 void dlt_model_output(dlt_model *m, float *out, int batch);
+/* A language model's vocabulary: the rows of its first layer, an
+ * embedding that reads token ids; 0 for a model of other inputs. */
+int dlt_model_token_vocab(const dlt_model *m);
 /* Trains the model for l's task and loss instead of softmax cross-
  * entropy over classes; l->outputs must be out_features. */
 int dlt_model_set_loss(dlt_model *m, const dlt_loss *l);
@@ -149,6 +155,8 @@ typedef struct dlt_optim {
 	double scale;
 	long long clean;	/* clean steps since the scale last changed */
 	int growth_interval;
+	double clip;		/* train.clip: the gradients' largest global norm, 0: none */
+	double grad_norm;	/* the last step's, before clipping (with clip) */
 } dlt_optim;
 /* loss_scale > 0 turns on dynamic loss scaling from that scale (fp16's
  * train.loss_scale); 0 leaves it off. */

@@ -85,6 +85,22 @@ int dlt_optim_init(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m, double 
 
 /* All params are one contiguous block (see make_params), so one kernel
  * call updates the whole model. */
+/* The gradients' global L2 norm: summed in double, in param order, on
+ * the host (the gradients come down from a GPU), so every backend and
+ * every thread count gives the same bits. */
+static double grad_norm(dlt_model *m)
+{
+	const float *g = m->dev_g;
+	double s = 0;
+	if (!m->be->host) {
+		m->be->download(m->params[0].g, m->dev_g, m->n_weights * sizeof(float));
+		g = m->params[0].g;
+	}
+	for (size_t i = 0; i < m->n_weights; i++)
+		s += (double)g[i] * g[i];
+	return sqrt(s);
+}
+
 int dlt_optim_step(dlt_optim *o, dlt_model *m, double lr)
 {
 	const dlt_optim_cfg *c = &o->cfg;
@@ -109,11 +125,28 @@ int dlt_optim_step(dlt_optim *o, dlt_model *m, double lr)
 		}
 		m->loss_scale = (float)o->scale;
 	}
+	if (o->clip > 0) {
+		/* PyTorch's clip_grad_norm_: the global norm, scaled down to
+		 * clip when above it */
+		o->grad_norm = grad_norm(m);
+		if (o->grad_norm + 1e-6 > o->clip)
+			o->be->scale(m->dev_g, m->n_weights, (float)(o->clip / (o->grad_norm + 1e-6)));
+	}
 	/* Adam's bias correction counts the updates made */
 	t = o->step - o->skipped;
 	if (c->kind == DLT_OPT_SGD)
 		o->be->sgd(m->dev_w, m->dev_g, m->dev_m, m->n_weights, (float)lr,
 			   (float)c->momentum, c->nesterov, (float)c->weight_decay, t == 1);
+	else if (c->kind == DLT_OPT_ADAMW && c->decay_matrices)
+		/* GPT-2's convention: weight decay on matrices (and conv
+		 * kernels), not on biases, norms' gains or vectors */
+		for (int k = 0; k < m->n_params; k++) {
+			const dlt_param *q = &m->params[k];
+			o->be->adam(m->dev_w + q->off, m->dev_g + q->off, m->dev_m + q->off,
+				    m->dev_v + q->off, q->n, (float)lr, (float)c->beta1,
+				    (float)c->beta2, (float)c->eps,
+				    q->ndim >= 2 ? (float)c->weight_decay : 0.0f, 1, t);
+		}
 	else
 		o->be->adam(m->dev_w, m->dev_g, m->dev_m, m->dev_v, m->n_weights, (float)lr,
 			    (float)c->beta1, (float)c->beta2, (float)c->eps,

@@ -1,5 +1,7 @@
-/* From a dataset in memory to archives: shuffle, split, normalisation
- * stats, metadata. */
+/* From a dataset to archives: shuffle, split, normalisation stats,
+ * metadata.  A dataset in memory is written whole; samples still in
+ * their file (read_x) are streamed a chunk at a time where nothing needs
+ * them all at once. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,8 @@ void dlt_prep_data_free(dlt_prep_data *d)
 	free(d->x);
 	free(d->y);
 	free(d->t);
+	if (d->x_close)
+		d->x_close(d->x_ctx);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -40,15 +44,19 @@ static double std_of(double ss, size_t count, double scale)
 	return ss == 0 ? 1 : sqrt(ss / (double)count) * scale;
 }
 
-/* u8 images: one global mean and std, from a histogram, so the sums are
- * exact integers and 60000 images cost one pass. */
-static void stats_u8(struct stats *s, const uint8_t *x, size_t count, double scale)
+static void hist_add(uint64_t hist[256], const uint8_t *x, size_t count)
 {
-	uint64_t hist[256] = { 0 };
-	double sum = 0, ss = 0, mean;
-
 	for (size_t i = 0; i < count; i++)
 		hist[x[i]]++;
+}
+
+/* u8 images: one global mean and std, from a histogram, so the sums are
+ * exact integers, 60000 images cost one pass, and a stream of them one
+ * pass of its chunks. */
+static void stats_hist(struct stats *s, const uint64_t hist[256], size_t count, double scale)
+{
+	double sum = 0, ss = 0, mean;
+
 	for (int v = 0; v < 256; v++)
 		sum += (double)hist[v] * v;
 	mean = sum / (double)count;
@@ -56,6 +64,13 @@ static void stats_u8(struct stats *s, const uint8_t *x, size_t count, double sca
 		ss += (double)hist[v] * (v - mean) * (v - mean);
 	s->mean[0] = mean * scale;
 	s->std[0] = std_of(ss, count, scale);
+}
+
+static void stats_u8(struct stats *s, const uint8_t *x, size_t count, double scale)
+{
+	uint64_t hist[256] = { 0 };
+	hist_add(hist, x, count);
+	stats_hist(s, hist, count, scale);
 }
 
 /* f32: two passes in double, the first summing differences from the first
@@ -88,16 +103,25 @@ static size_t t_size(const dlt_prep_data *d)
 	return d->t_dtype ? (size_t)d->t_width * dlt_dtype_size(d->t_dtype) : 0;
 }
 
-static int stats(struct stats *s, const dlt_prep_data *d, const void *x, size_t n)
+/* Room for the stats of d's samples */
+static int stats_alloc(struct stats *s, const dlt_prep_data *d)
 {
-	size_t count = n * (d->sample_size / dlt_dtype_size(d->dtype));
-
 	/* images: one global value; a row of features: one per column */
 	s->n = d->dtype == DLT_F32 && d->ndim == 1 ? d->dims[0] : 1;
 	s->mean = dlt_calloc(s->n, sizeof(double));
 	s->std = dlt_calloc(s->n, sizeof(double));
 	if (!s->mean || !s->std)
 		return DLT_ENOMEM;
+	return 0;
+}
+
+static int stats(struct stats *s, const dlt_prep_data *d, const void *x, size_t n)
+{
+	size_t count = n * (d->sample_size / dlt_dtype_size(d->dtype));
+	int rc;
+
+	if ((rc = stats_alloc(s, d)) < 0)
+		return rc;
 	if (d->dtype == DLT_U8)
 		stats_u8(s, x, count, d->scale);
 	else
@@ -238,7 +262,92 @@ static int close_parts(dlt_archive_writer *w1, dlt_archive_writer *w2, const dlt
 	return rc;
 }
 
+/* Bytes of samples a chunk of a stream holds: a few MiB, so that memory
+ * stays small whatever the set's size */
+#define STREAM_CHUNK (4u << 20)
+
+/* Samples still in their file, u8, one part, raw: read a chunk at a time
+ * into the archive, the histogram for the stats on the way.  y and t are
+ * in memory (a label a sample). */
+static int write_stream(const dlt_prep_data *d, const dlt_prep_opts *o)
+{
+	uint64_t dims[DLT_MAX_DIMS], hist[256] = { 0 };
+	size_t per = STREAM_CHUNK / d->sample_size ? STREAM_CHUNK / d->sample_size : 1;
+	dlt_archive_writer *w = NULL;
+	struct stats s = { 0 };
+	dlt_json j = { 0 };
+	uint8_t *buf;
+	int rc;
+
+	if (!(buf = dlt_malloc(per * d->sample_size)))
+		return DLT_ENOMEM;
+	dims[0] = d->n;
+	memcpy(dims + 1, d->dims, (size_t)d->ndim * sizeof(*dims));
+	DLT_TRY(dlt_archive_create(&w, o->out));
+	DLT_TRY(dlt_archive_begin_tensor(w, "x", d->dtype, d->ndim + 1, dims));
+	for (size_t i = 0; i < d->n; i += per) {
+		size_t k = d->n - i < per ? d->n - i : per;
+		DLT_TRY(d->read_x(d->x_ctx, buf, k));
+		hist_add(hist, buf, k * d->sample_size);
+		DLT_TRY(dlt_archive_write_piece(w, buf, k * d->sample_size));
+	}
+	DLT_TRY(dlt_archive_end_tensor(w));
+	if (d->y)
+		DLT_TRY(dlt_archive_write_tensor(w, "y", DLT_I32, 1, dims, d->y, o->codec, 0));
+	DLT_TRY(stats_alloc(&s, d));
+	stats_hist(&s, hist, d->n * d->sample_size, d->scale);
+	DLT_TRY(meta(&j, d, d->n, &s, NULL));
+	DLT_TRY(dlt_archive_write_meta(w, j.buf.data));
+	rc = dlt_archive_writer_close(w);
+	w = NULL;
+fail:
+	if (w)
+		dlt_archive_writer_abort(w);
+	dlt_json_free(&j);
+	free(s.mean);
+	free(s.std);
+	free(buf);
+	return rc;
+}
+
+static int write_data(const dlt_prep_data *d, const dlt_prep_opts *o);
+
+/* Samples still in their file that cannot stream: into memory, then as
+ * any other set */
+static int write_read_all(const dlt_prep_data *d, const dlt_prep_opts *o)
+{
+	dlt_prep_data all = *d;
+	size_t bytes;
+	int rc;
+
+	if (!dlt_mul_ok(d->n, d->sample_size, &bytes))
+		return dlt_error(DLT_EINPUT, "%zu samples of %zu bytes: too large", d->n,
+				 d->sample_size);
+	if (!(all.x = dlt_malloc(bytes ? bytes : 1)))
+		return dlt_error(DLT_ENOMEM, "out of memory for %zu bytes of samples (to "
+				 "shuffle, split or compress, the set is read into memory)", bytes);
+	all.read_x = NULL;
+	if ((rc = d->read_x(d->x_ctx, all.x, d->n)) == 0)
+		rc = write_data(&all, o);
+	free(all.x);
+	return rc;
+}
+
 int dlt_prep_write(const dlt_prep_data *d, const dlt_prep_opts *o)
+{
+	int rc;
+
+	if (d->x || !d->read_x)
+		return write_data(d, o);
+	DLT_TRY(check_opts(d, o, dlt_prep_split_count(d->n, o->split)));
+	if (!o->shuffle && !o->out2 && o->codec == DLT_RAW && d->dtype == DLT_U8 && !d->t)
+		return write_stream(d, o);
+	return write_read_all(d, o);
+fail:
+	return rc;
+}
+
+static int write_data(const dlt_prep_data *d, const dlt_prep_opts *o)
 {
 	size_t n1 = dlt_prep_split_count(d->n, o->split);
 	dlt_archive_writer *w1 = NULL, *w2 = NULL;

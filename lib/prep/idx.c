@@ -177,36 +177,122 @@ static int idx_labels(dlt_prep_data *d, const struct idx *lab)
 	return 0;
 }
 
+/* The images, read as dlt_prep_write asks for them: only a chunk is in
+ * memory at a time. */
+struct idx_stream {
+	struct idx f;		/* the header */
+	gzFile g;		/* NULL once the end is checked */
+	size_t done;		/* bytes of data read so far */
+	size_t sample;		/* bytes of one image */
+};
+
+static void stream_close(void *ctx)
+{
+	struct idx_stream *st = ctx;
+	if (st && st->g)
+		gzclose(st->g);
+	free(st);
+}
+
+/* n bytes of the data; with the last of them, the end of the file: what
+ * idx_data checks of a file in memory, with the same messages. */
+static int stream_bytes(struct idx_stream *st, void *buf, size_t n)
+{
+	long r;
+	int rc;
+
+	if (!st->g || n > st->f.size - st->done)
+		return dlt_error(DLT_EINPUT, "%s: read past the images", st->f.name);
+	if ((r = idx_gzread(st->g, st->f.name, buf, n)) < 0)
+		return (int)r;
+	st->done += (size_t)r;
+	if ((size_t)r < n)
+		return dlt_error(DLT_EINPUT, "%s: truncated: the header promises %zu bytes of data, "
+				 "the file holds %zu", st->f.name, st->f.size, st->done);
+	if (st->done < st->f.size)
+		return 0;
+	if ((r = idx_gzread(st->g, st->f.name, &(char){ 0 }, 1)) < 0)
+		return (int)r;
+	if (r > 0)
+		return dlt_error(DLT_EINPUT, "%s: trailing data after the %zu bytes the header promises",
+				 st->f.name, st->f.size);
+	rc = gzclose(st->g);
+	st->g = NULL;
+	if (rc != Z_OK)
+		return dlt_error(DLT_EIO, "%s: close failed", st->f.name);
+	return 0;
+}
+
+static int stream_read(void *ctx, void *buf, size_t k)
+{
+	struct idx_stream *st = ctx;
+	size_t n;
+
+	if (!dlt_mul_ok(k, st->sample, &n))
+		return dlt_error(DLT_EINPUT, "%s: read past the images", st->f.name);
+	return stream_bytes(st, buf, n);
+}
+
+/* Reads the rest of the data to its end and drops it: the file's own
+ * faults (short, trailing data, gzip) come before a disagreement with the
+ * labels, as they did when the file was read whole. */
+static int stream_drain(struct idx_stream *st)
+{
+	const size_t chunk = 1 << 20;
+	char *buf = dlt_malloc(chunk);
+	int rc = 0;
+
+	if (!buf)
+		return DLT_ENOMEM;
+	while (rc == 0 && st->g) {
+		size_t n = st->f.size - st->done < chunk ? st->f.size - st->done : chunk;
+		rc = stream_bytes(st, buf, n);
+	}
+	free(buf);
+	return rc;
+}
+
 int dlt_prep_read_idx(dlt_prep_data *d, const char *images, const char *labels)
 {
-	struct idx img, lab = { 0 };
+	struct idx_stream *st;
+	struct idx lab = { 0 };
 	int rc;
 
 	memset(d, 0, sizeof(*d));
-	if ((rc = idx_read(&img, images, IDX_U8_IMAGES, "u8 images")) < 0)
-		return rc;
+	if (!(st = dlt_calloc(1, sizeof(*st))))
+		return DLT_ENOMEM;
+	st->f.name = idx_name(images);
+	if ((rc = idx_gzopen(&st->g, images)) < 0) {
+		st->g = NULL;
+		goto fail;
+	}
+	gzbuffer(st->g, 1 << 17);
+	DLT_TRY(idx_header(&st->f, st->g, IDX_U8_IMAGES, "u8 images"));
 	DLT_TRY(idx_read(&lab, labels, IDX_U8_LABELS, "u8 labels"));
-	if (lab.dims[0] != img.dims[0]) {
-		rc = dlt_error(DLT_EINPUT, "%s: %u labels, but %s has %u images",
-			       lab.name, lab.dims[0], img.name, img.dims[0]);
+	if (lab.dims[0] != st->f.dims[0]) {
+		if ((rc = stream_drain(st)) == 0)
+			rc = dlt_error(DLT_EINPUT, "%s: %u labels, but %s has %u images",
+				       lab.name, lab.dims[0], st->f.name, st->f.dims[0]);
 		goto fail;
 	}
 	d->source = "idx";
 	d->dtype = DLT_U8;
 	d->ndim = 3;
 	d->dims[0] = 1;		/* one channel: the trainer wants [N, C, H, W] */
-	d->dims[1] = img.dims[1];
-	d->dims[2] = img.dims[2];
-	d->n = img.dims[0];
-	d->sample_size = img.size / img.dims[0];
-	d->x = img.data;
+	d->dims[1] = st->f.dims[1];
+	d->dims[2] = st->f.dims[2];
+	d->n = st->f.dims[0];
+	d->sample_size = st->sample = st->f.size / st->f.dims[0];
 	d->scale = 1.0 / 255;
-	img.data = NULL;
+	d->read_x = stream_read;
+	d->x_close = stream_close;
+	d->x_ctx = st;
+	st = NULL;
 	DLT_TRY(idx_labels(d, &lab));
 	free(lab.data);
 	return 0;
 fail:
-	free(img.data);
+	stream_close(st);
 	free(lab.data);
 	dlt_prep_data_free(d);
 	return rc;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "prep.h"
+#include "tokens.h"
 
 struct info {
 	const char *path;	/* as given, for the JSON */
@@ -127,6 +128,13 @@ static int describe_y(struct info *in)
 	if (t && t->dtype == DLT_F32 && t->ndim == 2)
 		return target_range(in);
 	return count_classes(in);
+}
+
+/* A token archive (tokens.h): dlt_tokens_describe adds what it holds */
+static int is_tokens(const struct info *in)
+{
+	const dlt_jval *kind = meta_get(in, "kind");
+	return kind && kind->type == DLT_JSTR && strcmp(kind->str, "tokens") == 0;
 }
 
 static int shape_text(dlt_buf *b, const dlt_tensor_info *t)
@@ -299,6 +307,8 @@ static int info_text(dlt_buf *out, const struct info *in)
 		DLT_TRY(value_text(out, v));
 		DLT_TRY(dlt_buf_append(out, "\n", 1));
 	}
+	if (is_tokens(in))
+		DLT_TRY(dlt_tokens_describe(in->a, out, NULL));
 	if (!dlt_archive_find(in->a, "y") && (kind = meta_get(in, "kind")) &&
 	    kind->type == DLT_JSTR && strcmp(kind->str, "dataset") == 0)
 		DLT_TRY(dlt_buf_printf(out, "labels: none\n"));
@@ -357,6 +367,10 @@ static int info_json(dlt_buf *out, const struct info *in)
 		for (size_t i = 0; i < in->kt; i++)
 			dlt_json_num(&j, NULL, in->tmax[i]);
 		dlt_json_array_end(&j);
+	}
+	if (is_tokens(in) && (rc = dlt_tokens_describe(in->a, NULL, &j)) < 0) {
+		dlt_json_free(&j);
+		return rc;
 	}
 	dlt_json_end(&j);
 	if ((rc = dlt_json_ok(&j)) == 0)

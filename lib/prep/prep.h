@@ -51,12 +51,22 @@ typedef struct dlt_prep_data {
 	void *t;
 	char **t_names;		/* t_width names, or NULL */
 	double scale;		/* the trainer multiplies x by it */
+	/* x not read yet (x NULL, IDX images): read_x(x_ctx, buf, k) reads
+	 * the next k samples in file order into buf, and with the last of
+	 * them checks the end of the input.  dlt_prep_write streams them
+	 * into the archive; x_close(x_ctx) in dlt_prep_data_free. */
+	int (*read_x)(void *ctx, void *buf, size_t k);
+	void (*x_close)(void *ctx);
+	void *x_ctx;
 } dlt_prep_data;
 
 void dlt_prep_data_free(dlt_prep_data *d);
 
 /* Reads IDX images (magic 0x00000803) and labels (0x00000801), gzip'd or
- * plain; either path may be "-".  x is u8 [N, 1, rows, cols]. */
+ * plain; either path may be "-".  x is u8 [N, 1, rows, cols], left in
+ * the file (read_x) after its header: dlt_prep_write streams it, so a set
+ * larger than memory converts.  A damaged or short images file is found
+ * there, before any output is committed. */
 int dlt_prep_read_idx(dlt_prep_data *d, const char *images, const char *labels);
 
 enum { DLT_CSV_HEADER_AUTO = -1, DLT_CSV_NO_HEADER = 0, DLT_CSV_HEADER = 1 };
@@ -148,7 +158,10 @@ typedef struct dlt_prep_opts {
 size_t dlt_prep_split_count(size_t n, double split);
 
 /* Shuffles (when asked), splits, computes the normalisation stats and
- * writes the archive(s).  On error no output file is left behind. */
+ * writes the archive(s).  On error no output file is left behind.  Data
+ * still in its file (read_x) of u8 is streamed in chunks, its stats
+ * taken on the way, unless it is shuffled, split or compressed: those
+ * read it all into memory first. */
 int dlt_prep_write(const dlt_prep_data *d, const dlt_prep_opts *o);
 
 /* Describes an archive: its tensors, and from a dataset's metadata kind, n,

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "archive/archive.h"
+#include "prep/tokens.h"
 #include "train/ckpt.h"
 
 /* Optimiser state tensors are named after their param. */
@@ -75,6 +76,13 @@ static int write_meta(dlt_archive_writer *w, const dlt_config *c, const dlt_data
 	}
 	dlt_json_str(&j, "config", yaml.data);
 	write_input(&j, d);
+	/* a language model's tokenizer, as a token archive holds it, so that
+	 * dlt-infer encodes and decodes as the training data did */
+	if (d->tokenizer && (rc = dlt_tokenizer_write(d->tokenizer, w, &j)) < 0) {
+		dlt_json_free(&j);
+		dlt_buf_free(&yaml);
+		return rc;
+	}
 	if (!st)
 		goto end;
 	dlt_json_num(&j, "loss_scale", st->loss_scale);

@@ -10,7 +10,7 @@
 
 /* The value a zero pixel has after normalisation: what the padding of a
  * crop shows, as PyTorch pads before normalising. */
-static float zero_pixel(const dlt_dataset *d, size_t j)
+static float zero_pixel(const dlt_normalise *d, size_t j)
 {
 	return -d->mean[j % d->n_stats] * d->inv_std[j % d->n_stats];
 }
@@ -19,8 +19,8 @@ static float zero_pixel(const dlt_dataset *d, size_t j)
  * flip with probability 1/2, in place (through scratch). */
 static void augment(const dlt_loader *l, float *img, size_t pos)
 {
-	const dlt_dataset *d = l->d;
-	const int C = d->sample.c, H = d->sample.h, W = d->sample.w, pad = l->aug.crop;
+	const dlt_normalise *d = &l->norm;
+	const int C = l->shape.c, H = l->shape.h, W = l->shape.w, pad = l->aug.crop;
 	dlt_rng r;
 	int dy = 0, dx = 0, flip = 0;
 
@@ -65,9 +65,18 @@ static void *loader_main(void *arg)
 		count = (int)(b * l->batch + (size_t)total * (l->rank + 1) / l->ranks - first);
 		l->filling = 1;
 		pthread_mutex_unlock(&l->mu);
-		dlt_dataset_gather(l->d, l->order + first, count, l->x[slot], l->y[slot]);
+		/* gather, then the transforms: normalise, augment */
+		if (l->src->t_dtype)
+			l->src->gather(l->src, l->order + first, count, l->raw, l->y[slot]);
+		else
+			l->src->gather(l->src, l->order + first, count, l->raw, NULL);
+		for (int i = 0; !l->src->t_dtype && i < count; i++)
+			((int32_t *)l->y[slot])[i] = -1;
+		dlt_normalise_samples(l->norm_on ? &l->norm : NULL, l->src, l->raw, count,
+				      l->x[slot]);
+		dlt_normalise_targets(l->norm_on ? &l->norm : NULL, l->src, l->y[slot], count);
 		for (int i = 0; l->augment && i < count; i++)
-			augment(l, l->x[slot] + (size_t)i * l->d->features,
+			augment(l, l->x[slot] + (size_t)i * l->features,
 				l->aug.first + first + (size_t)i);
 		pthread_mutex_lock(&l->mu);
 		l->count[slot] = count;
@@ -88,28 +97,39 @@ static void free_buffers(dlt_loader *l)
 			l->be->host_free(l->x[i]);
 		free(l->y[i]);
 	}
+	free(l->raw);
 	free(l->scratch);
 }
 
-int dlt_loader_start(dlt_loader *l, const dlt_dataset *d, int batch, int rank, int ranks,
-		     const dlt_backend *be)
+int dlt_loader_start(dlt_loader *l, const dlt_source *src, const dlt_normalise *norm,
+		     int batch, int rank, int ranks, const dlt_backend *be)
 {
 	int mine = (batch + ranks - 1) / ranks;
-	size_t nx;
+	size_t nx, nraw, ny;
 	memset(l, 0, sizeof(*l));
-	l->d = d;
+	l->src = src;
+	if (norm) {
+		l->norm = *norm;
+		l->norm_on = 1;
+	}
+	l->shape = dlt_source_shape(src);
+	l->features = dlt_source_features(src);
 	l->be = be;
 	l->batch = batch;
 	l->rank = rank;
 	l->ranks = ranks;
-	if (!dlt_mul_ok((size_t)mine, (size_t)d->features * sizeof(float), &nx))
+	if (!dlt_mul_ok((size_t)mine, l->features * sizeof(float), &nx) ||
+	    !dlt_mul_ok((size_t)mine, dlt_source_sample_bytes(src), &nraw) ||
+	    !dlt_mul_ok((size_t)mine, dlt_source_target_bytes(src), &ny))
 		return dlt_error(DLT_ENOMEM, "batch of %d samples is too large", batch);
-	if (!(l->scratch = dlt_malloc((size_t)d->features * sizeof(float))))
+	if (!(l->scratch = dlt_malloc(l->features * sizeof(float))) ||
+	    !(l->raw = dlt_malloc(nraw ? nraw : 1))) {
+		free_buffers(l);
 		return DLT_ENOMEM;
+	}
 	for (int i = 0; i < 2; i++) {
 		l->x[i] = be->host_alloc(nx);
-		l->y[i] = dlt_malloc_aligned((size_t)mine * (d->task == DLT_TASK_CLASS ? sizeof(int32_t)
-				: (size_t)d->n_classes * sizeof(float)));
+		l->y[i] = dlt_malloc_aligned(ny);
 		if (!l->x[i] || !l->y[i]) {
 			free_buffers(l);
 			return dlt_error(DLT_ENOMEM, "out of memory for two batches of %zu bytes",

@@ -20,6 +20,7 @@
 #include "comm/comm.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/threads.h"
+#include "prep/tokens.h"
 #include "rundir.h"
 #include "train/ckpt.h"
 #include "train.h"
@@ -42,6 +43,14 @@ typedef struct run_state {
 	dlt_dataset train, test;
 	dlt_loader train_ld, test_ld;
 	int have_test, train_ld_up, test_ld_up;
+	/* token data (a language model): windows of the train, val and test
+	 * streams, and the loader of val's; the dataset train is then only
+	 * the model's view of a window (dlt-train(1) LANGUAGE MODELS) */
+	int tokens;
+	dlt_source *tok_train, *tok_val, *tok_test;
+	dlt_loader val_ld;
+	int val_ld_up;
+	float *acc_g;		/* train.accumulate: the micro-batches' gradient sum */
 	uint32_t *base;		/* samples of train used for training */
 	uint32_t *order;	/* base in this epoch's order */
 	uint32_t *val_order, *test_order;
@@ -101,7 +110,8 @@ static size_t timed_part(run_state *s, dlt_json *j)
  * classification's accuracy, which softmax_xent counts (eval: top-5). */
 static int wants_outputs(const run_state *s, int eval)
 {
-	return s->loss.task != DLT_TASK_CLASS || (eval && s->loss.outputs > 5);
+	return s->loss.task != DLT_TASK_CLASS ||
+	       (eval && s->loss.outputs > 5 && !(s->loss.bytes_per_token > 0));
 }
 
 /* The task's sums of a batch that the model has just taken the loss of */
@@ -137,7 +147,7 @@ static int evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t n
 	if (s->comm)
 		rc = dlt_comm_sum_f64(s->comm, sums, ns);
 	*loss = sums[0] / n;
-	dlt_loss_metrics(&s->loss, 1, sums + 1, (double)n, metrics);
+	dlt_loss_metrics(&s->loss, 1, sums + 1, (double)n, sums[0] / n, metrics);
 	*rate = n / (dlt_now() - t0);
 	free(sums);
 	return rc;
@@ -183,6 +193,83 @@ static uint32_t *identity(size_t n)
 	return p;
 }
 
+/* data.train or data.test: its archives, read as one dataset (or the
+ * one path of a config built by hand) */
+/* Whether path is a token archive (dlt-prep text): it has "tokens" */
+static int is_token_archive(const char *path)
+{
+	dlt_archive *a;
+	int yes;
+	if (!strcmp(path, "-") || dlt_archive_open(&a, path) < 0)
+		return 0;	/* load_set reports what is wrong */
+	yes = dlt_archive_find(a, "tokens") != NULL;
+	dlt_archive_close(a);
+	return yes;
+}
+
+/* Token data: random windows of train.context + 1 tokens of data.train,
+ * as many as the steps take, and fixed ones of data.val and data.test.
+ * The dataset train becomes the model's view: T ids a sample, the
+ * vocabulary its classes, no normalisation. */
+static int load_tokens(run_state *s)
+{
+	const dlt_config *c = s->c;
+	const int T = c->train.context;
+	size_t n_eval = (size_t)c->train.eval_batches * c->train.batch, n;
+	const dlt_tokens *tok;
+	dlt_dataset *d = &s->train;
+
+	if (c->data.n_train_paths > 1)
+		return dlt_error(DLT_EINPUT, "%s: token data takes one archive in data.train",
+				 c->data.train);
+	if (!c->train.steps || !T)
+		return dlt_error(DLT_EINPUT, "%s: token data needs train.steps and train.context "
+				 "(dlt-train(1) LANGUAGE MODELS)", c->data.train);
+	if (c->data.val_split > 0)
+		return dlt_error(DLT_EINPUT, "%s: token data takes its validation stream from "
+				 "data.val, not data.val_split", c->data.train);
+	if (!dlt_mul_ok((size_t)c->train.steps, (size_t)c->train.batch * c->train.accumulate, &n) ||
+	    n > UINT32_MAX)
+		return dlt_error(DLT_EINPUT, "train.steps %lld x train.batch %d: more than 2^32 "
+				 "windows", c->train.steps, c->train.batch);
+	s->tokens = 1;
+	DLT_TRY_RC(dlt_token_source_open(&s->tok_train, c->data.train, T, n,
+					 (uint64_t)c->train.seed, 1));
+	if (c->data.val)
+		DLT_TRY_RC(dlt_token_source_open(&s->tok_val, c->data.val, T, n_eval, 0, 0));
+	if (c->data.test)
+		DLT_TRY_RC(dlt_token_source_open(&s->tok_test, c->data.test, T, n_eval, 0, 0));
+	tok = dlt_token_source_tokens(s->tok_train);
+	memset(d, 0, sizeof(*d));
+	if (!(d->path = dlt_strdup(c->data.train)) || !(d->mean = dlt_calloc(1, sizeof(float))) ||
+	    !(d->inv_std = dlt_malloc(sizeof(float))))
+		return DLT_ENOMEM;
+	d->inv_std[0] = 1;
+	d->n_stats = 1;
+	d->scale = 1;
+	d->n = n;
+	d->features = T;
+	d->ndim = 1;
+	d->shape[0] = T;
+	d->sample = (dlt_shape){ T, 1, 1 };
+	d->dtype = DLT_I32;
+	d->n_classes = (int)dlt_tokenizer_vocab(tok->tok);
+	d->tokenizer = tok->tok;
+	s->n_train = n;
+	s->n_val = s->tok_val ? s->tok_val->n : 0;
+	s->have_test = s->tok_test != NULL;
+	/* windows in order: where each starts is random already */
+	if (!(s->order = identity(n)) || (s->tok_val && !(s->val_order = identity(s->n_val))) ||
+	    (s->tok_test && !(s->test_order = identity(s->tok_test->n))))
+		return DLT_ENOMEM;
+	return 0;
+}
+
+static int load_set(dlt_dataset *d, char *const *paths, int n, const char *one)
+{
+	return n > 0 ? dlt_dataset_load_list(d, paths, n) : dlt_dataset_load(d, one);
+}
+
 static int load_data(run_state *s)
 {
 	const dlt_config *c = s->c;
@@ -190,11 +277,16 @@ static int load_data(run_state *s)
 	uint32_t *all;
 	int rc;
 
-	DLT_TRY(dlt_dataset_load(&s->train, c->data.train));
+	if (is_token_archive(c->data.train))
+		return load_tokens(s);
+	if (c->data.val)
+		return dlt_error(DLT_EINPUT, "%s: data.val is for token data; a dataset's "
+				 "validation part is data.val_split", c->data.train);
+	DLT_TRY(load_set(&s->train, c->data.train_paths, c->data.n_train_paths, c->data.train));
 	if (!dlt_dataset_has_targets(&s->train))
 		return dlt_error(DLT_EINPUT, "%s: has no labels to train on", c->data.train);
 	if (c->data.test) {
-		DLT_TRY(dlt_dataset_load(&s->test, c->data.test));
+		DLT_TRY(load_set(&s->test, c->data.test_paths, c->data.n_test_paths, c->data.test));
 		if (!dlt_dataset_has_targets(&s->test))
 			return dlt_error(DLT_EINPUT, "%s: has no labels to test on", c->data.test);
 		if (s->test.task != s->train.task ||
@@ -340,6 +432,7 @@ static int setup(run_state *s)
 {
 	const dlt_config *c = s->c;
 	const dlt_backend *be;
+	dlt_normalise norm;
 	int threads = c->train.threads, rc;
 
 	s->comm = s->h ? s->h->comm : NULL;
@@ -354,24 +447,61 @@ static int setup(run_state *s)
 	if (c->train.batch < s->ranks)
 		return dlt_error(DLT_EINPUT, "train.batch %d is the batch of all ranks: fewer "
 				 "samples than the %d ranks", c->train.batch, s->ranks);
+	if ((c->n_layers && c->layers[0].kind == DLT_LAYER_EMBEDDING) != s->tokens)
+		return dlt_error(DLT_EINPUT, "%s: %s", c->data.train, s->tokens
+				 ? "token data needs a model that starts with an embedding"
+				 : "the model starts with an embedding (token ids), but this is not "
+				   "a token archive (dlt-prep text)");
 	DLT_TRY(dlt_model_init(&s->m, c, be, s->train.sample, s->train.n_classes,
 			       (c->train.batch + s->ranks - 1) / s->ranks));
 	DLT_TRY(dlt_loss_init(&s->loss, s->train.task, s->train.n_classes, c->train.loss,
 			      c->train.huber_delta, c->path ? c->path : "config"));
 	s->loss.t_mean = s->train.t_mean;
 	s->loss.t_std = s->train.t_std;
+	if (s->tokens) {
+		if (dlt_model_token_vocab(&s->m) < s->train.n_classes)
+			return dlt_error(DLT_EINPUT, "%s: a vocabulary of %d tokens, but the model's "
+					 "embedding has %d", c->data.train, s->train.n_classes,
+					 dlt_model_token_vocab(&s->m));
+		if (s->m.out_rows != c->train.context)
+			return dlt_error(DLT_EINPUT, "%s: token data needs a model of logits per "
+					 "position (an embedding first)", c->path ? c->path : "config");
+		s->loss.rows = s->m.out_rows;
+		s->loss.bytes_per_token =
+			dlt_tokens_bytes_per_token(dlt_token_source_tokens(s->tok_train));
+	}
 	DLT_TRY(dlt_model_set_loss(&s->m, &s->loss));
 	DLT_TRY(check_best(s));
-	if (!(s->out = dlt_malloc((size_t)s->m.max_batch * s->loss.outputs * sizeof(float))))
+	if (!(s->out = dlt_malloc((size_t)s->m.max_batch * s->m.out_rows * s->loss.outputs *
+				  sizeof(float))))
 		return DLT_ENOMEM;
+	if (c->train.eval_every && !s->tokens)
+		return dlt_error(DLT_EINPUT, "%s: train.eval_every is for token data; datasets are "
+				 "evaluated at each epoch's end", c->path ? c->path : "config");
+	if (c->train.accumulate > 1) {
+		if (s->comm)
+			return dlt_error(DLT_EINPUT, "train.accumulate with several ranks is not "
+					 "supported yet");
+		if (s->m.n_weights && !(s->acc_g = be->alloc(s->m.n_weights * sizeof(float))))
+			return dlt_error(DLT_ENOMEM, "out of memory for train.accumulate's sums");
+	}
 	DLT_TRY(dlt_optim_init(&s->opt, &c->train.optim, &s->m,
 			       s->m.prec == DLT_PREC_F16 ? c->train.loss_scale.init : 0,
 			       c->train.loss_scale.growth_interval));
-	DLT_TRY(dlt_loader_start(&s->train_ld, &s->train, c->train.batch, s->rank, s->ranks, be));
+	norm = dlt_dataset_normalise(&s->train);
+	DLT_TRY(dlt_loader_start(&s->train_ld, s->tokens ? s->tok_train : &s->train.src,
+				 s->tokens ? NULL : &norm, c->train.batch, s->rank, s->ranks, be));
 	s->train_ld_up = 1;
+	if (s->tok_val) {
+		DLT_TRY(dlt_loader_start(&s->val_ld, s->tok_val, NULL, c->train.batch, s->rank,
+					 s->ranks, be));
+		s->val_ld_up = 1;
+	}
 	if (s->have_test) {
-		DLT_TRY(dlt_loader_start(&s->test_ld, &s->test, c->train.batch, s->rank, s->ranks,
-					 be));
+		norm = dlt_dataset_normalise(&s->test);
+		DLT_TRY(dlt_loader_start(&s->test_ld, s->tokens ? s->tok_test : &s->test.src,
+					 s->tokens ? NULL : &norm, c->train.batch, s->rank,
+					 s->ranks, be));
 		s->test_ld_up = 1;
 	}
 	if (s->comm) {
@@ -381,7 +511,10 @@ static int setup(run_state *s)
 				 (size_t)(c->dist.bucket_mb * 1e6));
 		DLT_TRY(dlt_model_on_grads(&s->m, on_grads, &s->buckets));
 	}
-	s->spe = (long long)((s->n_train + c->train.batch - 1) / c->train.batch);
+	s->opt.clip = c->train.clip;
+	/* a step takes accumulate batches */
+	s->spe = (long long)((s->n_train + (size_t)c->train.batch * c->train.accumulate - 1) /
+			     ((size_t)c->train.batch * c->train.accumulate));
 	s->total = s->spe * c->train.epochs;
 	s->st.epoch = 1;
 	s->st.epochs = c->train.epochs;
@@ -397,6 +530,13 @@ static void teardown(run_state *s)
 		dlt_loader_stop(&s->train_ld);
 	if (s->test_ld_up)
 		dlt_loader_stop(&s->test_ld);
+	if (s->val_ld_up)
+		dlt_loader_stop(&s->val_ld);
+	dlt_source_close(s->tok_train);
+	dlt_source_close(s->tok_val);
+	dlt_source_close(s->tok_test);
+	if (s->acc_g)
+		s->m.be->free(s->acc_g);
 	dlt_model_free(&s->m);
 	free(s->out);
 	dlt_dataset_free(&s->train);
@@ -524,7 +664,8 @@ static int emit_train(run_state *s, int epoch, double lr, double t_window)
 	dlt_json_int(&j, "epoch", epoch);
 	dlt_json_int(&j, "step", s->opt.step);
 	dlt_json_num(&j, "loss", st->win_loss / st->win_samples);
-	dlt_loss_metrics(&s->loss, 0, st->win_m, (double)st->win_samples, v);
+	dlt_loss_metrics(&s->loss, 0, st->win_m, (double)st->win_samples,
+			 st->win_loss / st->win_samples, v);
 	put_metrics(s, &j, 0, "", v);
 	dlt_json_num(&j, "lr", lr);
 	if (s->opt.dynamic) {
@@ -582,6 +723,22 @@ static int improved(run_state *s, const dlt_epoch_summary *e)
 	return 1;
 }
 
+/* train.eval_every: the validation and test streams' fixed windows now
+ * (token data: their loaders are their own, the training pass goes on) */
+static int evaluate_now(run_state *s, int epoch)
+{
+	double loss, v[DLT_MAX_METRICS], rate;
+	if (s->n_val) {
+		DLT_TRY_RC(evaluate(s, &s->val_ld, s->val_order, s->n_val, &loss, v, &rate));
+		DLT_TRY_RC(emit_eval(s, "val", epoch, loss, v, rate));
+	}
+	if (s->have_test) {
+		DLT_TRY_RC(evaluate(s, &s->test_ld, s->test_order, s->tok_test->n, &loss, v, &rate));
+		DLT_TRY_RC(emit_eval(s, "test", epoch, loss, v, rate));
+	}
+	return 0;
+}
+
 static int end_epoch(run_state *s, int epoch, double t_start)
 {
 	dlt_ckpt_state *st = &s->st;
@@ -595,14 +752,16 @@ static int end_epoch(run_state *s, int epoch, double t_start)
 	for (int i = 0; i < DLT_MAX_METRICS; i++)
 		sum.val[i] = sum.test[i] = NAN;
 	sum.loss = st->ep_loss / st->ep_samples;
-	dlt_loss_metrics(&s->loss, 0, st->ep_m, (double)st->ep_samples, sum.train);
+	dlt_loss_metrics(&s->loss, 0, st->ep_m, (double)st->ep_samples, sum.loss, sum.train);
 	if (s->n_val) {
-		DLT_TRY_RC(evaluate(s, &s->train_ld, s->val_order, s->n_val, &sum.val_loss,
+		DLT_TRY_RC(evaluate(s, s->tokens ? &s->val_ld : &s->train_ld, s->val_order,
+				    s->n_val, &sum.val_loss,
 				    sum.val, &rate));
 		DLT_TRY_RC(emit_eval(s, "val", epoch, sum.val_loss, sum.val, rate));
 	}
 	if (s->have_test) {
-		DLT_TRY_RC(evaluate(s, &s->test_ld, s->test_order, s->test.n, &sum.test_loss,
+		DLT_TRY_RC(evaluate(s, &s->test_ld, s->test_order,
+				    s->tokens ? s->tok_test->n : s->test.n, &sum.test_loss,
 				    sum.test, &rate));
 		DLT_TRY_RC(emit_eval(s, "test", epoch, sum.test_loss, sum.test, rate));
 		s->res->test_loss = sum.test_loss;
@@ -734,9 +893,11 @@ static int train_loop(run_state *s)
 	dlt_ckpt_state *st = &s->st;
 	double t_start = dlt_now(), t_train = 0, samples_done = 0, startup = -1;
 
+	const int acc = c->train.accumulate;
+
 	s->ckpt_at = t_start;
 	for (int epoch = st->epoch; epoch <= c->train.epochs; epoch++) {
-		size_t first = (size_t)st->batch * c->train.batch;
+		size_t first = (size_t)st->batch * c->train.batch * acc;
 		dlt_augment aug = { .crop = c->data.augment.crop, .flip = c->data.augment.flip,
 				    .seed = (uint64_t)c->train.seed, .epoch = epoch,
 				    .first = first };
@@ -745,39 +906,58 @@ static int train_loop(run_state *s)
 		void *y;
 		int b, mine;
 
-		shuffle(s, epoch);
+		if (!s->tokens)
+			shuffle(s, epoch);
 		if (first > s->n_train)
 			first = s->n_train;
 		dlt_loader_pass(&s->train_ld, s->order + first, s->n_train - first, &aug);
 		while ((b = dlt_loader_next(&s->train_ld, &x, &y, &mine)) > 0) {
 			double t0 = dlt_now(), loss = 0, sums[DLT_TRAIN_SUMS] = { 0 };
-			int correct = 0, ask;
+			int correct = 0, ask, micro = 0, taken = 0;
 
 			if (startup < 0 && h && h->t_start > 0)
 				startup = t0 - h->t_start;
 			lr = dlt_lr_at(&c->train.optim, &c->train.sched, s->opt.step, s->spe, s->total);
 			if (s->comm)
 				dlt_buckets_reset(&s->buckets);
-			if (mine > 0) {
-				/* the gradient of the mean over the whole batch,
-				 * of which this rank has mine samples */
-				s->m.grad_batch = b;
-				dlt_model_set_input(&s->m, x, mine);
-				dlt_model_forward(&s->m, mine, 1, s->opt.step);
-				loss = dlt_model_loss(&s->m, y, mine, &correct) * mine;
-				if (dlt_model_error(&s->m))
-					return dlt_error(DLT_EFAIL, "step %lld: %s: %s",
-							 s->opt.step + 1, s->m.be->name,
-							 dlt_model_error(&s->m));
-				if (!isfinite(loss))
-					return dlt_error(DLT_EFAIL, "step %lld: the loss is %g "
-							 "(diverged; try a lower learning rate)",
-							 s->opt.step + 1, loss / mine);
-				add_sums(s, 0, y, mine, correct, sums);
-				dlt_model_backward(&s->m, mine);
-			} else {	/* a rank with no sample of a small last batch */
-				s->m.be->zero(s->m.dev_g, s->m.n_weights * sizeof(float));
+			for (;;) {	/* the step's micro-batches: train.accumulate of them */
+				if (mine > 0) {
+					/* the gradient of the mean over the whole batch
+					 * (of every micro-batch), of which this rank has
+					 * mine samples */
+					double l;
+					s->m.grad_batch = b * acc;
+					dlt_model_set_input(&s->m, x, mine);
+					dlt_model_forward(&s->m, mine, 1, s->opt.step);
+					l = dlt_model_loss(&s->m, y, mine, &correct) * mine;
+					if (dlt_model_error(&s->m))
+						return dlt_error(DLT_EFAIL, "step %lld: %s: %s",
+								 s->opt.step + 1, s->m.be->name,
+								 dlt_model_error(&s->m));
+					if (!isfinite(l))
+						return dlt_error(DLT_EFAIL, "step %lld: the loss is %g "
+								 "(diverged; try a lower learning "
+								 "rate)", s->opt.step + 1, l / mine);
+					loss += l;
+					add_sums(s, 0, y, mine, correct, sums);
+					dlt_model_backward(&s->m, mine);
+				} else {	/* a rank with no sample of a small last batch */
+					s->m.be->zero(s->m.dev_g, s->m.n_weights * sizeof(float));
+				}
+				taken += b;
+				if (acc > 1 && micro)
+					s->m.be->add(s->acc_g, s->m.dev_g, s->acc_g, s->m.n_weights);
+				else if (acc > 1)
+					s->m.be->copy(s->acc_g, s->m.dev_g,
+						      s->m.n_weights * sizeof(float));
+				/* the last step of a pass may have fewer */
+				if (++micro == acc ||
+				    (b = dlt_loader_next(&s->train_ld, &x, &y, &mine)) <= 0)
+					break;
 			}
+			if (acc > 1)
+				s->m.be->copy(s->m.dev_g, s->acc_g, s->m.n_weights * sizeof(float));
+			b = taken;
 			if (s->comm)
 				DLT_TRY_RC(dlt_buckets_finish(&s->buckets));
 			dlt_optim_step(&s->opt, &s->m, lr);
@@ -800,6 +980,12 @@ static int train_loop(run_state *s)
 			samples_done += b;
 			if (s->opt.step % c->train.log_every == 0 || st->batch == s->spe) {
 				DLT_TRY_RC(emit_train(s, epoch, lr, t_window));
+				t_window = dlt_now();
+			}
+			/* the epoch's end evaluates anyway */
+			if (c->train.eval_every && s->opt.step % c->train.eval_every == 0 &&
+			    st->batch < s->spe) {
+				DLT_TRY_RC(evaluate_now(s, epoch));
 				t_window = dlt_now();
 			}
 			if (h && h->progress) {

@@ -9,12 +9,98 @@
 #include "config/config.h"
 #include "nn/nn.h"
 
-/* A dataset archive in memory: "x" [N, ...] u8 or f32, "y" (class ids
- * i32 [N], float targets f32 [N, K] or multi-hot labels u8 [N, K]:
- * dlt(7) ARCHIVE KINDS), and the normalisation of its metadata
- * (dlt-prep(1)). */
-typedef struct dlt_dataset {
+/* A source of samples: all the loader knows of the data.  Sample i of
+ * [0, n) is a tensor of ndim (1 to 4) dims of dtype (DLT_U8, DLT_F32,
+ * DLT_I32, DLT_U16 or DLT_U32), and its target one of:
+ *   t_dtype DLT_I32, t_ndim 0    a class id (-1: none for this sample);
+ *   t_dtype DLT_I32, t_ndim 1    t_dims[0] class ids (per position: tokens);
+ *   t_dtype DLT_F32, t_ndim 1    t_dims[0] floats (regression targets as
+ *                                stored, multi-hot labels as 0 and 1);
+ *   t_dtype 0                    none (data to predict).
+ * gather(src, order, n, x, y) writes samples order[0..n) one after another
+ * into x, raw (in dtype, as stored), and their targets into y (when y is
+ * not NULL) in t_dtype.  It is called from the loader's thread while the
+ * caller may read the source's description, so it must not change the
+ * source; it cannot fail (a source checks its data when it is opened).
+ * What the model sees is the loader's business: normalisation
+ * (dlt_normalise) and augmentation are transforms after gather.
+ *
+ * An implementation embeds a dlt_source as its first member (or points
+ * ctx at its state) and fills in gather and close; close frees what the
+ * source holds (not the dlt_source itself, which the caller owns).  The
+ * dataset archive (dlt_dataset, below) is one; a token stream is another. */
+typedef struct dlt_source {
+	size_t n;		/* samples */
+	int ndim;
+	int64_t dims[4];
+	int dtype;
+	int t_dtype, t_ndim;
+	int64_t t_dims[4];
+	void (*gather)(const struct dlt_source *src, const uint32_t *order, int n, void *x,
+		       void *y);
+	void (*close)(struct dlt_source *src);
+	void *ctx;		/* the implementation's, if it does not embed */
+} dlt_source;
+
+/* Elements of one sample; bytes of one sample as gather writes it; bytes
+ * of one sample's target (at least 4: the loader hands class ids of -1 to
+ * a source without targets). */
+size_t dlt_source_features(const dlt_source *src);
+size_t dlt_source_sample_bytes(const dlt_source *src);
+size_t dlt_source_target_bytes(const dlt_source *src);
+/* The model's view of a sample: [F] is F x 1 x 1, [H, W] 1 x H x W,
+ * [C, H, W, ...] C x H x (the rest) */
+dlt_shape dlt_source_shape(const dlt_source *src);
+void dlt_source_close(dlt_source *src);	/* src->close, if any */
+
+/* A token archive (dlt-prep text) as a source of windows of T tokens,
+ * each position's target the token after it: n random windows drawn from
+ * Philox(seed, sample index) (random), or up to n fixed ones, window i at
+ * token i T.  *out is the caller's to dlt_source_close, which frees it. */
+struct dlt_tokens;
+int dlt_token_source_open(dlt_source **out, const char *path, int T, size_t n, uint64_t seed,
+			  int random);
+/* The stream of a token source: its tokenizer and bytes a token */
+const struct dlt_tokens *dlt_token_source_tokens(const dlt_source *src);
+
+/* The loader's transform of gathered samples into the model's floats:
+ * x = (raw * scale - mean[j % n_stats]) * inv_std[j % n_stats], j the
+ * element's index in its sample; float targets become (t - t_mean[k]) /
+ * t_std[k] where t_mean is not NULL (regression).  The arrays are the
+ * dataset's (the training set's stats), alive as long as it is. */
+typedef struct dlt_normalise {
+	float scale;
+	const float *mean, *inv_std;
+	int n_stats;
+	const float *t_mean, *t_std;	/* t_k each, or NULL */
+	int t_k;
+} dlt_normalise;
+
+/* One archive of a dataset: its samples are [first, first + n) of the
+ * dataset's.  x, y and t point into the archive's mapping where they are
+ * stored raw (and y is aligned), else into the copies *_own. */
+typedef struct dlt_dataset_part {
 	char *path;
+	struct dlt_archive *archive;
+	size_t first, n;
+	const void *x;
+	void *x_own;
+	const int32_t *y;
+	int32_t *y_own;
+	const void *t;
+	void *t_own;
+} dlt_dataset_part;
+
+/* A dataset of one or several archives (read as one: the samples of the
+ * first, then of the second, ...): "x" [N, ...] u8 or f32, "y" (class ids
+ * i32 [N], float targets f32 [N, K] or multi-hot labels u8 [N, K]: dlt(7)
+ * ARCHIVE KINDS), and the normalisation of the first archive's metadata
+ * (dlt-prep(1)).  Nothing is copied where the archive stores it raw, so a
+ * dataset larger than memory trains from the page cache.  It is a source
+ * (src, its first member). */
+typedef struct dlt_dataset {
+	dlt_source src;
+	char *path;		/* the first archive's */
 	size_t n;		/* samples */
 	int features;		/* floats per sample */
 	int n_classes;		/* the model's outputs: classes, targets or labels */
@@ -22,15 +108,17 @@ typedef struct dlt_dataset {
 	int64_t shape[4];
 	dlt_shape sample;	/* the model's view: [F] is F x 1 x 1, [H, W] 1 x H x W */
 	int dtype;		/* DLT_U8 or DLT_F32 */
-	const void *x;		/* in the archive's mapping when stored raw */
-	void *x_own;		/* else a copy, which this is */
-	struct dlt_archive *archive;	/* open while x points into it */
-	int32_t *y;		/* class ids; NULL: none (dlt-prep csv --label none) */
+	dlt_dataset_part *parts;
+	int n_parts;
+	int targets;		/* it has targets to train on */
+	/* of a dataset of one archive, its part's x, y and t (NULL with
+	 * several: read them through src.gather) */
+	const void *x;
+	const int32_t *y;	/* class ids; NULL: none (dlt-prep csv --label none) */
 	int task;		/* enum dlt_task: what "y" holds */
 	/* float targets or multi-hot labels ([n, n_classes], t_dtype f32
-	 * or u8), in the archive's mapping or in t_own; NULL: none */
+	 * or u8); NULL: none */
 	const void *t;
-	void *t_own;
 	int t_dtype;
 	/* regression: the training set's targets' mean and std (n_classes
 	 * each); the loader hands over (t - mean) / std */
@@ -39,17 +127,36 @@ typedef struct dlt_dataset {
 	float scale;
 	float *mean, *inv_std;
 	int n_stats;
+	/* token data: the stream's tokenizer (its source owns it), which
+	 * checkpoints carry for dlt-infer --generate; NULL otherwise */
+	const struct dlt_tokenizer *tokenizer;
 } dlt_dataset;
 
 int dlt_dataset_load(dlt_dataset *d, const char *path);
+/* paths[0..n) read as one dataset.  They must agree in sample shape and
+ * dtype and in the kind of target (and its width), or it is DLT_EINPUT
+ * naming both files; the normalisation is the first archive's, n_classes
+ * of class ids the largest of theirs. */
+int dlt_dataset_load_list(dlt_dataset *d, char *const *paths, int n);
 /* Uses the normalisation of src (the training set's) for d too. */
 int dlt_dataset_use_stats(dlt_dataset *d, const dlt_dataset *src);
 void dlt_dataset_free(dlt_dataset *d);
 /* Whether d has targets to train on (class ids, float targets or labels) */
 int dlt_dataset_has_targets(const dlt_dataset *d);
+/* The transform of d's samples into the model's input */
+dlt_normalise dlt_dataset_normalise(const dlt_dataset *d);
 /* Normalised samples order[0..count) into x, their targets into y (when
- * not NULL): class ids (i32, -1 without), or n_classes floats a sample. */
+ * not NULL): class ids (i32, -1 without), or n_classes floats a sample
+ * (standardised): what the loader makes of the source, bit for bit, in
+ * the caller's thread and without a buffer of raw samples. */
 void dlt_dataset_gather(const dlt_dataset *d, const uint32_t *order, int count, float *x, void *y);
+/* The transforms alone: raw samples (n of src's, as gather wrote them)
+ * into the model's floats (without nm: their values as floats, but i32
+ * token ids, which stay i32 in the floats' place for the embedding), and
+ * targets in place (float targets standardised; others as they are). */
+void dlt_normalise_samples(const dlt_normalise *nm, const dlt_source *src, const void *raw,
+			   int n, float *x);
+void dlt_normalise_targets(const dlt_normalise *nm, const dlt_source *src, void *y, int n);
 
 /* Random crops and flips of training images (config data.augment), drawn
  * from Philox keyed by the seed, the epoch and the sample's position in
@@ -62,14 +169,20 @@ typedef struct dlt_augment {
 } dlt_augment;
 
 /* The loader fills batches in a thread, one ahead of the step that uses
- * them, so data preparation overlaps compute. */
+ * them, so data preparation overlaps compute: gather from the source,
+ * normalise, augment. */
 typedef struct dlt_loader {
-	const dlt_dataset *d;
+	const dlt_source *src;
+	dlt_normalise norm;
+	int norm_on;		/* norm applies (else samples as their values) */
+	dlt_shape shape;	/* of a sample, for augmentation */
+	size_t features;
 	const dlt_backend *be;	/* its host_alloc holds the batches */
 	int batch;		/* of all ranks together */
 	int rank, ranks;	/* data parallelism: this rank's slice of each batch */
 	float *x[2];
-	void *y[2];		/* targets: dlt_loss_target_size bytes a sample */
+	void *y[2];		/* targets: dlt_source_target_bytes a sample */
+	void *raw;		/* a slice of samples as the source gathers them */
 	int count[2], total[2], full[2];
 	const uint32_t *order;	/* the pass: samples in this order */
 	dlt_augment aug;
@@ -83,9 +196,12 @@ typedef struct dlt_loader {
 } dlt_loader;
 
 /* The batches are in be's host memory (pinned on a GPU), so that the
- * model's upload_async can copy them while the step before runs. */
-int dlt_loader_start(dlt_loader *l, const dlt_dataset *d, int batch, int rank, int ranks,
-		     const dlt_backend *be);
+ * model's upload_async can copy them while the step before runs.  norm:
+ * the transform of src's samples (copied; its arrays must outlive the
+ * loader), or NULL: samples as their values (token ids), targets as they
+ * are. */
+int dlt_loader_start(dlt_loader *l, const dlt_source *src, const dlt_normalise *norm,
+		     int batch, int rank, int ranks, const dlt_backend *be);
 /* Begins a pass over order[0..n) (the caller keeps order alive), with
  * augmentation when aug is not NULL. */
 void dlt_loader_pass(dlt_loader *l, const uint32_t *order, size_t n, const dlt_augment *aug);

@@ -3,7 +3,9 @@
  * shapes uploaded, the entry run on the GPU, its outputs downloaded and
  * compared with dlt_backend_ref() on the same inputs.  Without a CUDA
  * device it skips (TAP's 1..0).  test-cuda --probe only says whether
- * there is one: exit 0, or 1 with the reason on stdout.
+ * there is one: exit 0, or 1 with the reason on stdout.  test-cuda --conv
+ * (or DLT_TEST_CUDA=conv) runs only the convolution tests and the
+ * failure test (which says whether any entry failed before it).
  *
  * Tolerances, on the worst |got - want| / (1 + |want|) of an output:
  *   exact (the CPU's bits): bias_grad, dropout (masks and outputs), mul,
@@ -16,6 +18,8 @@
  *     CPU rounds them, the products summed in f32 against the reference's
  *     double); separate cases check that f32 keeps the bits TF32 would
  *     drop, and that bf16/fp16 round ties to even as the CPU.
+ *   transformer entries (test_transformer): layer norm 1e-6, its dgamma
+ *     and dbeta, embeddings and positions exact, attention 1e-5.
  *   batch norm (cuDNN, float sums): 1e-5 on y, mean, invstd, running
  *     statistics and dx over 1 + |the mean of x| (cuDNN's float x - mean
  *     is good to the rounding of x: 1.5e-5 was seen at mean 100); dgamma,
@@ -452,6 +456,7 @@ static const kcase cases[] = {
 	{ "bias_act gelu", check_bias_act, DLT_ACT_GELU, 1e-6 },
 	{ "bias_act tanh", check_bias_act, DLT_ACT_TANH, 1e-6 },
 	{ "bias_act sigmoid", check_bias_act, DLT_ACT_SIGMOID, 1e-6 },
+	{ "bias_act gelu_tanh", check_bias_act, DLT_ACT_GELU_TANH, 1e-6 },
 	{ "bias_act relu, no bias", check_bias_act, DLT_ACT_RELU + 16, 0 },
 	{ "bias_act none, no bias", check_bias_act, DLT_ACT_NONE + 16, 0 },
 	{ "act_forward none", check_act_forward, DLT_ACT_NONE, 0 },
@@ -461,6 +466,7 @@ static const kcase cases[] = {
 	{ "act_forward tanh", check_act_forward, DLT_ACT_TANH, 1e-6 },
 	{ "act_forward sigmoid", check_act_forward, DLT_ACT_SIGMOID, 1e-6 },
 	{ "act_forward sigmoid in place", check_act_forward, DLT_ACT_SIGMOID + 16, 1e-6 },
+	{ "act_forward gelu_tanh", check_act_forward, DLT_ACT_GELU_TANH, 1e-6 },
 	{ "act_forward none in place", check_act_forward, DLT_ACT_NONE + 16, 0 },
 	{ "act_backward none", check_act_backward, DLT_ACT_NONE, 0 },
 	{ "act_backward relu", check_act_backward, DLT_ACT_RELU, 0 },
@@ -468,6 +474,7 @@ static const kcase cases[] = {
 	{ "act_backward gelu", check_act_backward, DLT_ACT_GELU, 1e-6 },
 	{ "act_backward tanh", check_act_backward, DLT_ACT_TANH, 0 },
 	{ "act_backward sigmoid", check_act_backward, DLT_ACT_SIGMOID, 0 },
+	{ "act_backward gelu_tanh", check_act_backward, DLT_ACT_GELU_TANH, 1e-6 },
 	{ "bias_grad", check_bias_grad, 0, 0 },
 	{ "softmax_xent", check_softmax_xent, 3, 1e-6 },
 	{ "softmax_xent wide logits", check_softmax_xent, 200, 1e-6 },
@@ -503,6 +510,300 @@ static void test_table(void)
 			worst = fmax(worst, d);
 		}
 		check(worst, cases[c].tol, cases[c].name);
+	}
+}
+
+/* --- the transformer's entries, on shapes of their own --- */
+
+/* [B, T, C] activations, H heads; layer norm's rows are B * T */
+typedef struct tshape {
+	int B, T, C, H;
+} tshape;
+
+/* T around 64 (the CPU's tiles), head sizes 8 to 64, rows 1 to 300 */
+static const tshape tshapes[] = {
+	{ 1, 1, 16, 2 }, { 2, 7, 16, 2 }, { 1, 63, 48, 6 }, { 2, 64, 128, 4 },
+	{ 1, 65, 16, 2 }, { 1, 130, 48, 6 }, { 2, 130, 128, 4 }, { 4, 75, 40, 5 },
+	{ 2, 33, 384, 6 },
+};
+
+/* arg: the inputs' offset (a mean far from 0) */
+static double check_layernorm_forward(tshape s, int arg)
+{
+	int rows = s.B * s.T, C = s.C;
+	size_t n = (size_t)rows * C;
+	float *x = randv(n, arg - 3.0f, arg + 3.0f), *g = randv(C, 0.5f, 1.5f);
+	float *b = randv(C, -1, 1), *y = nanv(n), *mu = nanv(rows), *rs = nanv(rows);
+	float *gx = upf(x, n), *gg = upf(g, C), *gb = upf(b, C), *gy = dev_nan(n);
+	float *gmu = dev_nan(rows), *grs = dev_nan(rows), *hy, *hmu, *hrs;
+	double d;
+	gpu->layernorm_forward(gx, gg, gb, gy, gmu, grs, rows, C, 1e-5f);
+	ref->layernorm_forward(x, g, b, y, mu, rs, rows, C, 1e-5f);
+	hy = down(gy, n);
+	hmu = down(gmu, rows);
+	hrs = down(grs, rows);
+	d = fmax(diff(hy, y, n), fmax(diff(hmu, mu, rows), diff(hrs, rs, rows)));
+	gpu->free(gx);
+	gpu->free(gg);
+	gpu->free(gb);
+	free(x);
+	free(g);
+	free(b);
+	free(y);
+	free(mu);
+	free(rs);
+	free(hy);
+	free(hmu);
+	free(hrs);
+	return d;
+}
+
+/* arg 0: dx; 1: dgamma and dbeta added to what they held (the
+ * reference's order and arithmetic: its bits) */
+static double check_layernorm_backward(tshape s, int arg)
+{
+	int rows = s.B * s.T, C = s.C;
+	size_t n = (size_t)rows * C;
+	float *x = randv(n, -2, 2), *g = randv(C, 0.5f, 1.5f), *b = randv(C, -1, 1);
+	float *dy = randv(n, -1, 1), *y = nanv(n), *mu = nanv(rows), *rs = nanv(rows);
+	float *dx = nanv(n), *dg = randv(C, -1, 1), *db = randv(C, -1, 1);
+	float *gx = upf(x, n), *gdy = upf(dy, n), *gg = upf(g, C), *gmu, *grs, *gdx, *gdg, *gdb;
+	float *hdx, *hdg, *hdb;
+	double d;
+	ref->layernorm_forward(x, g, b, y, mu, rs, rows, C, 1e-5f);
+	gmu = upf(mu, rows);
+	grs = upf(rs, rows);
+	gdx = dev_nan(n);
+	gdg = upf(dg, C);
+	gdb = upf(db, C);
+	gpu->layernorm_backward(gx, gdy, gg, gmu, grs, gdx, gdg, gdb, rows, C);
+	ref->layernorm_backward(x, dy, g, mu, rs, dx, dg, db, rows, C);
+	hdx = down(gdx, n);
+	hdg = down(gdg, C);
+	hdb = down(gdb, C);
+	d = arg ? fmax(bits(hdg, dg, C * sizeof(float)), bits(hdb, db, C * sizeof(float)))
+		: diff(hdx, dx, n);
+	gpu->free(gx);
+	gpu->free(gdy);
+	gpu->free(gg);
+	gpu->free(gmu);
+	gpu->free(grs);
+	free(x);
+	free(g);
+	free(b);
+	free(dy);
+	free(y);
+	free(mu);
+	free(rs);
+	free(dx);
+	free(dg);
+	free(db);
+	free(hdx);
+	free(hdg);
+	free(hdb);
+	return d;
+}
+
+/* ids of B * T tokens among V = T + 3 (repeats where T is small); bad:
+ * -1 and V among them */
+static int32_t *token_ids(int n, int V, int bad)
+{
+	int32_t *ids = malloc((size_t)n * sizeof(*ids) + 4);
+	for (int i = 0; i < n; i++)
+		ids[i] = (int32_t)dlt_rng_below(&rng, V);
+	if (bad && n > 2) {
+		ids[1] = -1;
+		ids[n - 1] = V;
+	}
+	return ids;
+}
+
+/* arg 1: ids out of range */
+static double check_embedding_forward(tshape s, int arg)
+{
+	int n = s.B * s.T, V = s.T + 3;
+	size_t no = (size_t)n * s.C, nw = (size_t)V * s.C;
+	int32_t *ids = token_ids(n, V, arg), *gids = up(ids, n * sizeof(int32_t));
+	float *w = randv(nw, -1, 1), *o = nanv(no), *gw = upf(w, nw), *go = dev_nan(no), *h;
+	double d;
+	gpu->embedding_forward(gids, gw, go, n, s.C, V);
+	ref->embedding_forward(ids, w, o, n, s.C, V);
+	h = down(go, no);
+	d = same_values(h, o, no) ? 0.0 : INFINITY;
+	gpu->free(gids);
+	gpu->free(gw);
+	free(ids);
+	free(w);
+	free(o);
+	free(h);
+	return d;
+}
+
+static double check_embedding_backward(tshape s, int arg)
+{
+	int n = s.B * s.T, V = s.T + 3;
+	size_t no = (size_t)n * s.C, nw = (size_t)V * s.C;
+	int32_t *ids = token_ids(n, V, arg), *gids = up(ids, n * sizeof(int32_t));
+	float *g = randv(no, -1, 1), *dw = randv(nw, -1, 1), *gg = upf(g, no), *gdw = upf(dw, nw);
+	float *h;
+	double d;
+	gpu->embedding_backward(gids, gg, gdw, n, s.C, V);
+	ref->embedding_backward(ids, g, dw, n, s.C, V);
+	h = down(gdw, nw);
+	d = bits(h, dw, nw * sizeof(float));
+	gpu->free(gids);
+	gpu->free(gg);
+	free(ids);
+	free(g);
+	free(dw);
+	free(h);
+	return d;
+}
+
+/* arg 1: in place */
+static double check_positional_forward(tshape s, int arg)
+{
+	size_t n = (size_t)s.B * s.T * s.C, np = (size_t)s.T * s.C;
+	float *x = randv(n, -1, 1), *p = randv(np, -1, 1), *y = nanv(n);
+	float *gx = upf(x, n), *gp = upf(p, np), *gy = arg ? gx : dev_nan(n), *h;
+	double d;
+	gpu->positional_forward(gx, gp, gy, s.B, s.T, s.C);
+	ref->positional_forward(x, p, y, s.B, s.T, s.C);
+	h = down(gy, n);
+	d = bits(h, y, n * sizeof(float));
+	if (!arg)
+		gpu->free(gx);
+	gpu->free(gp);
+	free(x);
+	free(p);
+	free(y);
+	free(h);
+	return d;
+}
+
+static double check_positional_backward(tshape s, int arg)
+{
+	size_t n = (size_t)s.B * s.T * s.C, np = (size_t)s.T * s.C;
+	float *g = randv(n, -1, 1), *dp = randv(np, -1, 1), *gg = upf(g, n), *gdp = upf(dp, np);
+	float *h;
+	double d;
+	gpu->positional_backward(gg, gdp, s.B, s.T, s.C);
+	ref->positional_backward(g, dp, s.B, s.T, s.C);
+	h = down(gdp, np);
+	d = bits(h, dp, np * sizeof(float));
+	gpu->free(gg);
+	free(g);
+	free(dp);
+	free(h);
+	return d;
+}
+
+/* qkv in [-1, 1]; arg 2: queries 8 times wider (sharp softmax rows) */
+static float *attention_input(tshape s, int arg)
+{
+	size_t n = (size_t)s.B * s.T * 3 * s.C;
+	float *qkv = randv(n, -1, 1);
+	for (size_t i = 0; arg & 2 && i < n; i++)
+		if (i % (3 * (size_t)s.C) < (size_t)s.C)
+			qkv[i] *= 8.0f;
+	return qkv;
+}
+
+/* arg 1: causal; 2: wide scores */
+static double check_attention_forward(tshape s, int arg)
+{
+	size_t n = (size_t)s.B * s.T * s.C, nl = (size_t)s.B * s.H * s.T;
+	float *qkv = attention_input(s, arg), *o = nanv(n), *l = nanv(nl);
+	float *gq = upf(qkv, 3 * n), *go = dev_nan(n), *gl = dev_nan(nl), *ho, *hl;
+	double d;
+	gpu->attention_forward(gq, go, gl, s.B, s.T, s.C, s.H, arg & 1);
+	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, arg & 1);
+	ho = down(go, n);
+	hl = down(gl, nl);
+	d = fmax(diff(ho, o, n), diff(hl, l, nl));
+	gpu->free(gq);
+	free(qkv);
+	free(o);
+	free(l);
+	free(ho);
+	free(hl);
+	return d;
+}
+
+/* From the reference's out and lse */
+static double check_attention_backward(tshape s, int arg)
+{
+	size_t n = (size_t)s.B * s.T * s.C, nl = (size_t)s.B * s.H * s.T;
+	float *qkv = attention_input(s, arg), *o = nanv(n), *l = nanv(nl), *g = randv(n, -1, 1);
+	float *dq = nanv(3 * n), *gq = upf(qkv, 3 * n), *go, *gl, *gg = upf(g, n);
+	float *gdq = dev_nan(3 * n), *h;
+	double d;
+	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, arg & 1);
+	go = upf(o, n);
+	gl = upf(l, nl);
+	gpu->attention_backward(gq, go, gg, gl, gdq, s.B, s.T, s.C, s.H, arg & 1);
+	ref->attention_backward(qkv, o, g, l, dq, s.B, s.T, s.C, s.H, arg & 1);
+	h = down(gdq, 3 * n);
+	d = diff(h, dq, 3 * n);
+	gpu->free(gq);
+	gpu->free(go);
+	gpu->free(gl);
+	gpu->free(gg);
+	free(qkv);
+	free(o);
+	free(l);
+	free(g);
+	free(dq);
+	free(h);
+	return d;
+}
+
+typedef struct tcase {
+	const char *name;
+	double (*check)(tshape s, int arg);
+	int arg;
+	double tol;
+} tcase;
+
+/* layer norm: double sums in another order than the reference's (1e-6);
+ * its dgamma and dbeta, the embedding's and the positions' sums: the
+ * reference's order, its bits; attention: float sums over up to 130 keys
+ * and CUDA's expf against the reference's double (1e-5; 1.2e-6 seen on an
+ * H200) */
+static const tcase tcases[] = {
+	{ "layernorm_forward", check_layernorm_forward, 0, 1e-6 },
+	{ "layernorm_forward, mean 100", check_layernorm_forward, 100, 1e-6 },
+	{ "layernorm_backward dx", check_layernorm_backward, 0, 1e-6 },
+	{ "layernorm_backward dgamma dbeta", check_layernorm_backward, 1, 0 },
+	{ "embedding_forward", check_embedding_forward, 0, 0 },
+	{ "embedding_forward, ids out of range", check_embedding_forward, 1, 0 },
+	{ "embedding_backward", check_embedding_backward, 0, 0 },
+	{ "embedding_backward, ids out of range", check_embedding_backward, 1, 0 },
+	{ "positional_forward", check_positional_forward, 0, 0 },
+	{ "positional_forward in place", check_positional_forward, 1, 0 },
+	{ "positional_backward", check_positional_backward, 0, 0 },
+	{ "attention_forward", check_attention_forward, 0, 1e-5 },
+	{ "attention_forward causal", check_attention_forward, 1, 1e-5 },
+	{ "attention_forward causal wide", check_attention_forward, 3, 1e-5 },
+	{ "attention_backward", check_attention_backward, 0, 1e-5 },
+	{ "attention_backward causal", check_attention_backward, 1, 1e-5 },
+	{ "attention_backward causal wide", check_attention_backward, 3, 1e-5 },
+};
+
+static void test_transformer(void)
+{
+	for (size_t c = 0; c < sizeof(tcases) / sizeof(tcases[0]); c++) {
+		double worst = 0.0;
+		int bad = 0;
+		for (size_t i = 0; i < sizeof(tshapes) / sizeof(tshapes[0]); i++) {
+			tshape s = tshapes[i];
+			double d = tcases[c].check(s, tcases[c].arg);
+			if (d > tcases[c].tol && bad++ < 3)
+				diag("%s B %d T %d C %d H %d: %g", tcases[c].name, s.B, s.T, s.C,
+				     s.H, d);
+			worst = fmax(worst, d);
+		}
+		check(worst, tcases[c].tol, tcases[c].name);
 	}
 }
 
@@ -754,6 +1055,9 @@ static void conv_show(const dlt_conv *s, const conv_case *cc, const conv_out *g,
 	if (!(cc->flags & NO_DB))
 		show_worst("db", g->db, r->db, b);
 	show_error();
+	if (!gpu->error())
+		diag("  the CUDA backend recorded no error: an entry that returned early "
+		     "without recording one leaves its outputs NaN");
 }
 
 static int conv_same(const dlt_conv *s, const conv_out *a, const conv_out *b)
@@ -765,13 +1069,16 @@ static int conv_same(const dlt_conv *s, const conv_out *a, const conv_out *b)
 }
 
 /* The model's way: the workspace planned once at the largest batch,
- * then used by that batch and by a smaller last one. */
-static void test_conv_case(const conv_case *cc, int prec, double *worst, int *deterministic)
+ * then used by that batch and by a smaller last one.  A workspace of 0
+ * floats (f32, algorithms that need none) is NULL, as the model's: the
+ * entries must run without one.  Counts those in *no_work. */
+static void test_conv_case(const conv_case *cc, int prec, double *worst, int *deterministic,
+			   int *no_work)
 {
 	int max = cc->n + 2, sizes[2] = { max, cc->n };
 	dlt_conv smax = conv_shape(cc, max);
 	size_t nwork = gpu->conv_workspace(prec, &smax);
-	float *work = gpu->alloc(nwork * sizeof(float));
+	float *work = nwork ? gpu->alloc(nwork * sizeof(float)) : NULL;
 	size_t nx = (size_t)max * smax.c * smax.h * smax.w;
 	size_t ny = (size_t)max * smax.k * smax.oh * smax.ow;
 	size_t nw = (size_t)smax.k * (smax.c / smax.groups) * smax.kh * smax.kw;
@@ -785,9 +1092,10 @@ static void test_conv_case(const conv_case *cc, int prec, double *worst, int *de
 		conv_ref(prec, &s, cc, x, w, b, dy, &r);
 		d = conv_diff(&s, cc, &g, &r);
 		if (d > 1e-5)
-			diag("conv %s n%d c%d %dx%d k%d %dx%d s%d,%d p%d,%d d%d,%d g%d: %g",
-			     prec_name[prec], s.n, s.c, s.h, s.w, s.k, s.kh, s.kw, s.sh, s.sw,
-			     s.ph, s.pw, s.dh, s.dw, s.groups, d);
+			diag("conv %s n%d c%d %dx%d k%d %dx%d s%d,%d p%d,%d d%d,%d g%d: %g "
+			     "(workspace of %zu floats planned at n%d)", prec_name[prec], s.n, s.c,
+			     s.h, s.w, s.k, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw, s.dh, s.dw,
+			     s.groups, d, nwork, max);
 		if (d > 1e-5)
 			conv_show(&s, cc, &g, &r);
 		*worst = fmax(*worst, d);
@@ -797,6 +1105,7 @@ static void test_conv_case(const conv_case *cc, int prec, double *worst, int *de
 		conv_free(&g2);
 		conv_free(&r);
 	}
+	*no_work += !nwork;
 	gpu->free(work);
 	free(x);
 	free(w);
@@ -808,10 +1117,12 @@ static void test_conv(void)
 {
 	for (int prec = DLT_PREC_F32; prec <= DLT_PREC_F16; prec++) {
 		double worst = 0.0;
-		int deterministic = 1;
+		int deterministic = 1, no_work = 0;
 		char name[96];
 		for (size_t i = 0; i < sizeof(convs) / sizeof(convs[0]); i++)
-			test_conv_case(&convs[i], prec, &worst, &deterministic);
+			test_conv_case(&convs[i], prec, &worst, &deterministic, &no_work);
+		diag("conv %s: %d of %zu shapes with no workspace (NULL)", prec_name[prec],
+		     no_work, sizeof(convs) / sizeof(convs[0]));
 		snprintf(name, sizeof(name), "conv %s forward and backward, %zu shapes, batch of "
 			 "max and max - 2 in one workspace", prec_name[prec],
 			 sizeof(convs) / sizeof(convs[0]));
@@ -1244,6 +1555,13 @@ int main(int argc, char **argv)
 	}
 	ref = dlt_backend_ref();
 	dlt_rng_init(&rng, 4321, 0);
+	if ((argc > 1 && !strcmp(argv[1], "--conv")) ||
+	    (getenv("DLT_TEST_CUDA") && !strcmp(getenv("DLT_TEST_CUDA"), "conv"))) {
+		test_conv_exact();
+		test_conv();
+		test_failure_shows();
+		return done_testing();
+	}
 	ok(!bad && why_bad[0], "dlt_backend_cuda(999) is NULL with a reason (%s)", why_bad);
 	ok(dlt_backend_cuda(0, why, sizeof(why)) == gpu, "dlt_backend_cuda(0) again: the same table");
 	other = dlt_backend_cuda(1, why, sizeof(why));
@@ -1253,6 +1571,7 @@ int main(int argc, char **argv)
 	test_memory();
 	test_known_values();
 	test_table();
+	test_transformer();
 	test_gemm_split();
 	test_gemm_repeat();
 	test_conv_exact();

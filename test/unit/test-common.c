@@ -48,6 +48,8 @@ static double ref_act(double x, int act, double slope)
 		return tanh(x);
 	case DLT_ACT_SIGMOID:
 		return 1.0 / (1.0 + exp(-x));
+	case DLT_ACT_GELU_TANH:
+		return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
 	default:
 		return x;
 	}
@@ -72,6 +74,11 @@ static double ref_act_grad(double x, int act, double slope)
 	case DLT_ACT_SIGMOID:
 		s = 1.0 / (1.0 + exp(-x));
 		return s * (1 - s);
+	case DLT_ACT_GELU_TANH:
+		/* 0.5 (1 + tanh u) + 0.5 x sech^2(u) u', u = k (x + 0.044715 x^3) */
+		s = tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x));
+		return 0.5 * (1 + s) +
+		       0.5 * x * (1 - s * s) * sqrt(2.0 / M_PI) * (1 + 3 * 0.044715 * x * x);
 	default:
 		return 1;
 	}
@@ -83,6 +90,7 @@ static void test_activations(void)
 		{ DLT_ACT_NONE, "none", 0 }, { DLT_ACT_RELU, "relu", 0 },
 		{ DLT_ACT_LEAKY_RELU, "leaky_relu", 1e-7 }, { DLT_ACT_GELU, "gelu", 4e-7 },
 		{ DLT_ACT_TANH, "tanh", 4e-7 }, { DLT_ACT_SIGMOID, "sigmoid", 4e-7 },
+		{ DLT_ACT_GELU_TANH, "gelu_tanh", 6e-7 },
 	};
 	const float slope = 0.01f, dy = 0.75f;
 	for (size_t a = 0; a < sizeof(acts) / sizeof(acts[0]); a++) {
@@ -181,6 +189,31 @@ static void test_rounding(void)
 	   dlt_round_prec(0.1f, DLT_PREC_F16) == dlt_round_f16(0.1f), "dlt_round_prec picks");
 	ok(dlt_f32_bits(1.0f) == 0x3f800000u && dlt_bits_f32(0xc0000000u) == -2.0f,
 	   "the bits of a float and back");
+}
+
+/* GPT-2's GELU: its backward against central differences of the fp64
+ * definition (step 1e-5, error ~1e-10, so what shows is the float's), and
+ * PyTorch's value at 1 (gelu(1., approximate='tanh') = 0.8411920). */
+static void test_gelu_tanh(void)
+{
+	double worst = 0.0;
+	dlt_rng saved = rng;	/* the later tests' draws stay as they were */
+	dlt_rng_init(&rng, 9, 0);
+	for (int i = 0; i < N_SAMPLES; i++) {
+		float x = sample(i);
+		double h = 1e-5, num;
+		if (fabsf(x) > 30.0f)	/* the difference of two huge values: nothing */
+			continue;
+		num = (ref_act(x + h, DLT_ACT_GELU_TANH, 0) - ref_act(x - h, DLT_ACT_GELU_TANH, 0)) /
+		      (2 * h);
+		worst = fmax(worst, rel_err(dlt_gelu_tanh_backward(x, 1.0f), num, 1.0));
+	}
+	rng = saved;
+	ok(worst <= 1e-6, "gelu_tanh: backward within 1e-6 of fp64 finite differences "
+	   "(worst %.3g)", worst);
+	ok_near(dlt_gelu_tanh(1.0f), 0.8411920, 1e-6, "gelu_tanh(1) is PyTorch's");
+	ok(dlt_gelu_tanh(-20.0f) == 0.0f && dlt_gelu_tanh(20.0f) == 20.0f &&
+	   isnan(dlt_gelu_tanh(NAN)), "gelu_tanh: 0 and x far out, NaN passed on");
 }
 
 static void test_dropout(void)
@@ -345,6 +378,7 @@ int main(void)
 {
 	dlt_rng_init(&rng, 77, 0);
 	test_activations();
+	test_gelu_tanh();
 	test_rounding();
 	test_dropout();
 	test_softmax_xent();

@@ -274,9 +274,9 @@ static void test_model_errors(void)
 	fails("data: {train: t}\nmodel: relu\n",
 	      "cnn.yaml:2: model: expected a sequence of layers, got 'relu'");
 	fails("data: {train: t}\nmodel:\n  - dense\n",
-	      "cnn.yaml:3: model.0.dense: units is required (dense: N or dense: {units: N})");
+	      "cnn.yaml:3: model.0.dense: units is required (dense: N or dense: {units: N}, or dense: {tie: NAME})");
 	fails("data: {train: t}\nmodel:\n  - dense: {bias: true}\n",
-	      "cnn.yaml:3: model.0.dense: units is required (dense: N or dense: {units: N})");
+	      "cnn.yaml:3: model.0.dense: units is required (dense: N or dense: {units: N}, or dense: {tie: NAME})");
 	fails("data: {train: t}\nmodel:\n  - dense: 0\n", "cnn.yaml:3: model.0.dense: must be >= 1, got 0");
 	fails("data: {train: t}\nmodel:\n  - relu\n  - dense: {units: 0}\n",
 	      "cnn.yaml:4: model.1.dense.units: must be >= 1, got 0");
@@ -690,7 +690,7 @@ static void test_data_ckpt_errors(void)
 	fails(BASE "checkpoint: {best: test.acc}\n",
 	      "cnn.yaml:3: checkpoint.best: test.acc needs data.test");
 	fails(BASE "checkpoint:\n  keep: 2\n  best: val.loss\n",
-	      "cnn.yaml:5: checkpoint.best: val.loss needs data.val_split > 0");
+	      "cnn.yaml:5: checkpoint.best: val.loss needs data.val_split > 0 (or data.val)");
 	fails(BASE "checkpoint: {best: train.acc, mode: maximum}\n",
 	      "cnn.yaml:3: checkpoint.mode: expected max or min, got 'maximum'");
 	fails(BASE "checkpoint: {best: train.acc, mode: mx}\n",

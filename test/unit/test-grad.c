@@ -271,6 +271,85 @@ static dlt_layer_cfg residual(dlt_layer_cfg *body, int n_body, dlt_layer_cfg *sc
 	return l;
 }
 
+/* Language models: token ids in, per-position logits out, the loss per
+ * token.  Every param's gradient against finite differences. */
+#define SEQ_T 5
+#define SEQ_V 11
+
+static dlt_layer_cfg seq_layer(int kind)
+{
+	dlt_layer_cfg l = layer(kind, 0, 0);
+	l.vocab = SEQ_V;
+	l.dim = 8;
+	l.max = 6;
+	l.heads = 2;
+	l.causal = 1;
+	l.eps = 1e-5f;
+	return l;
+}
+
+static void check_seq_model(const char *what, dlt_layer_cfg *layers, int n, int gpt2)
+{
+	dlt_config c = config(layers, n);
+	dlt_model m;
+	int32_t lab[BATCH * SEQ_T], *ids;
+	kinks k;
+	c.train.init_gpt2 = gpt2;
+	if (!ok_rc(dlt_model_init(&m, &c, dlt_backend_cpu(), VEC(SEQ_T), SEQ_V, BATCH), 0,
+		   "%s: model builds", what))
+		return;
+	k.len = kink_state(&m, NULL);
+	k.lo = malloc(k.len + 1);
+	k.hi = malloc(k.len + 1);
+	ids = (int32_t *)dlt_model_input(&m);
+	for (int i = 0; i < BATCH * SEQ_T; i++) {
+		ids[i] = (int32_t)dlt_rng_below(&rng, SEQ_V);
+		lab[i] = (int32_t)dlt_rng_below(&rng, SEQ_V);
+	}
+	loss_now(&m, lab);
+	dlt_model_backward(&m, BATCH);
+	for (int i = 0; i < m.n_params; i++)
+		check_grad(what, m.params[i].name, &m, lab, &k, m.params[i].w, m.params[i].g,
+			   m.params[i].n);
+	free(k.lo);
+	free(k.hi);
+	dlt_model_free(&m);
+}
+
+static void test_seq_layers(void)
+{
+	dlt_layer_cfg emb = seq_layer(DLT_LAYER_EMBEDDING), pos = seq_layer(DLT_LAYER_POSITIONAL);
+	dlt_layer_cfg ln = seq_layer(DLT_LAYER_LAYERNORM), att = seq_layer(DLT_LAYER_ATTENTION);
+	dlt_layer_cfg head = dense(SEQ_V), tied = dense(0), gelu = act(DLT_LAYER_GELU);
+	dlt_layer_cfg full = att, up = dense(32), down = dense(8);
+	strcpy(emb.name, "wte");
+	strcpy(tied.tie, "wte");
+	full.causal = 0;
+	gelu.tanh = 1;
+	{
+		dlt_layer_cfg l[] = { emb, pos, ln, head };
+		check_seq_model("embedding, positional, layernorm, dense per position", l, 4, 0);
+	}
+	{
+		dlt_layer_cfg l[] = { emb, pos, att, head };
+		check_seq_model("causal attention", l, 4, 0);
+	}
+	{
+		dlt_layer_cfg l[] = { emb, pos, full, head };
+		check_seq_model("attention without the mask", l, 4, 0);
+	}
+	{
+		dlt_layer_cfg l[] = { emb, pos, ln, up, gelu, down, tied };
+		check_seq_model("gelu tanh and a head tied to the embedding", l, 7, 0);
+	}
+	{
+		dlt_layer_cfg b1[] = { ln, att }, b2[] = { ln, up, gelu, down };
+		dlt_layer_cfg l[] = { emb, pos, residual(b1, 2, NULL, 0), residual(b2, 4, NULL, 0),
+				      ln, tied };
+		check_seq_model("a GPT-2 block, tied head", l, 6, 0);
+	}
+}
+
 /* Each image layer inside a small model, and a residual network. */
 static void test_image_layers(void)
 {
@@ -693,5 +772,6 @@ int main(void)
 		test_conv_pool_prec((dlt_shape){ 16, 6, 10 }, 16, DLT_FUSES_FORWARD, "fp16");
 	} else
 		skip("conv + relu + maxpool as one op on Winograd's tiles: no Winograd here");
+	test_seq_layers();
 	return done_testing();
 }

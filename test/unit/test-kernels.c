@@ -318,6 +318,8 @@ static const kcase cases[] = {
 	{ "bias_act gelu", check_bias_act, DLT_ACT_GELU, 1e-7 },
 	{ "bias_act tanh", check_bias_act, DLT_ACT_TANH, 1e-7 },
 	{ "bias_act sigmoid", check_bias_act, DLT_ACT_SIGMOID, 1e-7 },
+	{ "bias_act gelu_tanh", check_bias_act, DLT_ACT_GELU_TANH, 1e-7 },
+	{ "bias_act gelu_tanh, no bias", check_bias_act, DLT_ACT_GELU_TANH + 16, 1e-7 },
 	{ "bias_act relu, no bias", check_bias_act, DLT_ACT_RELU + 16, 1e-7 },
 	{ "bias_act gelu, no bias", check_bias_act, DLT_ACT_GELU + 16, 1e-7 },
 	{ "act_forward none", check_act_forward, DLT_ACT_NONE, 1e-7 },
@@ -327,6 +329,8 @@ static const kcase cases[] = {
 	{ "act_forward tanh", check_act_forward, DLT_ACT_TANH, 1e-7 },
 	{ "act_forward sigmoid", check_act_forward, DLT_ACT_SIGMOID, 1e-7 },
 	{ "act_forward sigmoid in place", check_act_forward, DLT_ACT_SIGMOID + 16, 1e-7 },
+	{ "act_forward gelu_tanh", check_act_forward, DLT_ACT_GELU_TANH, 1e-7 },
+	{ "act_forward gelu_tanh in place", check_act_forward, DLT_ACT_GELU_TANH + 16, 1e-7 },
 	{ "act_forward relu in place", check_act_forward, DLT_ACT_RELU + 16, 1e-7 },
 	{ "act_backward none", check_act_backward, DLT_ACT_NONE, 1e-7 },
 	{ "act_backward relu", check_act_backward, DLT_ACT_RELU, 1e-7 },
@@ -334,6 +338,7 @@ static const kcase cases[] = {
 	{ "act_backward gelu", check_act_backward, DLT_ACT_GELU, 1e-7 },
 	{ "act_backward tanh", check_act_backward, DLT_ACT_TANH, 1e-7 },
 	{ "act_backward sigmoid", check_act_backward, DLT_ACT_SIGMOID, 1e-7 },
+	{ "act_backward gelu_tanh", check_act_backward, DLT_ACT_GELU_TANH, 1e-7 },
 	{ "bias_grad", check_bias_grad, 0, 0 },
 	{ "softmax_xent", check_softmax_xent, 3, 1e-7 },
 	{ "softmax_xent wide logits", check_softmax_xent, 200, 1e-7 },
@@ -372,6 +377,519 @@ static void run_table(const dlt_backend *be, const dlt_backend *ref)
 				     cases[c].tol);
 		}
 	}
+}
+
+/* ---- the transformer's kernels, on shapes of their own ---- */
+
+/* [B, T, C] activations, H heads; layer norm runs over B * T rows of C */
+typedef struct tshape {
+	int B, T, C, H;
+} tshape;
+
+/* T around the attention's 64-row tiles (1, 7, 63, 64, 65, 130), head
+ * sizes 8 to 32, rows 1 to 300 */
+static const tshape tshapes[] = {
+	{ 1, 1, 16, 2 }, { 2, 7, 16, 2 }, { 1, 63, 48, 6 }, { 2, 64, 128, 4 },
+	{ 1, 65, 16, 2 }, { 1, 130, 48, 6 }, { 2, 130, 128, 4 }, { 4, 75, 40, 5 },
+	{ 3, 1, 128, 4 },
+};
+
+/* arg: the inputs' offset, so a mean far from 0 shows a one-pass variance */
+static double check_layernorm_forward(const dlt_backend *be, const dlt_backend *ref, tshape s,
+				      int arg)
+{
+	int rows = s.B * s.T, C = s.C;
+	size_t n = (size_t)rows * C;
+	float *x = randv(n, arg - 3.0f, arg + 3.0f), *g = randv(C, 0.5f, 1.5f);
+	float *b = randv(C, -1, 1), *y = nanv(n), *y2 = nanv(n);
+	float *mu = nanv(rows), *mu2 = nanv(rows), *rs = nanv(rows), *rs2 = nanv(rows);
+	double d;
+	be->layernorm_forward(x, g, b, y, mu, rs, rows, C, 1e-5f);
+	ref->layernorm_forward(x, g, b, y2, mu2, rs2, rows, C, 1e-5f);
+	d = max3(diff(y, y2, n), diff(mu, mu2, rows), diff(rs, rs2, rows));
+	free(x);
+	free(g);
+	free(b);
+	free(y);
+	free(y2);
+	free(mu);
+	free(mu2);
+	free(rs);
+	free(rs2);
+	return d;
+}
+
+/* arg 0: dx, against the reference's double; 1: dgamma and dbeta, added
+ * to what they held, in the reference's order (its bits) */
+static double check_layernorm_backward(const dlt_backend *be, const dlt_backend *ref,
+				       tshape s, int arg)
+{
+	int rows = s.B * s.T, C = s.C;
+	size_t n = (size_t)rows * C;
+	float *x = randv(n, -2, 2), *g = randv(C, 0.5f, 1.5f), *b = randv(C, -1, 1);
+	float *dy = randv(n, -1, 1), *y = nanv(n), *mu = nanv(rows), *rs = nanv(rows);
+	float *dx = nanv(n), *dx2 = nanv(n), *dg = randv(C, -1, 1), *db = randv(C, -1, 1);
+	float *dg2 = copyv(dg, C), *db2 = copyv(db, C);
+	double d;
+	ref->layernorm_forward(x, g, b, y, mu, rs, rows, C, 1e-5f);
+	be->layernorm_backward(x, dy, g, mu, rs, dx, dg, db, rows, C);
+	ref->layernorm_backward(x, dy, g, mu, rs, dx2, dg2, db2, rows, C);
+	d = arg ? fmax(diff(dg, dg2, C), diff(db, db2, C)) : diff(dx, dx2, n);
+	free(x);
+	free(g);
+	free(b);
+	free(dy);
+	free(y);
+	free(mu);
+	free(rs);
+	free(dx);
+	free(dx2);
+	free(dg);
+	free(db);
+	free(dg2);
+	free(db2);
+	return d;
+}
+
+/* ids of B * T tokens in a vocabulary of V = T + 3 (repeats when T is
+ * small); arg 1 puts -1 and V among them */
+static int32_t *token_ids(int n, int V, int bad)
+{
+	int32_t *ids = malloc((size_t)n * sizeof(*ids) + 4);
+	for (int i = 0; i < n; i++)
+		ids[i] = (int32_t)dlt_rng_below(&rng, V);
+	if (bad && n > 2) {
+		ids[1] = -1;
+		ids[n - 1] = V;
+	}
+	return ids;
+}
+
+static double check_embedding_forward(const dlt_backend *be, const dlt_backend *ref, tshape s,
+				      int arg)
+{
+	int n = s.B * s.T, V = s.T + 3;
+	int32_t *ids = token_ids(n, V, arg);
+	float *w = randv((size_t)V * s.C, -1, 1), *o = nanv((size_t)n * s.C);
+	float *o2 = randv((size_t)n * s.C, -1, 1);
+	double d;
+	be->embedding_forward(ids, w, o, n, s.C, V);
+	ref->embedding_forward(ids, w, o2, n, s.C, V);
+	d = diff(o, o2, (size_t)n * s.C);
+	free(ids);
+	free(w);
+	free(o);
+	free(o2);
+	return d;
+}
+
+static double check_embedding_backward(const dlt_backend *be, const dlt_backend *ref,
+				       tshape s, int arg)
+{
+	int n = s.B * s.T, V = s.T + 3;
+	int32_t *ids = token_ids(n, V, arg);
+	float *g = randv((size_t)n * s.C, -1, 1), *dw = randv((size_t)V * s.C, -1, 1);
+	float *dw2 = copyv(dw, (size_t)V * s.C);
+	double d;
+	be->embedding_backward(ids, g, dw, n, s.C, V);
+	ref->embedding_backward(ids, g, dw2, n, s.C, V);
+	d = diff(dw, dw2, (size_t)V * s.C);
+	free(ids);
+	free(g);
+	free(dw);
+	free(dw2);
+	return d;
+}
+
+/* arg 1: in place */
+static double check_positional_forward(const dlt_backend *be, const dlt_backend *ref,
+				       tshape s, int arg)
+{
+	size_t n = (size_t)s.B * s.T * s.C;
+	float *x = randv(n, -1, 1), *p = randv((size_t)s.T * s.C, -1, 1), *x2 = copyv(x, n);
+	float *y = nanv(n), *y2 = nanv(n);
+	double d;
+	be->positional_forward(x, p, arg ? x : y, s.B, s.T, s.C);
+	ref->positional_forward(x2, p, arg ? x2 : y2, s.B, s.T, s.C);
+	d = arg ? diff(x, x2, n) : diff(y, y2, n);
+	free(x);
+	free(p);
+	free(x2);
+	free(y);
+	free(y2);
+	return d;
+}
+
+static double check_positional_backward(const dlt_backend *be, const dlt_backend *ref,
+					tshape s, int arg)
+{
+	size_t n = (size_t)s.B * s.T * s.C, np = (size_t)s.T * s.C;
+	float *g = randv(n, -1, 1), *dp = randv(np, -1, 1), *dp2 = copyv(dp, np);
+	double d;
+	be->positional_backward(g, dp, s.B, s.T, s.C);
+	ref->positional_backward(g, dp2, s.B, s.T, s.C);
+	d = diff(dp, dp2, np);
+	free(g);
+	free(dp);
+	free(dp2);
+	return d;
+}
+
+/* qkv in [-1, 1]; arg 2 makes the queries 8 times wider, so softmax rows
+ * are sharp and the running maximum moves between tiles */
+static float *attention_input(tshape s, int arg)
+{
+	size_t n = (size_t)s.B * s.T * 3 * s.C;
+	float *qkv = randv(n, -1, 1);
+	for (size_t i = 0; arg & 2 && i < n; i++)
+		if (i % (3 * (size_t)s.C) < (size_t)s.C)
+			qkv[i] *= 8.0f;
+	return qkv;
+}
+
+/* arg 1: causal; 2: wide scores */
+static double check_attention_forward(const dlt_backend *be, const dlt_backend *ref, tshape s,
+				      int arg)
+{
+	size_t n = (size_t)s.B * s.T * s.C, nl = (size_t)s.B * s.H * s.T;
+	float *qkv = attention_input(s, arg), *o = nanv(n), *o2 = nanv(n);
+	float *l = nanv(nl), *l2 = nanv(nl);
+	double d;
+	be->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, arg & 1);
+	ref->attention_forward(qkv, o2, l2, s.B, s.T, s.C, s.H, arg & 1);
+	d = fmax(diff(o, o2, n), diff(l, l2, nl));
+	free(qkv);
+	free(o);
+	free(o2);
+	free(l);
+	free(l2);
+	return d;
+}
+
+/* From the reference's out and lse, so only backward differs */
+static double check_attention_backward(const dlt_backend *be, const dlt_backend *ref,
+				       tshape s, int arg)
+{
+	size_t n = (size_t)s.B * s.T * s.C, nl = (size_t)s.B * s.H * s.T, n3 = 3 * n;
+	float *qkv = attention_input(s, arg), *o = nanv(n), *l = nanv(nl);
+	float *g = randv(n, -1, 1), *dq = nanv(n3), *dq2 = nanv(n3);
+	double d;
+	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, arg & 1);
+	be->attention_backward(qkv, o, g, l, dq, s.B, s.T, s.C, s.H, arg & 1);
+	ref->attention_backward(qkv, o, g, l, dq2, s.B, s.T, s.C, s.H, arg & 1);
+	d = diff(dq, dq2, n3);
+	free(qkv);
+	free(o);
+	free(l);
+	free(g);
+	free(dq);
+	free(dq2);
+	return d;
+}
+
+/* Generation's attention over a KV cache: each sequence's last query
+ * (arg 0), or its second half at once (arg 1), against the reference's
+ * causal attention_forward rows; the reference's decode too.  arg 2: the
+ * last query of one sequence 5 times as long, past the CPU's chunks of
+ * 256 keys. */
+static double check_attention_decode(const dlt_backend *be, const dlt_backend *ref, tshape s,
+				     int arg)
+{
+	size_t n, nl;
+	float *qkv, *o, *l, *d, *d2;
+	int q0, nq;
+	double worst = 0;
+	if (arg == 2)
+		s = (tshape){ 1, 5 * s.T, s.C, s.H };
+	n = (size_t)s.B * s.T * s.C;
+	nl = (size_t)s.B * s.H * s.T;
+	qkv = attention_input(s, 0);
+	o = nanv(n);
+	l = nanv(nl);
+	q0 = arg == 1 ? s.T / 2 : s.T - 1;
+	nq = s.T - q0;
+	d = nanv((size_t)nq * s.C);
+	d2 = nanv((size_t)nq * s.C);
+	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, 1);
+	for (int b = 0; b < s.B; b++) {
+		const float *want = o + ((size_t)b * s.T + q0) * s.C;
+		be->attention_decode(qkv + (size_t)b * s.T * 3 * s.C, d, q0, nq, s.C, s.H);
+		ref->attention_decode(qkv + (size_t)b * s.T * 3 * s.C, d2, q0, nq, s.C, s.H);
+		worst = fmax(worst, fmax(diff(d, want, (size_t)nq * s.C),
+					 diff(d2, want, (size_t)nq * s.C)));
+	}
+	free(qkv);
+	free(o);
+	free(l);
+	free(d);
+	free(d2);
+	return worst;
+}
+
+typedef struct tcase {
+	const char *name;
+	double (*check)(const dlt_backend *be, const dlt_backend *ref, tshape s, int arg);
+	int arg;
+	double tol;
+} tcase;
+
+static const tcase tcases[] = {
+	{ "layernorm_forward", check_layernorm_forward, 0, 2e-6 },
+	{ "layernorm_forward, mean 100", check_layernorm_forward, 100, 2e-6 },
+	{ "layernorm_backward dx", check_layernorm_backward, 0, 2e-6 },
+	{ "layernorm_backward dgamma dbeta", check_layernorm_backward, 1, 0 },
+	{ "embedding_forward", check_embedding_forward, 0, 0 },
+	{ "embedding_forward, ids out of range", check_embedding_forward, 1, 0 },
+	{ "embedding_backward", check_embedding_backward, 0, 0 },
+	{ "embedding_backward, ids out of range", check_embedding_backward, 1, 0 },
+	{ "positional_forward", check_positional_forward, 0, 0 },
+	{ "positional_forward in place", check_positional_forward, 1, 0 },
+	{ "positional_backward", check_positional_backward, 0, 0 },
+	{ "attention_forward", check_attention_forward, 0, 1e-5 },
+	{ "attention_forward causal", check_attention_forward, 1, 1e-5 },
+	{ "attention_forward wide", check_attention_forward, 2, 1e-5 },
+	{ "attention_forward causal wide", check_attention_forward, 3, 1e-5 },
+	{ "attention_backward", check_attention_backward, 0, 1e-5 },
+	{ "attention_backward causal", check_attention_backward, 1, 1e-5 },
+	{ "attention_backward wide", check_attention_backward, 2, 1e-5 },
+	{ "attention_backward causal wide", check_attention_backward, 3, 1e-5 },
+	{ "attention_decode, the last query", check_attention_decode, 0, 1e-5 },
+	{ "attention_decode, half the queries", check_attention_decode, 1, 1e-5 },
+	{ "attention_decode, 5 T keys", check_attention_decode, 2, 1e-5 },
+};
+
+static void run_transformer_table(const dlt_backend *be, const dlt_backend *ref)
+{
+	for (size_t c = 0; c < sizeof(tcases) / sizeof(tcases[0]); c++) {
+		for (size_t i = 0; i < sizeof(tshapes) / sizeof(tshapes[0]); i++) {
+			tshape s = tshapes[i];
+			double d = tcases[c].check(be, ref, s, tcases[c].arg);
+			if (!ok(d <= tcases[c].tol, "%s %s B %d T %d C %d H %d", be->name,
+				tcases[c].name, s.B, s.T, s.C, s.H))
+				diag("worst relative difference %g, tolerance %g", d,
+				     tcases[c].tol);
+		}
+	}
+}
+
+/* The transformer's backward sums (and attention's tiles) on 1 and 3
+ * threads: the same bits. */
+static void test_transformer_threads(const dlt_backend *be)
+{
+	tshape s = { 3, 130, 128, 4 };
+	int rows = 3000, C = 300, V = 40, saved = omp_get_max_threads(), same[5] = { 1, 1, 1, 1, 1 };
+	size_t n = (size_t)rows * C, na = (size_t)s.B * s.T * s.C, nl = (size_t)s.B * s.H * s.T;
+	float *x = randv(n, -2, 2), *dy = randv(n, -1, 1), *g = randv(C, 0.5f, 1.5f);
+	float *mu = malloc(rows * 4), *rs = malloc(rows * 4), *y = malloc(n * 4);
+	float *qkv = attention_input(s, 0), *ga = randv(na, -1, 1);
+	int32_t *ids = token_ids(rows, V, 0);
+	float *res[2][8];
+	be->layernorm_forward(x, g, g, y, mu, rs, rows, C, 1e-5f);
+	for (int k = 0; k < 2; k++) {
+		float **r = res[k];
+		omp_set_num_threads(k ? 3 : 1);
+		r[0] = malloc(n * 4);			/* dx */
+		r[1] = calloc(C, 4);			/* dgamma */
+		r[2] = calloc(C, 4);			/* dbeta */
+		r[3] = calloc((size_t)V * C, 4);	/* embedding's dw */
+		r[4] = calloc((size_t)s.T * s.C, 4);	/* dp */
+		r[5] = malloc(na * 4);			/* attention's out */
+		r[6] = malloc(nl * 4);			/* lse */
+		r[7] = malloc(na * 3 * 4);		/* dqkv */
+		be->layernorm_backward(x, dy, g, mu, rs, r[0], r[1], r[2], rows, C);
+		be->embedding_backward(ids, dy, r[3], rows, C, V);
+		be->positional_backward(ga, r[4], s.B, s.T, s.C);
+		be->attention_forward(qkv, r[5], r[6], s.B, s.T, s.C, s.H, 1);
+		be->attention_backward(qkv, r[5], ga, r[6], r[7], s.B, s.T, s.C, s.H, 1);
+	}
+	omp_set_num_threads(saved);
+	same[0] = !memcmp(res[0][0], res[1][0], n * 4) && !memcmp(res[0][1], res[1][1], C * 4) &&
+		  !memcmp(res[0][2], res[1][2], C * 4);
+	same[1] = !memcmp(res[0][3], res[1][3], (size_t)V * C * 4);
+	same[2] = !memcmp(res[0][4], res[1][4], (size_t)s.T * s.C * 4);
+	same[3] = !memcmp(res[0][5], res[1][5], na * 4) && !memcmp(res[0][6], res[1][6], nl * 4);
+	same[4] = !memcmp(res[0][7], res[1][7], na * 3 * 4);
+	ok(same[0], "%s layernorm_backward: same bits on 1 and 3 threads", be->name);
+	ok(same[1], "%s embedding_backward: same bits on 1 and 3 threads", be->name);
+	ok(same[2], "%s positional_backward: same bits on 1 and 3 threads", be->name);
+	ok(same[3], "%s attention_forward: same bits on 1 and 3 threads", be->name);
+	ok(same[4], "%s attention_backward: same bits on 1 and 3 threads", be->name);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 8; j++)
+			free(res[k][j]);
+	free(x);
+	free(dy);
+	free(g);
+	free(mu);
+	free(rs);
+	free(y);
+	free(qkv);
+	free(ga);
+	free(ids);
+}
+
+/* Values worked out by hand: one position attends to itself alone, so
+ * its output is its value and its lse its one score; an id out of range
+ * embeds as NaN. */
+static void test_transformer_known(const dlt_backend *be)
+{
+	float qkv[3 * 4] = { 1, 2, 3, 4, 0.5f, 0.25f, -1, 2, 7, 8, 9, 10 }, o[4], l[2];
+	float w[2 * 2] = { 1, 2, 3, 4 }, e[3 * 2];
+	int32_t ids[3] = { 1, 2, 0 };
+	be->attention_forward(qkv, o, l, 1, 1, 4, 2, 1);
+	ok(o[0] == 7 && o[1] == 8 && o[2] == 9 && o[3] == 10, "%s attention of one position is "
+	   "its value", be->name);
+	ok(fabsf(l[0] - 1.0f / sqrtf(2.0f)) < 1e-6f && fabsf(l[1] - 5.0f / sqrtf(2.0f)) < 1e-6f,
+	   "%s attention's lse of one position is its scaled score (%g %g)", be->name, l[0], l[1]);
+	be->embedding_forward(ids, w, e, 3, 2, 2);
+	ok(e[0] == 3 && e[1] == 4 && isnan(e[2]) && isnan(e[3]) && e[4] == 1 && e[5] == 2,
+	   "%s embedding_forward: rows by id, NaN for an id out of range", be->name);
+}
+
+/* ---- the reference's gradients against finite differences ---- */
+
+/* sum(y * w) in double */
+static double weighted(const float *y, const float *w, size_t n)
+{
+	double s = 0.0;
+	for (size_t i = 0; i < n; i++)
+		s += (double)y[i] * w[i];
+	return s;
+}
+
+static double ln_loss(const dlt_backend *ref, const float *x, const float *g, const float *b,
+		      const float *w, int rows, int C)
+{
+	size_t n = (size_t)rows * C;
+	float *y = malloc(n * 4), *mu = malloc(rows * 4), *rs = malloc(rows * 4);
+	double s;
+	ref->layernorm_forward(x, g, b, y, mu, rs, rows, C, 1e-5f);
+	s = weighted(y, w, n);
+	free(y);
+	free(mu);
+	free(rs);
+	return s;
+}
+
+/* Central differences of a float input v[i], step h; the worst
+ * |numeric - analytic| / (1 + |analytic|) over the n of them */
+#define FD_WORST(v, n, grad, h, loss_expr)                                        \
+	do {                                                                      \
+		for (size_t i_ = 0; i_ < (n); i_++) {                             \
+			float old_ = (v)[i_];                                     \
+			double lp_, lm_, num_;                                    \
+			(v)[i_] = old_ + (h);                                     \
+			lp_ = (loss_expr);                                        \
+			(v)[i_] = old_ - (h);                                     \
+			lm_ = (loss_expr);                                        \
+			(v)[i_] = old_;                                           \
+			num_ = (lp_ - lm_) / ((double)(old_ + (h)) - (double)(old_ - (h))); \
+			worst = fmax(worst, fabs(num_ - (grad)[i_]) /             \
+					    (1.0 + fabs((grad)[i_])));            \
+		}                                                                 \
+	} while (0)
+
+static void test_layernorm_fd(const dlt_backend *ref)
+{
+	int rows = 3, C = 10;
+	size_t n = (size_t)rows * C;
+	float *x = randv(n, -2, 2), *g = randv(C, 0.5f, 1.5f), *b = randv(C, -1, 1);
+	float *w = randv(n, -1, 1), *y = malloc(n * 4), *mu = malloc(rows * 4);
+	float *rs = malloc(rows * 4), *dx = malloc(n * 4), *dg = calloc(C, 4), *db = calloc(C, 4);
+	double worst = 0.0;
+	ref->layernorm_forward(x, g, b, y, mu, rs, rows, C, 1e-5f);
+	ref->layernorm_backward(x, w, g, mu, rs, dx, dg, db, rows, C);
+	FD_WORST(x, n, dx, 1e-2f, ln_loss(ref, x, g, b, w, rows, C));
+	FD_WORST(g, (size_t)C, dg, 1e-2f, ln_loss(ref, x, g, b, w, rows, C));
+	FD_WORST(b, (size_t)C, db, 1e-2f, ln_loss(ref, x, g, b, w, rows, C));
+	ok(worst < 1e-3, "ref layernorm: x, gamma and beta gradients match finite "
+	   "differences (worst %.3g)", worst);
+	free(x);
+	free(g);
+	free(b);
+	free(w);
+	free(y);
+	free(mu);
+	free(rs);
+	free(dx);
+	free(dg);
+	free(db);
+}
+
+static double attn_loss(const dlt_backend *ref, const float *qkv, const float *w, tshape s,
+			int causal)
+{
+	size_t n = (size_t)s.B * s.T * s.C;
+	float *o = malloc(n * 4), *l = malloc((size_t)s.B * s.H * s.T * 4);
+	double v;
+	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, causal);
+	v = weighted(o, w, n);
+	free(o);
+	free(l);
+	return v;
+}
+
+static void test_attention_fd(const dlt_backend *ref, int causal)
+{
+	tshape s = { 2, 5, 8, 2 };
+	size_t n = (size_t)s.B * s.T * s.C;
+	float *qkv = randv(3 * n, -1.5f, 1.5f), *w = randv(n, -1, 1), *o = malloc(n * 4);
+	float *l = malloc((size_t)s.B * s.H * s.T * 4), *dq = malloc(3 * n * 4);
+	double worst = 0.0;
+	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, causal);
+	ref->attention_backward(qkv, o, w, l, dq, s.B, s.T, s.C, s.H, causal);
+	FD_WORST(qkv, 3 * n, dq, 1e-2f, attn_loss(ref, qkv, w, s, causal));
+	ok(worst < 1e-3, "ref attention%s: q, k and v gradients match finite differences "
+	   "(worst %.3g)", causal ? " causal" : "", worst);
+	free(qkv);
+	free(w);
+	free(o);
+	free(l);
+	free(dq);
+}
+
+/* Not a test: the fast attention's forward + backward against the
+ * reference's, in ms, at two GPT-ish sizes (skipped under the sanitizers) */
+static void bench_attention(const dlt_backend *be, const dlt_backend *ref)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	diag("attention timings skipped under the sanitizers");
+	(void)be;
+	(void)ref;
+#else
+	static const tshape sizes[] = { { 16, 128, 128, 4 }, { 8, 256, 384, 6 } };
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		tshape s = sizes[i];
+		size_t n = (size_t)s.B * s.T * s.C, nl = (size_t)s.B * s.H * s.T;
+		float *qkv = attention_input(s, 0), *g = randv(n, -1, 1), *o = malloc(n * 4);
+		float *l = malloc(nl * 4), *dq = malloc(3 * n * 4);
+		const dlt_backend *bs[2] = { be, ref };
+		double ms[2][2];
+		for (int k = 0; k < 2; k++) {
+			int reps = k ? 1 : 5;
+			double t0, t1, t2;
+			bs[k]->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, 1);	/* warm */
+			t0 = dlt_now();
+			for (int r = 0; r < reps; r++)
+				bs[k]->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, 1);
+			t1 = dlt_now();
+			for (int r = 0; r < reps; r++)
+				bs[k]->attention_backward(qkv, o, g, l, dq, s.B, s.T, s.C, s.H, 1);
+			t2 = dlt_now();
+			ms[k][0] = (t1 - t0) * 1e3 / reps;
+			ms[k][1] = (t2 - t1) * 1e3 / reps;
+		}
+		diag("attention causal B %d T %d C %d H %d, %d threads: %s fwd %.2f ms bwd %.2f ms, "
+		     "ref fwd %.1f ms bwd %.1f ms (%.0fx)", s.B, s.T, s.C, s.H, omp_get_max_threads(),
+		     be->name, ms[0][0], ms[0][1], ms[1][0], ms[1][1],
+		     (ms[1][0] + ms[1][1]) / (ms[0][0] + ms[0][1]));
+		free(qkv);
+		free(g);
+		free(o);
+		free(l);
+		free(dq);
+	}
+#endif
 }
 
 /* The reductions must give the same bits on any number of threads. */
@@ -474,6 +992,13 @@ int main(void)
 		run_table(backends[b], dlt_backend_ref());
 		test_thread_independence(backends[b]);
 		test_known_values(backends[b]);
+		run_transformer_table(backends[b], dlt_backend_ref());
+		test_transformer_threads(backends[b]);
+		test_transformer_known(backends[b]);
 	}
+	test_layernorm_fd(dlt_backend_ref());
+	test_attention_fd(dlt_backend_ref(), 0);
+	test_attention_fd(dlt_backend_ref(), 1);
+	bench_attention(dlt_backend_cpu(), dlt_backend_ref());
 	return done_testing();
 }

@@ -1,0 +1,416 @@
+/* The transformer's layers on the CPU.  Every sum has a fixed order, so
+ * no result depends on the number of threads:
+ *  - layer norm: rows in parallel for y and dx; dgamma and dbeta by
+ *    blocks of columns, each column summed over rows in order in double
+ *    (the reference's order, so its bits);
+ *  - embedding backward: each thread owns a range of vocabulary rows and
+ *    adds the tokens' gradients to them in token order (the reference's);
+ *  - attention (flash attention): tiles of TQ queries by TK keys, the
+ *    products of each tile by the GEMM (dlt_cpu_sgemm, on the calling
+ *    thread inside the parallel region, with the same bits on any thread),
+ *    an online softmax between them.  Forward runs a task per (batch,
+ *    head, query tile); backward a task per (batch, head), which owns that
+ *    head's columns of dqkv, so dq, dk and dv accumulate without locks.
+ * Scratch is on each thread's stack: one TQ x TK tile of scores forward
+ * (16 KiB), two backward (32 KiB); the GEMM packs its panels into its own
+ * per-thread buffers. */
+#include <math.h>
+#include <string.h>
+
+#include <omp.h>
+
+#include "kernels/kernels.h"
+#include "kernels/common/math.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/transformer.h"
+
+/* Below this many elements a parallel region costs more than it saves. */
+#define PAR_MIN 16384
+
+/* ---- layer norm ---- */
+
+/* One pass for the mean and variance, in double: the float values'
+ * squares are exact there, so E[x^2] - mean^2 loses nothing that
+ * matters for any mean a float row can have next to its spread. */
+__attribute__((target_clones("avx2", "default")))
+static void ln_row(const float *x, const float *gamma, const float *beta, float *y,
+		   float *mean, float *rstd, int C, float eps)
+{
+	double s = 0.0, sq = 0.0, mu, var;
+	float m, rs;
+	#pragma omp simd reduction(+:s, sq)
+	for (int c = 0; c < C; c++) {
+		s += x[c];
+		sq += (double)x[c] * x[c];
+	}
+	mu = s / C;
+	var = sq / C - mu * mu;
+	var = var > 0.0 ? var : 0.0;
+	m = (float)mu;
+	rs = (float)(1.0 / sqrt(var + eps));
+	*mean = m;
+	*rstd = rs;
+	#pragma omp simd
+	for (int c = 0; c < C; c++)
+		y[c] = (x[c] - m) * rs * gamma[c] + beta[c];
+}
+
+void dlt_cpu_layernorm_forward(const float *x, const float *gamma, const float *beta, float *y,
+			       float *mean, float *rstd, int rows, int C, float eps)
+{
+	#pragma omp parallel for schedule(static) if ((size_t)rows * C >= PAR_MIN)
+	for (int r = 0; r < rows; r++)
+		ln_row(x + (size_t)r * C, gamma, beta, y + (size_t)r * C, mean + r, rstd + r, C,
+		       eps);
+}
+
+/* dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma */
+__attribute__((target_clones("avx2", "default")))
+static void ln_back_row(const float *x, const float *dy, const float *gamma, float m, float rs,
+			float *dx, int C)
+{
+	double sg = 0.0, sgx = 0.0;
+	float a, b;
+	#pragma omp simd reduction(+:sg, sgx)
+	for (int c = 0; c < C; c++) {
+		float xh = (x[c] - m) * rs, g = dy[c] * gamma[c];
+		sg += g;
+		sgx += (double)g * xh;
+	}
+	a = (float)(sg / C);
+	b = (float)(sgx / C);
+	#pragma omp simd
+	for (int c = 0; c < C; c++) {
+		float xh = (x[c] - m) * rs, g = dy[c] * gamma[c];
+		dx[c] = rs * (g - a - xh * b);
+	}
+}
+
+/* Columns a block per task, every row in order, the sums in double */
+#define LN_COLS 32
+
+__attribute__((target_clones("avx2", "default")))
+static void ln_param_block(const float *x, const float *dy, const float *mean, const float *rstd,
+			   float *dgamma, float *dbeta, int rows, int C, int c0, int nc)
+{
+	double sg[LN_COLS] = { 0 }, sb[LN_COLS] = { 0 };
+	for (int r = 0; r < rows; r++) {
+		const float *xr = x + (size_t)r * C + c0, *dyr = dy + (size_t)r * C + c0;
+		float m = mean[r], rs = rstd[r];
+		#pragma omp simd
+		for (int j = 0; j < nc; j++) {
+			float xh = (xr[j] - m) * rs;
+			sg[j] += (double)dyr[j] * xh;
+			sb[j] += dyr[j];
+		}
+	}
+	for (int j = 0; j < nc; j++) {
+		dgamma[c0 + j] += (float)sg[j];
+		dbeta[c0 + j] += (float)sb[j];
+	}
+}
+
+void dlt_cpu_layernorm_backward(const float *x, const float *dy, const float *gamma,
+				const float *mean, const float *rstd, float *dx, float *dgamma,
+				float *dbeta, int rows, int C)
+{
+	int blocks = (C + LN_COLS - 1) / LN_COLS;
+	int par = (size_t)rows * C >= PAR_MIN;
+	#pragma omp parallel if (par)
+	{
+		#pragma omp for schedule(static) nowait
+		for (int r = 0; r < rows; r++)
+			ln_back_row(x + (size_t)r * C, dy + (size_t)r * C, gamma, mean[r], rstd[r],
+				    dx + (size_t)r * C, C);
+		#pragma omp for schedule(static)
+		for (int k = 0; k < blocks; k++) {
+			int c0 = k * LN_COLS, nc = C - c0 < LN_COLS ? C - c0 : LN_COLS;
+			ln_param_block(x, dy, mean, rstd, dgamma, dbeta, rows, C, c0, nc);
+		}
+	}
+}
+
+/* ---- embeddings and positions ---- */
+
+void dlt_cpu_embedding_forward(const int32_t *ids, const float *w, float *out, int n, int C,
+			       int V)
+{
+	#pragma omp parallel for schedule(static) if ((size_t)n * C >= PAR_MIN)
+	for (int i = 0; i < n; i++) {
+		float *o = out + (size_t)i * C;
+		if (ids[i] >= 0 && ids[i] < V)
+			memcpy(o, w + (size_t)ids[i] * C, (size_t)C * sizeof(*o));
+		else
+			for (int c = 0; c < C; c++)
+				o[c] = NAN;
+	}
+}
+
+/* Each thread owns vocabulary rows [V t / nt, V (t + 1) / nt) and scans
+ * every token, in order: a row's sum has the reference's order whoever
+ * owns it. */
+void dlt_cpu_embedding_backward(const int32_t *ids, const float *dout, float *dw, int n, int C,
+				int V)
+{
+	#pragma omp parallel if ((size_t)n * C >= PAR_MIN)
+	{
+		int nt = omp_get_num_threads(), t = omp_get_thread_num();
+		int32_t lo = (int32_t)((long long)V * t / nt);
+		int32_t hi = (int32_t)((long long)V * (t + 1) / nt);
+		for (int i = 0; i < n; i++) {
+			float *d;
+			const float *g = dout + (size_t)i * C;
+			if (ids[i] < lo || ids[i] >= hi)
+				continue;
+			d = dw + (size_t)ids[i] * C;
+			#pragma omp simd
+			for (int c = 0; c < C; c++)
+				d[c] += g[c];
+		}
+	}
+}
+
+void dlt_cpu_positional_forward(const float *x, const float *p, float *y, int B, int T, int C)
+{
+	size_t rows = (size_t)B * T;
+	#pragma omp parallel for schedule(static) if (rows * C >= PAR_MIN)
+	for (size_t r = 0; r < rows; r++) {
+		const float *xr = x + r * C, *pr = p + (r % T) * C;
+		float *yr = y + r * C;
+		#pragma omp simd
+		for (int c = 0; c < C; c++)
+			yr[c] = xr[c] + pr[c];
+	}
+}
+
+void dlt_cpu_positional_backward(const float *dy, float *dp, int B, int T, int C)
+{
+	#pragma omp parallel for schedule(static) if ((size_t)B * T * C >= PAR_MIN)
+	for (int t = 0; t < T; t++) {
+		float *d = dp + (size_t)t * C;
+		for (int b = 0; b < B; b++) {
+			const float *g = dy + ((size_t)b * T + t) * C;
+			#pragma omp simd
+			for (int c = 0; c < C; c++)
+				d[c] += g[c];
+		}
+	}
+}
+
+/* ---- attention ---- */
+
+/* Queries by keys of a tile: 64 x 64 keeps a tile of scores (16 KiB) and
+ * the GEMM's panels in L1 and L2 for head sizes up to 128. */
+#define TQ 64
+#define TK 64
+
+static int min_i(int a, int b)
+{
+	return a < b ? a : b;
+}
+
+/* How many of the tile's nk keys (from j0) query i may see */
+static int keys_seen(int i, int j0, int nk, int causal)
+{
+	int lim = causal ? i - j0 + 1 : nk;
+	return lim < 0 ? 0 : lim > nk ? nk : lim;
+}
+
+__attribute__((target_clones("avx2", "default")))
+static float row_max(const float *s, int n)
+{
+	float m = -INFINITY;
+	#pragma omp simd reduction(max:m)
+	for (int c = 0; c < n; c++)
+		m = s[c] > m ? s[c] : m;
+	return m;
+}
+
+/* exp(x) for the x <= 0 of a score less its row's maximum (or lse), in
+ * a form the compiler vectorises (expf is a call per element): 2^n e^f
+ * with n = round(x log2 e), |f| <= ln 2 / 2, e^f by its degree-6 Taylor
+ * polynomial (within 3 ulp of exp over [-87, 1]); below -87 it is 0, as
+ * expf's underflow nearly is. */
+static inline float exp_neg(float x)
+{
+	float t = x * 1.44269504088896341f;
+	float n = (t + 12582912.0f) - 12582912.0f;	/* round to nearest */
+	float f = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
+	float p = 1.0f / 720.0f;
+	uint32_t bits;
+	float two_n;
+	p = p * f + 1.0f / 120.0f;
+	p = p * f + 1.0f / 24.0f;
+	p = p * f + 1.0f / 6.0f;
+	p = p * f + 0.5f;
+	p = p * f + 1.0f;
+	p = p * f + 1.0f;
+	n = n < -126.0f ? -126.0f : n;
+	bits = (uint32_t)((int32_t)n + 127) << 23;
+	memcpy(&two_n, &bits, sizeof(two_n));
+	return x < -87.0f ? 0.0f : p * two_n;
+}
+
+/* s[c] = exp(s[c] - m) for c < lim, 0 from lim to nk; returns their sum */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static float exp_row(float *s, int lim, int nk, float m)
+{
+	float sum = 0.0f;
+	#pragma omp simd reduction(+:sum)
+	for (int c = 0; c < lim; c++) {
+		s[c] = exp_neg(s[c] - m);
+		sum += s[c];
+	}
+	for (int c = lim; c < nk; c++)
+		s[c] = 0.0f;
+	return sum;
+}
+
+__attribute__((target_clones("avx2", "default")))
+static void scale_row(float *x, int n, float a)
+{
+	#pragma omp simd
+	for (int c = 0; c < n; c++)
+		x[c] *= a;
+}
+
+/* One tile of nq queries from i0 of one (batch, head): q, k and v point
+ * at row 0 of the head's columns in qkv (rows ld floats apart), o at row
+ * i0 of its columns in out (rows C apart), lse at row i0 of its [T].
+ * o accumulates the weighted values, rescaled whenever a row's running
+ * maximum grows, and is divided by the running sum at the end. */
+static void attn_forward_tile(const float *q, const float *k, const float *v, float *o,
+			      float *lse, int T, int C, int D, int i0, int nq, int causal,
+			      float scale)
+{
+	float s[TQ * TK] __attribute__((aligned(64)));
+	float m[TQ], l[TQ];
+	size_t ld = (size_t)3 * C;
+	int kend = causal ? i0 + nq : T;
+	for (int r = 0; r < nq; r++) {
+		m[r] = -INFINITY;
+		l[r] = 0.0f;
+		memset(o + (size_t)r * C, 0, (size_t)D * sizeof(*o));
+	}
+	for (int j0 = 0; j0 < kend; j0 += TK) {
+		int nk = min_i(TK, kend - j0);
+		dlt_cpu_sgemm(DLT_PREC_F32, 0, 1, nq, nk, D, scale, q + i0 * ld, (int)ld,
+			      k + j0 * ld, (int)ld, 0.0f, s, TK);
+		for (int r = 0; r < nq; r++) {
+			float *sr = s + r * TK, mx, alpha;
+			int lim = keys_seen(i0 + r, j0, nk, causal);
+			if (!lim) {
+				memset(sr, 0, (size_t)nk * sizeof(*sr));
+				continue;
+			}
+			mx = row_max(sr, lim);
+			mx = mx > m[r] ? mx : m[r];
+			alpha = expf(m[r] - mx);
+			l[r] = l[r] * alpha + exp_row(sr, lim, nk, mx);
+			if (alpha != 1.0f)
+				scale_row(o + (size_t)r * C, D, alpha);
+			m[r] = mx;
+		}
+		dlt_cpu_sgemm(DLT_PREC_F32, 0, 0, nq, D, nk, 1.0f, s, TK, v + j0 * ld, (int)ld,
+			      1.0f, o, C);
+	}
+	for (int r = 0; r < nq; r++) {
+		scale_row(o + (size_t)r * C, D, 1.0f / l[r]);
+		lse[r] = m[r] + logf(l[r]);
+	}
+}
+
+void dlt_cpu_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C,
+			       int H, int causal)
+{
+	int D = C / H, tiles = (T + TQ - 1) / TQ;
+	long tasks = (long)B * H * tiles;
+	float scale = (float)(1.0 / sqrt(D));
+	#pragma omp parallel for schedule(dynamic)
+	for (long task = 0; task < tasks; task++) {
+		int b = (int)(task / ((long)H * tiles)), h = (int)(task / tiles % H);
+		int i0 = (int)(task % tiles) * TQ;
+		const float *q = qkv + (size_t)b * T * 3 * C + (size_t)h * D;
+		attn_forward_tile(q, q + C, q + 2 * C,
+				  out + ((size_t)b * T + i0) * C + (size_t)h * D,
+				  lse + ((size_t)b * H + h) * T + i0, T, C, D, i0,
+				  min_i(TQ, T - i0), causal, scale);
+	}
+}
+
+__attribute__((target_clones("avx2", "default")))
+static float dot_f(const float *a, const float *b, int n)
+{
+	float s = 0.0f;
+	#pragma omp simd reduction(+:s)
+	for (int c = 0; c < n; c++)
+		s += a[c] * b[c];
+	return s;
+}
+
+/* dS = P (dP - D_i), in place of dP */
+__attribute__((target_clones("avx2", "default")))
+static void ds_row(const float *p, float *dp, int n, float di)
+{
+	#pragma omp simd
+	for (int c = 0; c < n; c++)
+		dp[c] = p[c] * (dp[c] - di);
+}
+
+/* One (batch, head): q, o and g (dout) at its row 0; dq at row 0 of its
+ * columns in dqkv, dk and dv C and 2 C further.  Query tiles outside, key
+ * tiles inside: P and dS of a tile, then dv_j += P^T dout_i,
+ * dq_i += scale dS k_j, dk_j += scale dS^T q_i, all in this task's
+ * columns, in this fixed order. */
+static void attn_backward_head(const float *q, const float *o, const float *g,
+			       const float *lse, float *dq, int T, int C, int D, int causal,
+			       float scale)
+{
+	float s[TQ * TK] __attribute__((aligned(64))), dp[TQ * TK] __attribute__((aligned(64)));
+	float di[TQ];
+	size_t ld = (size_t)3 * C;
+	const float *k = q + C, *v = q + 2 * C;
+	float *dk = dq + C, *dv = dq + 2 * C;
+	for (int t = 0; t < T; t++)
+		for (int part = 0; part < 3; part++)
+			memset(dq + t * ld + (size_t)part * C, 0, (size_t)D * sizeof(*dq));
+	for (int i0 = 0; i0 < T; i0 += TQ) {
+		int nq = min_i(TQ, T - i0), kend = causal ? i0 + nq : T;
+		for (int r = 0; r < nq; r++)
+			di[r] = dot_f(g + (size_t)(i0 + r) * C, o + (size_t)(i0 + r) * C, D);
+		for (int j0 = 0; j0 < kend; j0 += TK) {
+			int nk = min_i(TK, kend - j0);
+			dlt_cpu_sgemm(DLT_PREC_F32, 0, 1, nq, nk, D, scale, q + i0 * ld, (int)ld,
+				      k + j0 * ld, (int)ld, 0.0f, s, TK);
+			for (int r = 0; r < nq; r++)
+				exp_row(s + r * TK, keys_seen(i0 + r, j0, nk, causal), nk,
+					lse[i0 + r]);
+			dlt_cpu_sgemm(DLT_PREC_F32, 0, 1, nq, nk, D, 1.0f, g + (size_t)i0 * C, C,
+				      v + j0 * ld, (int)ld, 0.0f, dp, TK);
+			for (int r = 0; r < nq; r++)
+				ds_row(s + r * TK, dp + r * TK, nk, di[r]);
+			dlt_cpu_sgemm(DLT_PREC_F32, 1, 0, nk, D, nq, 1.0f, s, TK, g + (size_t)i0 * C,
+				      C, 1.0f, dv + j0 * ld, (int)ld);
+			dlt_cpu_sgemm(DLT_PREC_F32, 0, 0, nq, D, nk, scale, dp, TK, k + j0 * ld,
+				      (int)ld, 1.0f, dq + i0 * ld, (int)ld);
+			dlt_cpu_sgemm(DLT_PREC_F32, 1, 0, nk, D, nq, scale, dp, TK, q + i0 * ld,
+				      (int)ld, 1.0f, dk + j0 * ld, (int)ld);
+		}
+	}
+}
+
+void dlt_cpu_attention_backward(const float *qkv, const float *out, const float *dout,
+				const float *lse, float *dqkv, int B, int T, int C, int H,
+				int causal)
+{
+	int D = C / H;
+	float scale = (float)(1.0 / sqrt(D));
+	#pragma omp parallel for schedule(dynamic)
+	for (int bh = 0; bh < B * H; bh++) {
+		int b = bh / H, h = bh % H;
+		size_t row = (size_t)b * T, col = (size_t)h * D;
+		attn_backward_head(qkv + row * 3 * C + col, out + row * C + col,
+				   dout + row * C + col, lse + (size_t)bh * T,
+				   dqkv + row * 3 * C + col, T, C, D, causal, scale);
+	}
+}

@@ -1,0 +1,581 @@
+/* Inference: the model of a file on a backend; generation over a KV cache
+ * and scoring for language models (infer.h says how). */
+#define _GNU_SOURCE	/* qsort_r */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer/infer.h"
+#include "kernels/common/math.h"
+#include "kernels/cpu/threads.h"
+#include "nn/model.h"
+#include "train/ckpt.h"
+
+struct dlt_infer {
+	char *path;
+	dlt_ckpt k;
+	dlt_config c;
+	int have_c;
+	dlt_dataset like;
+	dlt_model m;
+	int have_m;
+	dlt_tokenizer *tok;
+	int lm;			/* the config's first layer is an embedding */
+	int T;			/* positions a forward pass (language models) */
+	uint32_t V;		/* outputs a position */
+	uint32_t n_sample;	/* ids sampled from: the vocabulary, or the
+				 * tokenizer's when it is smaller */
+	int cache;		/* every op runs a row at a time (run_rows) */
+	float *logits;		/* host: V, the last position's */
+	float *rows;		/* host: T x V, a scored window's */
+	int32_t *in;		/* host: T x max_batch ids */
+	uint32_t *cand;		/* V: top-k's candidates */
+	double *w;		/* V: their weights */
+};
+
+int dlt_infer_open(dlt_infer **out, const char *path)
+{
+	dlt_infer *x = dlt_calloc(1, sizeof(*x));
+	int rc;
+
+	*out = NULL;
+	if (!x)
+		return DLT_ENOMEM;
+	if (!(x->path = dlt_strdup(path))) {
+		free(x);
+		return DLT_ENOMEM;
+	}
+	DLT_TRY(dlt_ckpt_open(&x->k, path, &x->c));
+	x->have_c = 1;
+	DLT_TRY(dlt_ckpt_input(&x->k, &x->like));
+	x->lm = x->c.n_layers > 0 && x->c.layers[0].kind == DLT_LAYER_EMBEDDING;
+	if (x->lm) {
+		x->T = x->like.features;
+		x->V = (uint32_t)x->like.n_classes;
+		/* a file without one (weights imported, say): the bytes */
+		if (dlt_jval_get(&x->k.meta, "tokenizer"))
+			DLT_TRY(dlt_tokenizer_read(&x->tok, x->k.a));
+		else
+			DLT_TRY(dlt_tokenizer_bytes(&x->tok));
+	}
+	*out = x;
+	return 0;
+fail:
+	dlt_infer_close(x);
+	return rc;
+}
+
+void dlt_infer_close(dlt_infer *x)
+{
+	if (!x)
+		return;
+	if (x->have_m)
+		dlt_model_free(&x->m);
+	dlt_ckpt_close(&x->k);
+	if (x->have_c)
+		dlt_config_free(&x->c);
+	dlt_dataset_free(&x->like);
+	dlt_tokenizer_free(x->tok);
+	free(x->logits);
+	free(x->rows);
+	free(x->in);
+	free(x->cand);
+	free(x->w);
+	free(x->path);
+	free(x);
+}
+
+const dlt_dataset *dlt_infer_input(const dlt_infer *x)
+{
+	return &x->like;
+}
+
+dlt_model *dlt_infer_model(dlt_infer *x)
+{
+	return x->have_m ? &x->m : NULL;
+}
+
+int dlt_infer_class_row(const float *logits, int k, float *probs)
+{
+	int pred;
+	dlt_softmax_xent_row(logits, k, -1, 1.0f, probs, &pred);
+	return pred;
+}
+
+const dlt_tokenizer *dlt_infer_tokenizer(const dlt_infer *x)
+{
+	return x->tok;
+}
+
+int dlt_infer_context(const dlt_infer *x)
+{
+	return x->T;
+}
+
+uint32_t dlt_infer_vocab(const dlt_infer *x)
+{
+	return x->V;
+}
+
+/* Whether op l runs a row at a time in run_rows: the per-position ops
+ * of a sequence, and attention over the cache */
+static int row_op(const dlt_model *m, const dlt_layer *l)
+{
+	switch (l->kind) {
+	case DLT_LAYER_EMBEDDING:
+	case DLT_LAYER_POSITIONAL:
+	case DLT_LAYER_LAYERNORM:
+	case DLT_LAYER_DENSE:
+	case DLT_LAYER_DROPOUT:
+	case DLT_LAYER_RELU:
+	case DLT_LAYER_LEAKY_RELU:
+	case DLT_LAYER_GELU:
+	case DLT_LAYER_TANH:
+	case DLT_LAYER_SIGMOID:
+	case DLT_OP_FORK:
+	case DLT_OP_ADD:
+		return 1;
+	case DLT_LAYER_ATTENTION:
+		return m->be->attention_decode != NULL;
+	default:	/* conv, pools, batchnorm, flatten: not per position */
+		return 0;
+	}
+}
+
+/* Why the model is not a language model, as an error when report;
+ * 0 when it is one (as far as can be told before it is loaded). */
+static int lm_check(const dlt_infer *x, int report)
+{
+	const dlt_model *m = &x->m;
+	if (!x->lm)
+		return report ? dlt_error(DLT_EINPUT, "%s: not a token model (its first layer is "
+					  "not an embedding)", x->path) : -1;
+	if (x->like.sample.h != 1 || x->like.sample.w != 1)
+		return report ? dlt_error(DLT_EINPUT, "%s: a token model's input must be [T], not "
+					  "[%d, %d, %d]", x->path, x->like.sample.c,
+					  x->like.sample.h, x->like.sample.w) : -1;
+	if (!x->have_m)
+		return 0;
+	for (int i = 0; i < m->n_layers; i++)
+		if (m->layers[i].kind == DLT_LAYER_ATTENTION && !m->layers[i].causal)
+			return report ? dlt_error(DLT_EINPUT, "%s: its attention (layer %d) is not "
+						  "causal: each position sees the ones after it",
+						  x->path, m->layers[i].index) : -1;
+	if (m->out_rows != (int)m->t[0].n)
+		return report ? dlt_error(DLT_EINPUT, "%s: its outputs are not per position (%d "
+					  "rows for %zu tokens)", x->path, m->out_rows,
+					  m->t[0].n) : -1;
+	return 0;
+}
+
+int dlt_infer_need_lm(const dlt_infer *x)
+{
+	return lm_check(x, 1);
+}
+
+/* The buffers of a language model's generation and scoring; none for a
+ * model that takes tokens but is not one (a classifier of sequences) */
+static int lm_setup(dlt_infer *x)
+{
+	dlt_model *m = &x->m;
+	uint32_t tv = dlt_tokenizer_vocab(x->tok);
+	size_t tv_floats;
+
+	if (lm_check(x, 0) < 0)
+		return 0;
+	x->n_sample = tv < x->V ? tv : x->V;
+	x->cache = 1;
+	for (int i = 0; i < m->n_layers; i++)
+		x->cache &= row_op(m, &m->layers[i]);
+	if (!dlt_mul_ok((size_t)x->T, (size_t)x->V, &tv_floats))
+		return dlt_error(DLT_ENOMEM, "%s: %d x %u logits are too many", x->path, x->T, x->V);
+	if (!(x->logits = dlt_malloc((size_t)x->V * sizeof(float))) ||
+	    !(x->rows = dlt_malloc(tv_floats * sizeof(float))) ||
+	    !(x->in = dlt_calloc((size_t)x->T * m->max_batch, sizeof(int32_t))) ||
+	    !(x->cand = dlt_malloc((size_t)x->V * sizeof(uint32_t))) ||
+	    !(x->w = dlt_malloc((size_t)x->V * sizeof(double))))
+		return DLT_ENOMEM;
+	return 0;
+}
+
+int dlt_infer_load(dlt_infer *x, const dlt_backend *be, int max_batch, int threads)
+{
+	if (threads > 0)
+		dlt_cpu_set_threads(threads);
+	DLT_TRY_RC(dlt_model_init(&x->m, &x->c, be, x->like.sample, x->like.n_classes,
+				  max_batch));
+	x->have_m = 1;
+	DLT_TRY_RC(dlt_model_read(&x->m, x->k.a));
+	dlt_ckpt_close(&x->k);	/* all read: the weights are in the model */
+	memset(&x->k, 0, sizeof(x->k));
+	return x->lm ? lm_setup(x) : 0;
+}
+
+int dlt_infer_encode(const dlt_infer *x, const void *text, size_t len, uint32_t **ids,
+		     size_t *n)
+{
+	uint32_t *out = dlt_malloc((len ? len : 1) * sizeof(*out));
+	int rc;
+
+	*ids = NULL;
+	*n = 0;
+	if (!out)
+		return DLT_ENOMEM;
+	DLT_TRY(dlt_tokenizer_encode(x->tok, text, len, DLT_U32, out, n));
+	for (size_t i = 0; i < *n; i++)
+		if (out[i] >= x->V) {
+			rc = dlt_error(DLT_EINPUT, "%s: token %zu of the text is id %u, beyond the "
+				       "model's vocabulary of %u", x->path, i, out[i], x->V);
+			goto fail;
+		}
+	*ids = out;
+	return 0;
+fail:
+	free(out);
+	*n = 0;
+	return rc;
+}
+
+/* ---- the model a row at a time ---- */
+
+/* Floats a position of tensor i (ids: 1) */
+static size_t width(const dlt_model *m, int i)
+{
+	return i == 0 ? 1 : m->t[i].n / (size_t)m->t[i].rows;
+}
+
+static const float *pw(const dlt_model *m, int k)
+{
+	return k >= 0 ? m->dev_w + m->params[k].off : NULL;
+}
+
+/* Op l on positions [r0, r1) of batch row 0, the positions before r0
+ * done already (the cache): forward_op's arithmetic on those rows.
+ * Returns the tensor it wrote, -1 if none. */
+static int row_forward(dlt_model *m, dlt_layer *l, int r0, int r1)
+{
+	const dlt_backend *be = m->be;
+	int n = r1 - r0, win = (int)width(m, l->in), wout = (int)width(m, l->out);
+	const float *x = dlt_tensor_a(m, l->in) + (size_t)r0 * win;
+	float *y = dlt_tensor_a(m, l->out) + (size_t)r0 * wout;
+
+	switch (l->kind) {
+	case DLT_LAYER_EMBEDDING:
+		be->embedding_forward((const int32_t *)x, pw(m, l->w), y, n,
+				      (int)m->params[l->w].dims[1], (int)m->params[l->w].dims[0]);
+		break;
+	case DLT_LAYER_POSITIONAL:
+		be->positional_forward(x, pw(m, l->w) + (size_t)r0 * win, y, 1, n, win);
+		break;
+	case DLT_LAYER_LAYERNORM:
+		be->layernorm_forward(x, pw(m, l->w), pw(m, l->b), y, l->mean + r0,
+				      l->invstd + r0, n, win, l->eps);
+		break;
+	case DLT_LAYER_DENSE:
+		be->gemm(m->prec, 0, 1, n, wout, win, 1.0f, x, win, pw(m, l->w), win, 0.0f, y, wout);
+		if (l->b >= 0 || l->act != DLT_ACT_NONE)
+			be->bias_act(y, pw(m, l->b), n, wout, l->act, l->slope);
+		break;
+	case DLT_LAYER_ATTENTION: {
+		int C = win;
+		float *qkv = l->qkv + (size_t)r0 * 3 * C, *att = l->att + (size_t)r0 * C;
+		be->gemm(m->prec, 0, 1, n, 3 * C, C, 1.0f, x, C, pw(m, l->w), C, 0.0f, qkv, 3 * C);
+		be->bias_act(qkv, pw(m, l->b), n, 3 * C, DLT_ACT_NONE, 0.0f);
+		be->attention_decode(l->qkv, att, r0, n, C, l->heads);
+		be->gemm(m->prec, 0, 1, n, C, C, 1.0f, att, C, pw(m, l->w2), C, 0.0f, y, C);
+		be->bias_act(y, pw(m, l->b2), n, C, DLT_ACT_NONE, 0.0f);
+		break;
+	}
+	case DLT_LAYER_DROPOUT:	/* evaluation: the identity */
+		be->copy(y, x, (size_t)n * win * sizeof(*y));
+		break;
+	case DLT_OP_FORK:
+		return -1;
+	case DLT_OP_ADD:
+		be->add(x, dlt_tensor_a(m, l->in2) + (size_t)r0 * win, y, (size_t)n * win);
+		break;
+	default:	/* an activation */
+		if (l->fused)
+			return -1;
+		be->act_forward(x, y, (size_t)n * win, l->act, l->slope);
+	}
+	return l->out;
+}
+
+/* The model on positions [r0, r1) of batch row 0, whose ids are in the
+ * input; the logits of position r1 - 1 to x->logits. */
+static void run_rows(dlt_infer *x, int r0, int r1)
+{
+	dlt_model *m = &x->m;
+	for (int i = 0; i < m->n_layers; i++) {
+		int t = row_forward(m, &m->layers[i], r0, r1);
+		size_t w;
+		if (t < 0 || m->prec == DLT_PREC_F32)
+			continue;
+		w = width(m, t);
+		m->be->round(dlt_tensor_a(m, t) + (size_t)r0 * w, (size_t)(r1 - r0) * w, m->prec);
+	}
+	m->be->download(x->logits, dlt_tensor_a(m, m->n_t - 1) + (size_t)(r1 - 1) * x->V,
+			x->V * sizeof(float));
+}
+
+/* ids[0..n) to positions [r0, r0 + n) of the input's batch row 0 */
+static void put_ids(dlt_infer *x, const uint32_t *ids, int r0, int n)
+{
+	for (int i = 0; i < n; i++)
+		x->in[i] = (int32_t)ids[i];
+	x->m.be->upload((int32_t *)dlt_model_input(&x->m) + r0, x->in, (size_t)n * sizeof(int32_t));
+}
+
+/* The reference: the whole model over the window ids[0..n), n <= T,
+ * padded with id 0; the logits of position n - 1. */
+static int run_window(dlt_infer *x, const uint32_t *ids, int n)
+{
+	dlt_model *m = &x->m;
+	for (int i = 0; i < x->T; i++)
+		x->in[i] = i < n ? (int32_t)ids[i] : 0;
+	m->be->upload(dlt_model_input(m), x->in, (size_t)x->T * sizeof(int32_t));
+	if (!dlt_model_forward(m, 1, 0, 0))
+		return DLT_EINPUT;
+	m->be->download(x->logits, dlt_tensor_a(m, m->n_t - 1) + (size_t)(n - 1) * x->V,
+			x->V * sizeof(float));
+	return 0;
+}
+
+/* ---- sampling ---- */
+
+/* NaN logits (a diverged model) are never picked over a number */
+static float key(float v)
+{
+	return isnan(v) ? -INFINITY : v;
+}
+
+/* Whether token a comes before token b: the larger logit, then the
+ * smaller id (a total order, so the top k are one set) */
+static int before(const float *z, uint32_t a, uint32_t b)
+{
+	float za = key(z[a]), zb = key(z[b]);
+	return za > zb || (za == zb && a < b);
+}
+
+static int by_logit(const void *pa, const void *pb, void *ctx)
+{
+	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+	return a == b ? 0 : before(ctx, a, b) ? -1 : 1;
+}
+
+static void swap_u32(uint32_t *a, uint32_t *b)
+{
+	uint32_t t = *a;
+	*a = *b;
+	*b = t;
+}
+
+/* Puts the first k of idx[0..n) (in before's order) in idx[0..k), in
+ * that order: a quickselect, then a sort of the k alone. */
+static void select_top(const float *z, uint32_t *idx, size_t n, size_t k)
+{
+	size_t lo = 0, hi = n;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2, store = lo;
+		/* the median of three to the end, as the pivot */
+		if (before(z, idx[mid], idx[lo]))
+			swap_u32(&idx[mid], &idx[lo]);
+		if (before(z, idx[hi - 1], idx[lo]))
+			swap_u32(&idx[hi - 1], &idx[lo]);
+		if (before(z, idx[mid], idx[hi - 1]))
+			swap_u32(&idx[mid], &idx[hi - 1]);
+		for (size_t i = lo; i < hi - 1; i++)
+			if (before(z, idx[i], idx[hi - 1]))
+				swap_u32(&idx[i], &idx[store++]);
+		swap_u32(&idx[store], &idx[hi - 1]);
+		if (k == store || k == store + 1)
+			break;
+		if (k < store)
+			hi = store;
+		else
+			lo = store + 1;
+	}
+	qsort_r(idx, k, sizeof(*idx), by_logit, (void *)z);
+}
+
+/* A uniform double in [0, 1), 53 bits of Philox(seed, position) */
+static double uniform(uint64_t seed, uint64_t pos)
+{
+	dlt_rng r;
+	uint64_t a, b;
+	dlt_rng_init(&r, seed, pos);
+	a = dlt_rng_u32(&r) >> 5;
+	b = dlt_rng_u32(&r) >> 6;
+	return ((double)a * 67108864.0 + (double)b) / 9007199254740992.0;
+}
+
+/* The token after position pos - 1, from x->logits */
+static uint32_t pick(dlt_infer *x, const dlt_sampling *s, uint64_t pos)
+{
+	const float *z = x->logits;
+	size_t n = x->n_sample, k = n;
+	double total = 0, u, mx;
+	uint32_t best = 0;
+
+	if (s->temperature == 0) {
+		for (uint32_t j = 1; j < n; j++)
+			if (before(z, j, best))
+				best = j;
+		return best;
+	}
+	for (uint32_t j = 0; j < n; j++)
+		x->cand[j] = j;
+	if (s->top_k > 0 && (size_t)s->top_k < n) {
+		k = (size_t)s->top_k;
+		select_top(z, x->cand, n, k);
+	}
+	mx = -INFINITY;
+	for (size_t i = 0; i < k; i++)
+		mx = fmax(mx, key(z[x->cand[i]]));
+	for (size_t i = 0; i < k; i++) {
+		float v = key(z[x->cand[i]]);
+		x->w[i] = v == -INFINITY ? 0 : exp(((double)v - mx) / s->temperature);
+		total += x->w[i];
+	}
+	u = uniform(s->seed, pos) * total;
+	for (size_t i = 0; i < k; i++) {
+		if (u < x->w[i])
+			return x->cand[i];
+		u -= x->w[i];
+	}
+	/* rounding left u past the last: the last of weight > 0 */
+	for (size_t i = k; i-- > 0;)
+		if (x->w[i] > 0)
+			return x->cand[i];
+	return x->cand[0];
+}
+
+/* log softmax(z)[id], in double */
+static double logprob(const float *z, uint32_t V, uint32_t id)
+{
+	double mx = -INFINITY, sum = 0;
+	for (uint32_t j = 0; j < V; j++)
+		mx = fmax(mx, key(z[j]));
+	for (uint32_t j = 0; j < V; j++)
+		sum += exp((double)key(z[j]) - mx);
+	return (double)z[id] - mx - log(sum);
+}
+
+static int check_ids(const dlt_infer *x, const uint32_t *ids, size_t n, const char *what)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] >= x->V)
+			return dlt_error(DLT_EINPUT, "%s: token %zu of the %s is id %u, beyond the "
+					 "model's vocabulary of %u", x->path, i, what, ids[i], x->V);
+	return 0;
+}
+
+static int lm_ready(const dlt_infer *x)
+{
+	if (!x->have_m)
+		return dlt_error(DLT_EINPUT, "%s: the model is not loaded", x->path);
+	return dlt_infer_need_lm(x);
+}
+
+int dlt_infer_generate(dlt_infer *x, const uint32_t *prompt, size_t n, size_t n_new,
+		       const dlt_sampling *s, dlt_infer_token_fn fn, void *arg)
+{
+	const int T = x->T;
+	uint32_t *seq;
+	size_t len = n, cached = 0;	/* positions of the cache filled */
+	int rc = 0;
+
+	DLT_TRY_RC(lm_ready(x));
+	if (n == 0)
+		return dlt_error(DLT_EINPUT, "an empty prompt: give at least one token");
+	if (!(s->temperature >= 0) || !isfinite(s->temperature) || s->top_k < 0)
+		return dlt_error(DLT_EINPUT, "bad sampling: temperature %g, top-k %d",
+				 s->temperature, s->top_k);
+	DLT_TRY_RC(check_ids(x, prompt, n, "prompt"));
+	if (n_new == 0)
+		return 0;
+	if (n + n_new < n || !(seq = dlt_calloc(n + n_new, sizeof(*seq))))
+		return DLT_ENOMEM;
+	memcpy(seq, prompt, n * sizeof(*seq));
+	for (size_t i = 0; i < n_new; i++) {
+		size_t start = len > (size_t)T ? len - (size_t)T : 0, w = len - start;
+		uint32_t id;
+		const uint8_t *bytes;
+		size_t blen;
+		if (s->recompute || !x->cache) {
+			DLT_TRY(run_window(x, seq + start, (int)w));
+		} else if (start == 0 && cached > 0) {
+			/* one position more: the cache holds the ones before */
+			put_ids(x, seq + len - 1, (int)cached, 1);
+			run_rows(x, (int)cached, (int)len);
+			cached = len;
+		} else {
+			/* the prompt, or a window that moved: its positions shift */
+			put_ids(x, seq + start, 0, (int)w);
+			run_rows(x, 0, (int)w);
+			cached = w;
+		}
+		if (dlt_model_error(&x->m)) {
+			rc = dlt_error(DLT_EIO, "%s: %s", x->m.be->name, dlt_model_error(&x->m));
+			goto fail;
+		}
+		id = pick(x, s, len);
+		seq[len++] = id;
+		bytes = dlt_tokenizer_token(x->tok, id, &blen);
+		DLT_TRY(fn(arg, id, bytes, blen, logprob(x->logits, x->V, id)));
+	}
+	rc = 0;
+fail:
+	free(seq);
+	return rc;
+}
+
+const float *dlt_infer_logits(const dlt_infer *x)
+{
+	return x->logits;
+}
+
+/* ---- scoring ---- */
+
+int dlt_infer_score(dlt_infer *x, const uint32_t *ids, size_t n, uint64_t bytes, dlt_score *r)
+{
+	const int T = x->T;
+	dlt_model *m = &x->m;
+	size_t windows, V = x->V;
+	double nats = 0;
+
+	memset(r, 0, sizeof(*r));
+	DLT_TRY_RC(lm_ready(x));
+	if (n < 2)
+		return dlt_error(DLT_EINPUT, "%zu token%s: nothing to score (at least 2: each "
+				 "token after the first is predicted)", n, n == 1 ? "" : "s");
+	DLT_TRY_RC(check_ids(x, ids, n, "text"));
+	windows = (n - 2) / (size_t)T + 1;
+	for (size_t w0 = 0; w0 < windows; w0 += (size_t)m->max_batch) {
+		int b = windows - w0 < (size_t)m->max_batch ? (int)(windows - w0) : m->max_batch;
+		const float *out;
+		for (int i = 0; i < b; i++)
+			for (int t = 0; t < T; t++) {
+				size_t at = (w0 + (size_t)i) * T + (size_t)t;
+				x->in[(size_t)i * T + t] = at < n ? (int32_t)ids[at] : 0;
+			}
+		m->be->upload(dlt_model_input(m), x->in, (size_t)b * T * sizeof(int32_t));
+		if (!(out = dlt_model_forward(m, b, 0, 0)))
+			return DLT_EINPUT;
+		for (int i = 0; i < b; i++) {
+			size_t first = (w0 + (size_t)i) * T;
+			int rows = n - 1 - first < (size_t)T ? (int)(n - 1 - first) : T;
+			m->be->download(x->rows, out + (size_t)i * T * V, (size_t)rows * V * sizeof(float));
+			for (int t = 0; t < rows; t++)
+				nats -= logprob(x->rows + (size_t)t * V, x->V, ids[first + t + 1]);
+		}
+		if (dlt_model_error(m))
+			return dlt_error(DLT_EIO, "%s: %s", m->be->name, dlt_model_error(m));
+	}
+	r->nats = nats;
+	r->predicted = n - 1;
+	r->loss = nats / (double)(n - 1);
+	r->bpb = bytes ? r->loss / log(2.0) / ((double)bytes / (double)n) : NAN;
+	return 0;
+}
