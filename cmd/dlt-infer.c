@@ -16,9 +16,9 @@
 static const char prog[] = "dlt-infer";
 
 static const char usage[] =
-	"usage: dlt-infer -m CKPT [-o OUT] [--format csv|jsonl] [--probs] [--threshold T] [-b N] [-q] DATA\n"
-	"       dlt-infer -m CKPT --generate N [--temperature T] [--top-k K] [--seed S] [--json] [-o OUT] [PROMPT|-]\n"
-	"       dlt-infer -m CKPT --score FILE|- [--json] [-b N] [-o OUT]\n"
+	"usage: dlt-infer -m CKPT [-o OUT] [--format csv|jsonl] [--probs] [--threshold T] [-b N] [--device D] [-q] DATA\n"
+	"       dlt-infer -m CKPT --generate N [--temperature T] [--top-k K] [--seed S] [--json] [--device D] [-o OUT] [PROMPT|-]\n"
+	"       dlt-infer -m CKPT --score FILE|- [--json] [-b N] [--device D] [-o OUT]\n"
 	"\n"
 	"  -m, --model CKPT    the model: RUNDIR/model.dlt or a checkpoint\n"
 	"  -o, --output FILE   write the predictions to FILE (default: stdout)\n"
@@ -28,6 +28,8 @@ static const char usage[] =
 	"                      above T, 0 < T < 1 (default 0.5)\n"
 	"  -b, --batch N       samples per forward pass (default 256; --score: 8\n"
 	"                      windows)\n"
+	"      --device D      cpu, cuda or cuda:N (default: the model's GPU where it\n"
+	"                      is there, else the CPU)\n"
 	"  -q, --quiet         no metrics line on stderr\n"
 	"  -g, --generate N    a language model: N tokens after PROMPT (text; - reads\n"
 	"                      it from stdin; none: from the end-of-text token),\n"
@@ -45,7 +47,7 @@ static const char usage[] =
 	"DATA is a dataset archive (dlt-prep), - for stdin.\n";
 
 enum { OPT_FORMAT = 256, OPT_PROBS, OPT_THRESHOLD, OPT_VERSION, OPT_TEMPERATURE, OPT_TOP_K,
-       OPT_SEED, OPT_SCORE, OPT_JSON };
+       OPT_SEED, OPT_SCORE, OPT_JSON, OPT_DEVICE };
 
 static const struct option longopts[] = {
 	{ "model", required_argument, NULL, 'm' },
@@ -53,6 +55,7 @@ static const struct option longopts[] = {
 	{ "format", required_argument, NULL, OPT_FORMAT },
 	{ "probs", no_argument, NULL, OPT_PROBS },
 	{ "threshold", required_argument, NULL, OPT_THRESHOLD },
+	{ "device", required_argument, NULL, OPT_DEVICE },
 	{ "batch", required_argument, NULL, 'b' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "generate", required_argument, NULL, 'g' },
@@ -77,6 +80,7 @@ static const struct option longopts[] = {
 
 struct args {
 	const char *model, *out, *data;
+	const char *device;	/* NULL: the model's own */
 	int jsonl, probs, quiet, help, version, json;
 	int batch, batch_set;
 	double threshold;
@@ -144,6 +148,7 @@ static int parse_args(struct args *a, int argc, char **argv)
 			a->batch_set = 1;
 			break;
 		case 'q': a->quiet = 1; break;
+		case OPT_DEVICE: a->device = optarg; break;
 		case 'g':
 			if (dlt_parse_i64(optarg, 1, MAX_GENERATE, &a->generate, "--generate") < 0)
 				return cli_usage(prog, "%s", dlt_errmsg());
@@ -349,6 +354,7 @@ typedef struct infer {
 	uint32_t *order;	/* the batch's samples */
 	void *labels;		/* and their targets */
 	float *probs;		/* one row of softmax */
+	float *xh, *logits;	/* a batch's inputs and outputs in host memory (a GPU's) */
 	dlt_ofile out;
 	long long correct;
 	dlt_loss loss;		/* the model's task */
@@ -358,6 +364,7 @@ typedef struct infer {
 /* Model and data, checked against each other. */
 static int setup(infer *s, const struct args *a)
 {
+	const dlt_backend *be;
 	int threads, batch;
 
 	if ((threads = dlt_env_threads()) < 0)
@@ -368,8 +375,13 @@ static int setup(infer *s, const struct args *a)
 	DLT_TRY_RC(check_data(&s->data, s->like));
 	DLT_TRY_RC(dlt_dataset_use_stats(&s->data, s->like));
 	batch = (size_t)a->batch < s->data.n ? a->batch : (int)s->data.n;
-	DLT_TRY_RC(dlt_infer_load(s->x, dlt_backend_cpu(), batch, threads));
+	DLT_TRY_RC(dlt_infer_backend(s->x, a->device, &be));
+	DLT_TRY_RC(dlt_infer_load(s->x, be, batch, threads));
 	s->m = dlt_infer_model(s->x);
+	if (!be->host &&
+	    (!(s->xh = dlt_malloc((size_t)batch * s->like->features * sizeof(float))) ||
+	     !(s->logits = dlt_malloc((size_t)batch * s->like->n_classes * sizeof(float)))))
+		return DLT_ENOMEM;
 	DLT_TRY_RC(dlt_loss_init(&s->loss, s->like->task, s->like->n_classes, 0, 0, a->model));
 	s->loss.t_mean = s->like->t_mean;
 	s->loss.t_std = s->like->t_std;
@@ -402,8 +414,18 @@ static int predict(infer *s, const struct args *a)
 
 		for (int i = 0; i < b; i++)
 			s->order[i] = (uint32_t)(i0 + i);
-		dlt_dataset_gather(d, s->order, b, dlt_model_input(s->m), s->labels);
-		logits = dlt_model_forward(s->m, b, 0, 0);
+		if (s->xh) {	/* a GPU's model: through host buffers */
+			dlt_dataset_gather(d, s->order, b, s->xh, s->labels);
+			dlt_model_set_input(s->m, s->xh, b);
+			dlt_model_forward(s->m, b, 0, 0);
+			dlt_model_output(s->m, s->logits, b);
+			logits = s->logits;
+		} else {	/* on the CPU in place, as the trainer's evaluation */
+			dlt_dataset_gather(d, s->order, b, dlt_model_input(s->m), s->labels);
+			logits = dlt_model_forward(s->m, b, 0, 0);
+		}
+		if (dlt_model_error(s->m))
+			return dlt_error(DLT_EFAIL, "%s: %s", s->m->be->name, dlt_model_error(s->m));
 		if (s->loss.task != DLT_TASK_CLASS && d->t)
 			dlt_loss_add(&s->loss, 0, logits, s->labels, b, 0, s->sums);
 		for (int i = 0; s->loss.task != DLT_TASK_CLASS && i < b; i++)
@@ -435,6 +457,8 @@ static void teardown(infer *s)
 	free(s->order);
 	free(s->labels);
 	free(s->probs);
+	free(s->xh);
+	free(s->logits);
 }
 
 /* ---- language models ---- */
@@ -511,9 +535,11 @@ static int open_lm(dlt_infer **x, const struct args *a, int *threads)
 }
 
 /* Its model, built for batch windows a pass */
-static int load_lm(dlt_infer *x, int batch, int threads)
+static int load_lm(dlt_infer *x, const char *device, int batch, int threads)
 {
-	DLT_TRY_RC(dlt_infer_load(x, dlt_backend_cpu(), batch, threads));
+	const dlt_backend *be;
+	DLT_TRY_RC(dlt_infer_backend(x, device, &be));
+	DLT_TRY_RC(dlt_infer_load(x, be, batch, threads));
 	return dlt_infer_need_lm(x);
 }
 
@@ -559,7 +585,7 @@ static int run_generate(const struct args *a)
 
 	DLT_TRY(open_lm(&x, a, &threads));
 	DLT_TRY(prompt_ids(x, a, &ids, &n));
-	DLT_TRY(load_lm(x, 1, threads));
+	DLT_TRY(load_lm(x, a->device, 1, threads));
 	DLT_TRY(dlt_ofile_open(&out, a->out ? a->out : "-"));
 	g.fp = out.fp;
 	DLT_TRY(dlt_infer_generate(x, ids, n, (size_t)a->generate, &sm, put_token, &g));
@@ -600,7 +626,7 @@ static int run_score(const struct args *a)
 	}
 	/* no more windows a pass than the text has */
 	windows = (n - 2) / (size_t)dlt_infer_context(x) + 1;
-	DLT_TRY(load_lm(x, windows < (size_t)a->batch ? (int)windows : a->batch, threads));
+	DLT_TRY(load_lm(x, a->device, windows < (size_t)a->batch ? (int)windows : a->batch, threads));
 	DLT_TRY(dlt_infer_score(x, ids, n, len, &r));
 	DLT_TRY(dlt_ofile_open(&out, a->out ? a->out : "-"));
 	if (a->json)

@@ -249,6 +249,13 @@ typedef struct dlt_backend {
 	 * to rounding (another order of sums).  No lse: nothing goes
 	 * backward.  C / H at most 256. */
 	void (*attention_decode)(const float *qkv, float *out, int q0, int n, int C, int H);
+	/* The threads its entries use (the CPU's OpenMP and GEMM threads);
+	 * NULL where its work is not on the host's threads */
+	void (*set_threads)(int n);
+	/* The kernel of its matrix products at prec, for the records (the
+	 * machines differ): "dlt-avx2", "dlt-avx512-bf16", "openblas" ...;
+	 * NULL: nothing to say */
+	const char *(*gemm_name)(int prec);
 } dlt_backend;
 
 const dlt_backend *dlt_backend_cpu(void);

@@ -225,5 +225,17 @@ test_expect_success 'a bad -o leaves nothing; a full disk is a failure (1)' '
 	is_empty out
 '
 
+test_expect_success '--device: cpu is the default here; a GPU missing fails the job, a bad name is usage' '
+	dlt-infer -m run/model.dlt --device cpu test.dlt >cpu.csv 2>/dev/null &&
+	test_cmp pred.csv cpu.csv &&
+	if bin_has_gpu=$(dlt-infer -m run/model.dlt --device cuda -q test.dlt 2>&1 >/dev/null); then
+		echo "a GPU is here: $bin_has_gpu"
+	else
+		test_must_fail 1 "no CUDA device" dlt-infer -m run/model.dlt --device cuda:0 test.dlt
+	fi &&
+	test_must_fail 2 "--device: '"'"'gpu'"'"' is not cpu, cuda or cuda:N" \
+		dlt-infer -m run/model.dlt --device gpu test.dlt
+'
+
 # a hostile "input" in a model file: test/unit/test-ckpt-input.c
 test_done

@@ -11,6 +11,7 @@
 #include "kernels/cpu/decode.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layers.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cpu/transformer.h"
 
 /* Below this many elements a parallel region costs more than it saves. */
@@ -386,6 +387,8 @@ static const dlt_backend cpu_backend = {
 	.attention_forward = dlt_cpu_attention_forward,
 	.attention_backward = dlt_cpu_attention_backward,
 	.attention_decode = dlt_cpu_attention_decode,
+	.set_threads = dlt_cpu_set_threads,
+	.gemm_name = dlt_cpu_gemm_prec_name,
 };
 
 const dlt_backend *dlt_backend_cpu(void)

@@ -1,13 +1,13 @@
 /* Inference: the model of a file on a backend; generation over a KV cache
  * and scoring for language models (infer.h says how). */
 #define _GNU_SOURCE	/* qsort_r */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "infer/infer.h"
 #include "kernels/common/math.h"
-#include "kernels/cpu/threads.h"
 #include "nn/model.h"
 #include "train/ckpt.h"
 
@@ -198,10 +198,38 @@ static int lm_setup(dlt_infer *x)
 	return 0;
 }
 
+int dlt_infer_backend(const dlt_infer *x, const char *device, const dlt_backend **be)
+{
+	char why[256], *end;
+	long n = 0;
+
+	*be = dlt_backend_cpu();
+	if (!device) {	/* the model's own GPU where it is there; quietly the CPU if not */
+		const dlt_backend *gpu;
+		if (x->c.device >= 0 && (gpu = dlt_backend_cuda(x->c.device, why, sizeof(why))))
+			*be = gpu;
+		return 0;
+	}
+	if (!strcmp(device, "cpu"))
+		return 0;
+	if (strncmp(device, "cuda", 4) || (device[4] && device[4] != ':'))
+		return dlt_error(DLT_EINPUT, "--device: '%s' is not cpu, cuda or cuda:N", device);
+	if (device[4]) {
+		errno = 0;
+		n = strtol(device + 5, &end, 10);
+		if (end == device + 5 || *end || n < 0 || n > 1023 || errno)
+			return dlt_error(DLT_EINPUT, "--device: '%s' is not cpu, cuda or cuda:N",
+					 device);
+	}
+	if (!(*be = dlt_backend_cuda((int)n, why, sizeof(why))))
+		return dlt_error(DLT_EFAIL, "no CUDA device: %s", why);
+	return 0;
+}
+
 int dlt_infer_load(dlt_infer *x, const dlt_backend *be, int max_batch, int threads)
 {
 	if (threads > 0)
-		dlt_cpu_set_threads(threads);
+		dlt_backend_cpu()->set_threads(threads);
 	DLT_TRY_RC(dlt_model_init(&x->m, &x->c, be, x->like.sample, x->like.n_classes,
 				  max_batch));
 	x->have_m = 1;

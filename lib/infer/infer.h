@@ -40,6 +40,10 @@ int dlt_infer_open(dlt_infer **ctx, const char *path);
  * reads its weights; then the file is closed.  threads > 0 sets the CPU
  * kernels' threads. */
 int dlt_infer_load(dlt_infer *ctx, const dlt_backend *be, int max_batch, int threads);
+/* The backend to load on: device "cpu", "cuda" or "cuda:N" (no such GPU
+ * is DLT_EFAIL, with the driver's reason); NULL: the model's own (its
+ * config's device) where that GPU is there, else the CPU. */
+int dlt_infer_backend(const dlt_infer *ctx, const char *device, const dlt_backend **be);
 void dlt_infer_close(dlt_infer *ctx);
 
 /* What the model expects (dlt_ckpt_input's description) */

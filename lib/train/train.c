@@ -18,8 +18,6 @@
 
 #include "archive/archive.h"
 #include "comm/comm.h"
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/threads.h"
 #include "prep/tokens.h"
 #include "rundir.h"
 #include "train/ckpt.h"
@@ -441,7 +439,8 @@ static int setup(run_state *s)
 	s->local_ranks = s->comm ? s->h->ranks->local_size : 1;
 	if (threads == 0 && (threads = dlt_env_threads_shared(s->local_ranks)) < 0)
 		return threads;
-	dlt_cpu_set_threads(threads);
+	/* the host's threads: the loader's transforms and a CPU model's */
+	dlt_backend_cpu()->set_threads(threads);
 	DLT_TRY(open_backend(s, c, &be));
 	DLT_TRY(load_data(s));
 	if (c->train.batch < s->ranks)
@@ -814,8 +813,8 @@ static int done_record(run_state *s, double train_time, double startup, double s
 	if (startup >= 0)
 		dlt_json_num(&j, "startup", startup);
 	/* which kernel did the work, as machines differ: with the times */
-	if (s->c->device < 0)
-		dlt_json_str(&j, "cpu_gemm", dlt_cpu_gemm_prec_name(s->m.prec));
+	if (s->c->device < 0 && s->m.be->gemm_name)
+		dlt_json_str(&j, "cpu_gemm", s->m.be->gemm_name(s->m.prec));
 	timed_part(s, &j);
 	return emit(s, &j, timed);
 }
