@@ -188,6 +188,56 @@ test_expect_success 'CNN f32 on the GPU: the same run twice gives the same weigh
 	cmp cnn-f32-cuda/model.dlt cnn-again/model.dlt
 '
 
+# A GPT: token windows, the sequence layers' CUDA kernels (embedding,
+# positions, layernorm, attention), GELU tanh, a tied head
+perl -e 'srand(7); my @w = qw(the a program of to is in computer that it and for
+	you be with as on not this are data science was by or if);
+	for (1 .. 20000) { print $w[int(rand(@w))], rand() < 0.1 ? ".\n" : " " }' >text.txt
+cat >gpt.yaml <<'YAML'
+data: {train: ttrain.dlt, test: ttest.dlt}
+model:
+  - embedding: {vocab: 256, dim: 64, name: wte}
+  - positional: 64
+  - residual: [layernorm, attention: {heads: 4}]
+  - residual: [layernorm, dense: 256, gelu: tanh, dense: 64]
+  - residual: [layernorm, attention: {heads: 4}]
+  - residual: [layernorm, dense: 256, gelu: tanh, dense: 64]
+  - layernorm
+  - dense: {tie: wte, bias: false}
+train:
+  steps: 60
+  context: 64
+  batch: 16
+  seed: 2
+  init: gpt2
+  clip: 1.0
+  log_every: 5
+  eval_batches: 4
+  optimizer: {adamw: {lr: 2e-3, weight_decay: 0.1, decay: matrices}}
+YAML
+dlt-prep text -q text.txt --split 0.9 -o ttrain.dlt -o ttest.dlt || exit 1
+
+test_expect_success 'GPT f32: the GPU run tracks the CPU run' '
+	compare gpt-f32 gpt.yaml 0.01 0.02 0.02
+'
+summary gpt-f32
+
+test_expect_success 'GPT bf16: the GPU run tracks the CPU run' '
+	compare gpt-bf16 gpt.yaml 0.03 0.05 0.04 -s train.precision=bf16
+'
+summary gpt-bf16
+
+test_expect_success 'dlt-infer --device cuda: the greedy text of the CPU, and the same score' '
+	dlt-infer -m gpt-f32-cuda/model.dlt --device cuda --generate 40 --temperature 0 "the " >g.cuda &&
+	dlt-infer -m gpt-f32-cuda/model.dlt --device cpu --generate 40 --temperature 0 "the " >g.cpu &&
+	cat g.cuda && echo && cmp g.cuda g.cpu &&
+	dlt-infer -m gpt-f32-cuda/model.dlt --device cuda --score text.txt >s.cuda &&
+	dlt-infer -m gpt-f32-cuda/model.dlt --device cpu --score text.txt >s.cpu &&
+	cat s.cuda s.cpu &&
+	a=$(sed -n "s/^loss: \([0-9.]*\).*/\1/p" s.cuda) && b=$(sed -n "s/^loss: \([0-9.]*\).*/\1/p" s.cpu) &&
+	perl -e "exit !(abs($a - $b) < 1e-3)"
+'
+
 # The NCCL path on one GPU (DLT_COMM=nccl): a communicator of one rank
 # broadcasts the start, sums each gradient bucket while backward runs (in
 # 0.001 MB buckets, several a step) and sums the metrics.  A rank's sum is
