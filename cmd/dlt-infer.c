@@ -116,6 +116,7 @@ static int check_modes(const struct args *a, int argc, char **argv)
 
 static int parse_args(struct args *a, int argc, char **argv)
 {
+	static const char *const formats[] = { "csv", "jsonl", NULL };	/* a->jsonl */
 	long long n;
 	int c;
 
@@ -128,9 +129,8 @@ static int parse_args(struct args *a, int argc, char **argv)
 		case 'm': a->model = optarg; break;
 		case 'o': a->out = optarg; break;
 		case OPT_FORMAT:
-			if (strcmp(optarg, "csv") && strcmp(optarg, "jsonl"))
-				return cli_usage(prog, "--format: '%s' is not csv or jsonl", optarg);
-			a->jsonl = strcmp(optarg, "jsonl") == 0;
+			if (cli_choice(prog, "--format", optarg, formats, &a->jsonl))
+				return 2;
 			a->set_by = "--format";
 			break;
 		case OPT_PROBS: a->probs = 1; a->set_by = "--probs"; break;

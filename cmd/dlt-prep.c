@@ -91,8 +91,7 @@ static const struct option longopts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-struct args {
-	const char *cmd;
+struct cli_args {
 	const char *out[2];
 	int nout;
 	const char *label;
@@ -107,17 +106,14 @@ struct args {
 	int eot, decode;		/* text --eot, --decode */
 	int header;		/* DLT_CSV_* */
 	int quiet, json;
-	int help, version;	/* print that and stop */
 	int shuffle, seed_given;
 	long long seed;
 	double split;
 	int codec, codec_given;
-	char **files;
-	int nfiles;
 };
 
 /* --size HxW: each side 1 or more, the two at most DLT_PREP_MAX_PIXELS */
-static int parse_size(struct args *a, const char *s)
+static int parse_size(struct cli_args *a, const char *s)
 {
 	const char *x = strchr(s, 'x');
 	long long h, w;
@@ -138,7 +134,7 @@ static int parse_size(struct args *a, const char *s)
 	return 0;
 }
 
-static int parse_opt(struct args *a, int c, char **argv)
+static int parse_opt(struct cli_args *a, int c)
 {
 	double f;
 	int rc;
@@ -228,25 +224,19 @@ static int parse_opt(struct args *a, int c, char **argv)
 	case OPT_JSON:
 		a->json = 1;
 		return 0;
-	case 'h':
-		a->help = 1;
-		return 0;
-	case OPT_VERSION:
-		a->version = 1;
-		return 0;
-	default:
-		return cli_bad_option(prog, c, argv, longopts);
 	}
+	return 0;
 }
 
+enum { IDX, CSV, NPY, IMAGES, TEXT, INFO };
+
 /* Options that make sense only for some commands are errors elsewhere, so
- * a mistyped command line is not half obeyed. */
-static int check_args(const struct args *a)
+ * a mistyped command line is not half obeyed.  cmd is IDX to INFO. */
+static int check_args(const struct cli_args *a, int cmd, int nfiles)
 {
-	int data = strcmp(a->cmd, "info") != 0;
-	int want = strcmp(a->cmd, "idx") == 0 ? 2 : 1;
-	int csv = strcmp(a->cmd, "csv") == 0, npy = strcmp(a->cmd, "npy") == 0;
-	int images = strcmp(a->cmd, "images") == 0, text = strcmp(a->cmd, "text") == 0;
+	static const char *const name[] = { "idx", "csv", "npy", "images", "text", "info" };
+	int data = cmd != INFO, want = cmd == IDX ? 2 : 1;
+	int csv = cmd == CSV, npy = cmd == NPY, images = cmd == IMAGES, text = cmd == TEXT;
 	int textopt = a->tokenizer || a->vocab || a->from || a->eot || a->decode;
 
 	if (!data && (a->nout || a->label || a->header != DLT_CSV_HEADER_AUTO || a->shuffle ||
@@ -264,7 +254,7 @@ static int check_args(const struct args *a)
 				 "keeps its order");
 	if (data && a->json)
 		return cli_usage(prog, "--json applies to info only");
-	if (strcmp(a->cmd, "idx") == 0 && (a->label || a->header != DLT_CSV_HEADER_AUTO))
+	if (cmd == IDX && (a->label || a->header != DLT_CSV_HEADER_AUTO))
 		return cli_usage(prog, "--label, --header and --no-header apply to csv only");
 	if (data && !csv && (a->targets || a->labels || a->classes))
 		return cli_usage(prog, "--target, --labels and --classes apply to csv only");
@@ -276,15 +266,15 @@ static int check_args(const struct args *a)
 		return cli_usage(prog, "--label, --header and --no-header apply to csv only");
 	if (data && !images && (a->size_h || a->channels))
 		return cli_usage(prog, "--size and --channels apply to images only");
-	if (npy && (a->nfiles < 1 || a->nfiles > 2))
-		return cli_usage(prog, "npy takes X and perhaps Y, got %d operands", a->nfiles);
+	if (npy && (nfiles < 1 || nfiles > 2))
+		return cli_usage(prog, "npy takes X and perhaps Y, got %d operands", nfiles);
 	if (text && a->decode) {
-		if (a->nfiles != 1 || a->nout || a->tokenizer || a->vocab || a->from || a->eot ||
+		if (nfiles != 1 || a->nout || a->tokenizer || a->vocab || a->from || a->eot ||
 		    a->split > 0 || a->codec_given)
 			return cli_usage(prog, "--decode takes one token archive and nothing else");
 		return 0;
 	}
-	if (text && a->nfiles < 1)
+	if (text && nfiles < 1)
 		return cli_usage(prog, "text takes FILE... (- for standard input), got no operands");
 	if (text && a->from && (a->tokenizer || a->vocab))
 		return cli_usage(prog, "--tokenizer-from excludes --tokenizer and --vocab");
@@ -292,11 +282,10 @@ static int check_args(const struct args *a)
 		return cli_usage(prog, "--vocab needs --tokenizer bpe");
 	if (text && a->tokenizer && strcmp(a->tokenizer, "bpe") == 0 && !a->vocab)
 		return cli_usage(prog, "--tokenizer bpe needs --vocab N");
-	if (!npy && !text && a->nfiles != want)
-		return cli_usage(prog, "%s takes %s, got %d operand%s", a->cmd,
+	if (!npy && !text && nfiles != want)
+		return cli_usage(prog, "%s takes %s, got %d operand%s", name[cmd],
 				 want == 2 ? "IMAGES and LABELS" : images ? "one DIR" : "one FILE",
-				 a->nfiles,
-				 a->nfiles == 1 ? "" : "s");
+				 nfiles, nfiles == 1 ? "" : "s");
 	if (!data)
 		return 0;
 	if (csv && !a->label && !a->targets && !a->labels)
@@ -319,36 +308,7 @@ static int check_args(const struct args *a)
 	return 0;
 }
 
-static int parse_args(struct args *a, int argc, char **argv)
-{
-	int c, rc;
-
-	a->header = DLT_CSV_HEADER_AUTO;
-	/* getopt then sees the command as its argv[0], so options follow it */
-	if (argc > 1 && argv[1][0] != '-') {
-		a->cmd = argv[1];
-		if (strcmp(a->cmd, "idx") && strcmp(a->cmd, "csv") && strcmp(a->cmd, "npy") &&
-		    strcmp(a->cmd, "images") && strcmp(a->cmd, "text") && strcmp(a->cmd, "info"))
-			return cli_usage(prog, "unknown command '%s'", a->cmd);
-		argc--;
-		argv++;
-	}
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":o:l:qh", longopts, NULL)) != -1) {
-		if ((rc = parse_opt(a, c, argv)) != 0)
-			return rc;
-		if (a->help || a->version)
-			return 0;
-	}
-	if (!a->cmd)
-		return cli_usage(prog,
-				 "missing command: idx, csv, npy, images, text or info (see dlt-prep -h)");
-	a->files = argv + optind;
-	a->nfiles = argc - optind;
-	return check_args(a);
-}
-
-static void summary(const struct args *a, const dlt_prep_data *d)
+static void summary(const struct cli_args *a, const dlt_prep_data *d)
 {
 	size_t n1 = dlt_prep_split_count(d->n, a->split);
 
@@ -370,40 +330,65 @@ static void summary(const struct args *a, const dlt_prep_data *d)
 	}
 }
 
-static int prep(const struct args *a)
+/* The samples a reader gave (rc its status) into the archives of -o */
+static int write_data(const struct cli_args *a, dlt_prep_data *d, int rc)
 {
 	dlt_prep_opts o = {
 		.out = a->out[0], .out2 = a->out[1], .split = a->split,
 		.shuffle = a->shuffle, .seed = (uint64_t)a->seed, .codec = a->codec,
 	};
+
+	if (rc < 0)
+		return cli_fail(prog, rc);
+	if ((rc = dlt_prep_write(d, &o)) == 0)
+		summary(a, d);
+	dlt_prep_data_free(d);
+	return rc < 0 ? cli_fail(prog, rc) : 0;
+}
+
+/* The data commands: each checks its options, then reads its operands */
+static int idx(const struct cli_args *a, char **files, int nfiles)
+{
+	dlt_prep_data d;
+	int rc = check_args(a, IDX, nfiles);
+
+	return rc ? rc : write_data(a, &d, dlt_prep_read_idx(&d, files[0], files[1]));
+}
+
+static int csv(const struct cli_args *a, char **files, int nfiles)
+{
 	dlt_csv_opts co = {
 		.header = a->header, .classes = a->classes,
 		.kind = a->targets ? DLT_CSV_TARGETS : a->labels ? DLT_CSV_LABELS : DLT_CSV_CLASSES,
 		.cols = a->targets ? a->targets : a->labels ? a->labels :
 			a->label && strcmp(a->label, "none") ? a->label : NULL,
 	};
-	dlt_prep_image_opts io = { .h = a->size_h, .w = a->size_w, .channels = a->channels };
 	dlt_prep_data d;
-	int rc;
+	int rc = check_args(a, CSV, nfiles);
 
-	if (strcmp(a->cmd, "idx") == 0)
-		rc = dlt_prep_read_idx(&d, a->files[0], a->files[1]);
-	else if (strcmp(a->cmd, "images") == 0)
-		rc = dlt_prep_read_images(&d, a->files[0], &io);
-	else if (strcmp(a->cmd, "npy") == 0)
-		rc = dlt_prep_read_npy(&d, a->files[0], a->nfiles > 1 ? a->files[1] : NULL,
-				       a->xname, a->yname);
-	else
-		rc = dlt_prep_read_csv(&d, a->files[0], &co);
-	if (rc < 0)
-		return cli_fail(prog, rc);
-	if ((rc = dlt_prep_write(&d, &o)) == 0)
-		summary(a, &d);
-	dlt_prep_data_free(&d);
-	return rc < 0 ? cli_fail(prog, rc) : 0;
+	return rc ? rc : write_data(a, &d, dlt_prep_read_csv(&d, files[0], &co));
 }
 
-static void text_summary(const struct args *a, const dlt_text_result *r)
+static int npy(const struct cli_args *a, char **files, int nfiles)
+{
+	dlt_prep_data d;
+	int rc = check_args(a, NPY, nfiles);
+
+	return rc ? rc : write_data(a, &d, dlt_prep_read_npy(&d, files[0],
+							      nfiles > 1 ? files[1] : NULL,
+							      a->xname, a->yname));
+}
+
+static int images(const struct cli_args *a, char **files, int nfiles)
+{
+	dlt_prep_image_opts io = { .h = a->size_h, .w = a->size_w, .channels = a->channels };
+	dlt_prep_data d;
+	int rc = check_args(a, IMAGES, nfiles);
+
+	return rc ? rc : write_data(a, &d, dlt_prep_read_images(&d, files[0], &io));
+}
+
+static void text_summary(const struct cli_args *a, const dlt_text_result *r)
 {
 	if (a->quiet || !isatty(2))
 		return;
@@ -431,7 +416,7 @@ static int put(dlt_buf *out, int rc)
 	return 0;
 }
 
-static int text(const struct args *a)
+static int text(const struct cli_args *a, char **files, int nfiles)
 {
 	dlt_text_opts o = {
 		.tokenizer = a->tokenizer, .vocab = (uint32_t)a->vocab, .from = a->from,
@@ -440,44 +425,44 @@ static int text(const struct args *a)
 	};
 	dlt_text_result r;
 	dlt_buf out = { 0 };
-	int rc;
+	int rc = check_args(a, TEXT, nfiles);
 
+	if (rc)
+		return rc;
 	if (a->decode)
-		return put(&out, dlt_prep_text_decode(a->files[0], &out));
-	if ((rc = dlt_prep_text(a->files, a->nfiles, &o, &r)) < 0)
+		return put(&out, dlt_prep_text_decode(files[0], &out));
+	if ((rc = dlt_prep_text(files, nfiles, &o, &r)) < 0)
 		return cli_fail(prog, rc);
 	text_summary(a, &r);
 	return 0;
 }
 
-static int info(const struct args *a)
+static int info(const struct cli_args *a, char **files, int nfiles)
 {
 	dlt_buf out = { 0 };
-	int rc = dlt_prep_info(a->files[0], a->json, &out);
+	int rc = check_args(a, INFO, nfiles);
 
-	if (rc < 0) {
-		dlt_buf_free(&out);
-		return cli_fail(prog, rc);
-	}
-	fwrite(out.data, 1, out.len, stdout);
-	dlt_buf_free(&out);
-	if (fflush(stdout) != 0 || ferror(stdout))
-		return cli_fail(prog, dlt_error_errno(DLT_EIO, "standard output"));
-	return 0;
+	return rc ? rc : put(&out, dlt_prep_info(files[0], a->json, &out));
 }
+
+/* The commands take every option and any operands here: check_args says
+ * which, in the order of its messages. */
+static const cli_command commands[] = {
+	{ "idx", idx, 0, 0, 0, 0, NULL },
+	{ "csv", csv, 0, 0, 0, 0, NULL },
+	{ "npy", npy, 0, 0, 0, 0, NULL },
+	{ "images", images, 0, 0, 0, 0, NULL },
+	{ "text", text, 0, 0, 0, 0, NULL },
+	{ "info", info, 0, 0, 0, 0, NULL },
+	{ NULL, NULL, 0, 0, 0, 0, NULL },
+};
+static const cli_option options[] = { { 0, NULL, NULL } };
+static const cli_program program = {
+	prog, usage, commands, ":o:l:qh", longopts, options, parse_opt, 1,
+};
 
 int main(int argc, char **argv)
 {
-	struct args a = { 0 };
-	int rc = parse_args(&a, argc, argv);
-
-	if (rc != 0)
-		return rc;
-	if (a.help)
-		return cli_help(usage);
-	if (a.version)
-		return cli_version(prog);
-	if (strcmp(a.cmd, "text") == 0)
-		return text(&a);
-	return strcmp(a.cmd, "info") == 0 ? info(&a) : prep(&a);
+	struct cli_args a = { .header = DLT_CSV_HEADER_AUTO };
+	return cli_main(&program, &a, argc, argv);
 }

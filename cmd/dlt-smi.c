@@ -49,8 +49,6 @@ static const struct option longopts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-enum { TABLE, CSV, JSON };
-
 /* ---- GPU fields ----------------------------------------------------------- */
 
 enum { F_INDEX, F_NAME, F_BUS, F_UTIL, F_UTILMEM, F_MEMUSED, F_MEMTOTAL, F_POWER,
@@ -146,7 +144,7 @@ static const char *field_text(const dlt_gpu *g, int f, char *buf, size_t size)
 
 struct args {
 	int jobs_only;
-	int format;
+	int format;		/* CLI_* */
 	double loop;		/* seconds; 0 once */
 	long long count;	/* 0: no end */
 	const char *runs;
@@ -156,25 +154,23 @@ struct args {
 	int help, version;
 };
 
-static const char *next_item(const char **list, char *item, size_t size)
-{
-	size_t n = strcspn(*list, ",");
-
-	snprintf(item, size, "%.*s", (int)n, *list);
-	*list += n + ((*list)[n] != 0);
-	return item;
-}
+/* The one subcommand, for cli_command_find: main runs it (a->jobs_only) as
+ * it runs no command, the GPUs and the jobs */
+static const cli_command commands[] = {
+	{ "jobs", NULL, 0, 0, 0, 0, NULL },
+	{ NULL, NULL, 0, 0, 0, 0, NULL },
+};
+static const cli_program program = { .name = prog, .usage = usage, .commands = commands };
 
 static int parse_opt(struct args *a, int c, char **argv)
 {
-	static const char *const formats[] = { "table", "csv", "json", NULL };
 	char item[64];
 	long long v;
 
 	switch (c) {
 	case 'i':
 		for (const char *s = optarg; *s || a->nids == 0;) {
-			next_item(&s, item, sizeof(item));
+			cli_next_item(&s, ",", item, sizeof(item));
 			if (a->nids == 64)
 				return cli_usage(prog, "-i: at most 64 GPUs");
 			if (dlt_parse_i64(item, 0, 4095, &v, "-i") < 0)
@@ -186,7 +182,7 @@ static int parse_opt(struct args *a, int c, char **argv)
 		a->nq = 0;
 		for (const char *s = optarg; *s || a->nq == 0;) {
 			int f;
-			next_item(&s, item, sizeof(item));
+			cli_next_item(&s, ",", item, sizeof(item));
 			for (f = 0; f < NFIELDS && strcmp(fields[f].name, item); f++)
 				;
 			if (f == NFIELDS)
@@ -197,13 +193,7 @@ static int parse_opt(struct args *a, int c, char **argv)
 			a->q[a->nq++] = f;
 		}
 		return 0;
-	case 'f':
-		for (a->format = 0; formats[a->format] && strcmp(formats[a->format], optarg);
-		     a->format++)
-			;
-		if (!formats[a->format])
-			return cli_usage(prog, "--format: '%s' is not table, csv or json", optarg);
-		return 0;
+	case 'f': return cli_format(prog, optarg, &a->format);
 	case 'l':
 		if (dlt_parse_f64(optarg, &a->loop, "-l") < 0)
 			return cli_usage(prog, "%s", dlt_errmsg());
@@ -224,15 +214,12 @@ static int parse_opt(struct args *a, int c, char **argv)
 
 static int parse_args(struct args *a, int argc, char **argv)
 {
+	const cli_command *cmd;
 	int c, rc;
 
-	if (argc > 1 && argv[1][0] != '-') {
-		if (strcmp(argv[1], "jobs") != 0)
-			return cli_usage(prog, "unknown command '%s'", argv[1]);
-		a->jobs_only = 1;
-		argc--;
-		argv++;
-	}
+	if ((rc = cli_command_find(&program, &cmd, &argc, &argv)) != 0)
+		return rc;
+	a->jobs_only = cmd != NULL;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":i:q:f:l:c:h", longopts, NULL)) != -1) {
 		if ((rc = parse_opt(a, c, argv)) != 0)
@@ -294,7 +281,7 @@ static int take_sample(struct sample *s, const struct args *a, dlt_nvml *nv)
 			s->ngpus++;
 		}
 	}
-	if (a->jobs_only || a->format != CSV)
+	if (a->jobs_only || a->format != CLI_CSV)
 		DLT_TRY(dlt_smi_jobs(a->runs, !a->runs_given, &s->jobs, &s->njobs));
 	return 0;
 fail:
@@ -462,21 +449,6 @@ static void print_table(const struct sample *s, const struct args *a, int nvml,
 
 /* ---- CSV ------------------------------------------------------------------- */
 
-static void csv_str(const char *s)
-{
-	if (!strpbrk(s, ",\"\n")) {
-		fputs(s, stdout);
-		return;
-	}
-	putchar('"');
-	for (; *s; s++) {
-		if (*s == '"')
-			putchar('"');
-		putchar(*s);
-	}
-	putchar('"');
-}
-
 static void print_csv(const struct sample *s, const struct args *a, int header)
 {
 	char buf[64], when[32];
@@ -490,7 +462,7 @@ static void print_csv(const struct sample *s, const struct args *a, int header)
 			const dlt_smi_job *j = &s->jobs[i];
 			char gpus[64];
 			printf("%s,", when);
-			csv_str(j->name);
+			cli_csv_field(stdout, j->name);
 			printf(",%s,%lld,%lld,%lld,", j->status, j->epoch, j->epochs, j->step);
 			printf("%s,", isnan(j->samples_per_s) ? "n/a" : fmt_num(j->samples_per_s, buf, sizeof(buf)));
 			if (isnan(j->loss))
@@ -507,9 +479,9 @@ static void print_csv(const struct sample *s, const struct args *a, int header)
 				if (*p == ',')
 					*p = ' ';
 			printf("%s,", gpus);
-			csv_str(j->slurm_job);
+			cli_csv_field(stdout, j->slurm_job);
 			putchar(',');
-			csv_str(j->node);
+			cli_csv_field(stdout, j->node);
 			putchar('\n');
 		}
 		return;
@@ -528,10 +500,10 @@ static void print_csv(const struct sample *s, const struct args *a, int header)
 			const char *v = field_failed(g, a->q[k]) ? "" :
 				field_text(g, a->q[k], buf, sizeof(buf));
 			putchar(',');
-			csv_str(v ? v : "n/a");
+			cli_csv_field(stdout, v ? v : "n/a");
 		}
 		putchar(',');
-		csv_str(g->error);
+		cli_csv_field(stdout, g->error);
 		putchar('\n');
 	}
 }
@@ -565,7 +537,7 @@ static void json_jobs(dlt_json *j, const struct sample *s)
 		dlt_json_array_begin(j, "gpus");
 		for (const char *p = gpus; *p;) {
 			char one[16];
-			next_item(&p, one, sizeof(one));
+			cli_next_item(&p, ",", one, sizeof(one));
 			dlt_json_raw(j, NULL, one);
 		}
 		dlt_json_array_end(j);
@@ -663,10 +635,10 @@ int main(int argc, char **argv)
 		return cli_help(usage);
 	if (a.version)
 		return cli_version(prog);
-	if (tty && a.format == TABLE)
+	if (tty && a.format == CLI_TABLE)
 		c = &colour;
 	if ((rc = dlt_nvml_open(&nv, lib)) < 0 && !a.jobs_only) {
-		if (a.format == TABLE) {
+		if (a.format == CLI_TABLE) {
 			struct sample s = { .time = dlt_wall() };
 			s.have_host = dlt_smi_host_read(&s.host) == 0;
 			print_table(&s, &a, 0, c);
@@ -691,13 +663,13 @@ int main(int argc, char **argv)
 		}
 		if ((rc = take_sample(&s, &a, nv)) < 0)
 			break;
-		if (a.format == TABLE) {
+		if (a.format == CLI_TABLE) {
 			if (tty && a.loop)
 				fputs("\033[H\033[2J", stdout);
 			else if (n)
 				putchar('\n');
 			print_table(&s, &a, nv && !a.jobs_only, c);
-		} else if (a.format == CSV) {
+		} else if (a.format == CLI_CSV) {
 			print_csv(&s, &a, n == 0);
 		} else {
 			rc = print_json(&s, &a, nv && !a.jobs_only);
