@@ -167,6 +167,15 @@ $(BUILD)/test/emu/libc23.so: test/emu/c23.c
 deps:
 	@scripts/install-deps
 
+# The op table (test/unit/ops.c): every kernel of a backend against the
+# reference, run by test-kernels on the CPU and by test-cuda on a GPU.
+OPS_OBJ = $(BUILD)/test/unit/ops.o
+$(BUILD)/test/test-kernels: $(BUILD)/test/unit/test-kernels.o $(OPS_OBJ) $(BUILD)/test/unit/tap.o \
+		$(BUILD)/libdlt.a
+	@mkdir -p $(@D)
+	$(call say,LD)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $(filter %.o,$^) $(BUILD)/libdlt.a $(LDLIBS)
+
 # The test suite: unit tests (C, TAP) and program tests (shell, TAP), by prove.
 check: deps
 	@$(MAKE) --no-print-directory all
@@ -241,6 +250,7 @@ BENCH ?= full
 bench: all $(BUILD)/bench/gemm $(BUILD)/bench/codec
 	@/usr/bin/python3 bench/run --mode $(BENCH) $(BENCH_ARGS)
 	-@/usr/bin/python3 bench/tasks --bin $(BIN)
+	-@/usr/bin/python3 bench/gpt --bin $(BIN) --build $(BUILD) $(if $(filter quick,$(BENCH)),--quick)
 	@bench/gpu
 	@$(if $(filter full,$(BENCH)),bench/search-asha,echo 'bench/search-asha: left out of BENCH=$(BENCH)')
 
@@ -297,10 +307,10 @@ $(BUILD)/gpu/%.o: test/gpu/%.c
 	$(call say,CC)
 	$(Q)$(CC) $(ALL_CFLAGS) -Itest/unit -c -o $@ $<
 
-$(GPU_TEST): $(BUILD)/gpu/test-cuda.o $(BUILD)/test/unit/tap.o $(BUILD)/libdlt.a
+$(GPU_TEST): $(BUILD)/gpu/test-cuda.o $(OPS_OBJ) $(BUILD)/test/unit/tap.o $(BUILD)/libdlt.a
 	@mkdir -p $(@D)
 	$(call say,LD)
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/test/unit/tap.o $(BUILD)/libdlt.a $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $(filter %.o,$^) $(BUILD)/libdlt.a $(LDLIBS)
 
 check-gpu: all $(GPU_TEST)
 	@if ! why=$$($(GPU_TEST) --probe); then \

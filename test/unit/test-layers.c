@@ -1,7 +1,9 @@
-/* The convolutional layers' kernels (kernels/cpu/layers.h): the fast ones
- * against the reference on many shapes, on 1 and 2 threads (the same bits
- * on both); the reference's gradients against central finite differences
- * of its forward; and the values PyTorch's definitions give by hand. */
+/* The convolutional layers' kernels: the reference's gradients against
+ * central finite differences of its forward, the max pool that does a
+ * ReLU's backward against the ReLU's backward of the plain one, and the
+ * values PyTorch's definitions give by hand, on the CPU backend and the
+ * reference.  The fast kernels against the reference on many shapes and
+ * threads are rows of the op table (ops.c), which test-kernels runs. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,10 +12,9 @@
 #include "vec.h"
 #include "kernels/kernels.h"
 #include "kernels/common/math.h"
-#include "kernels/cpu/threads.h"
 #include "util/util.h"
 
-/* Worst |got - want| / (1 + |want|); a NaN in either is infinitely wrong. */
+/* The same bits */
 static int same(const void *a, const void *b, size_t bytes)
 {
 	return !memcmp(a, b, bytes);
@@ -21,61 +22,29 @@ static int same(const void *a, const void *b, size_t bytes)
 
 /* --- convolution --- */
 
-#define NO_BIAS 1
-#define NO_DX 2
-#define NO_DB 4
-#define BF16 8		/* the products' inputs rounded to bf16 */
-#define F16 16		/* to fp16 */
-#define NO_FD 32	/* too big to difference */
-
+/* The shapes whose gradients are differenced (small enough) */
 typedef struct conv_case {
-	int n, c, h, w, k, kh, kw, sh, sw, ph, pw, dh, dw, groups, act, flags;
+	int n, c, h, w, k, kh, kw, sh, sw, ph, pw, dh, dw, groups;
 } conv_case;
 
 static const conv_case convs[] = {
-	/* n  c   h   w   k kh kw sh sw ph pw dh dw  g  act               flags */
-	{ 2, 3, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_NONE, 0 },
-	{ 1, 2, 8, 6, 3, 3, 3, 2, 2, 0, 0, 1, 1, 1, DLT_ACT_RELU, 0 },
-	{ 3, 4, 9, 7, 4, 3, 5, 1, 2, 2, 1, 1, 1, 2, DLT_ACT_LEAKY_RELU, 0 },
-	{ 2, 4, 9, 9, 8, 3, 3, 1, 1, 2, 2, 2, 2, 4, DLT_ACT_GELU, NO_BIAS },
-	{ 2, 6, 7, 5, 6, 3, 3, 2, 1, 1, 1, 1, 2, 6, DLT_ACT_TANH, 0 },
-	{ 5, 6, 6, 6, 12, 3, 3, 1, 1, 1, 1, 1, 1, 6, DLT_ACT_SIGMOID, NO_DB },
-	{ 3, 5, 6, 6, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1, DLT_ACT_RELU, 0 },
-	{ 2, 4, 5, 7, 6, 1, 1, 1, 1, 0, 0, 1, 1, 2, DLT_ACT_NONE, NO_DX },
-	{ 2, 4, 9, 8, 6, 1, 1, 2, 2, 0, 0, 1, 1, 1, DLT_ACT_NONE, NO_BIAS | NO_DB },
-	{ 2, 3, 5, 5, 2, 5, 5, 1, 1, 2, 2, 1, 1, 1, DLT_ACT_NONE, 0 },
-	{ 1, 2, 4, 4, 3, 3, 3, 3, 3, 0, 0, 1, 1, 1, DLT_ACT_NONE, 0 },
-	{ 3, 2, 5, 6, 3, 3, 3, 2, 2, 3, 2, 1, 1, 1, DLT_ACT_RELU, 0 },
-	{ 7, 3, 6, 5, 4, 2, 2, 1, 1, 0, 1, 1, 1, 1, DLT_ACT_NONE, 0 },
-	{ 2, 3, 6, 7, 4, 3, 3, 1, 1, 0, 1, 1, 1, 1, DLT_ACT_NONE, 0 },
-	{ 2, 2, 4, 5, 3, 3, 3, 1, 1, 3, 1, 1, 1, 1, DLT_ACT_RELU, 0 },
-	{ 1, 2, 1, 9, 2, 1, 3, 1, 1, 0, 1, 1, 1, 1, DLT_ACT_NONE, 0 },
-	/* rounded to bf16 or fp16: against the reference, not differenced */
-	{ 2, 3, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_NONE, BF16 },
-	{ 3, 4, 9, 7, 4, 3, 5, 1, 2, 2, 1, 1, 1, 2, DLT_ACT_LEAKY_RELU, BF16 },
-	{ 2, 16, 9, 9, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, DLT_ACT_RELU, F16 },
-	{ 3, 5, 6, 6, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1, DLT_ACT_RELU, F16 | NO_DB },
-	/* Winograd F(2x2, 3x3) (3x3, stride 1, padding 1, 16 channels or
-	 * more): odd planes, a plane a tile high, rows of more than 8 tiles,
-	 * blocks that end inside a sample, every activation (not
-	 * differenced: the reference's gradients are checked on the others) */
-	{ 3, 16, 7, 9, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_LEAKY_RELU, NO_FD },
-	{ 5, 17, 5, 5, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_NONE, NO_BIAS | NO_FD },
-	{ 2, 16, 1, 9, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_RELU, NO_DB | NO_FD },
-	{ 2, 24, 17, 18, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_TANH, NO_FD },
-	{ 9, 16, 6, 4, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_GELU, NO_FD },
-	{ 3, 16, 2, 2, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_SIGMOID, NO_DX | NO_FD },
-	{ 2, 16, 14, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_RELU, BF16 },
-	{ 3, 16, 7, 9, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_LEAKY_RELU, F16 },
-	/* the first layer's direct kernels on the rounded copies */
-	{ 2, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_RELU, NO_DX | BF16 },
-	{ 3, 1, 8, 8, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_NONE, NO_DX | F16 },
-	/* the first layer's direct kernels: without bias, with dx, odd k */
-	{ 2, 1, 28, 28, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_NONE, NO_BIAS | NO_FD },
-	{ 3, 1, 8, 8, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_LEAKY_RELU, NO_FD },
-	{ 2, 16, 9, 9, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, DLT_ACT_RELU, 0 },
-	{ 2, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_RELU, NO_DX },
-	{ 2, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_RELU, 0 },
+	/* n  c   h   w   k kh kw sh sw ph pw dh dw  g */
+	{ 2, 3, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1 },
+	{ 1, 2, 8, 6, 3, 3, 3, 2, 2, 0, 0, 1, 1, 1 },
+	{ 3, 4, 9, 7, 4, 3, 5, 1, 2, 2, 1, 1, 1, 2 },
+	{ 2, 4, 9, 9, 8, 3, 3, 1, 1, 2, 2, 2, 2, 4 },
+	{ 2, 6, 7, 5, 6, 3, 3, 2, 1, 1, 1, 1, 2, 6 },
+	{ 5, 6, 6, 6, 12, 3, 3, 1, 1, 1, 1, 1, 1, 6 },
+	{ 3, 5, 6, 6, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1 },
+	{ 2, 4, 5, 7, 6, 1, 1, 1, 1, 0, 0, 1, 1, 2 },
+	{ 2, 4, 9, 8, 6, 1, 1, 2, 2, 0, 0, 1, 1, 1 },
+	{ 2, 3, 5, 5, 2, 5, 5, 1, 1, 2, 2, 1, 1, 1 },
+	{ 1, 2, 4, 4, 3, 3, 3, 3, 3, 0, 0, 1, 1, 1 },
+	{ 3, 2, 5, 6, 3, 3, 3, 2, 2, 3, 2, 1, 1, 1 },
+	{ 7, 3, 6, 5, 4, 2, 2, 1, 1, 0, 1, 1, 1, 1 },
+	{ 2, 3, 6, 7, 4, 3, 3, 1, 1, 0, 1, 1, 1, 1 },
+	{ 2, 2, 4, 5, 3, 3, 3, 1, 1, 3, 1, 1, 1, 1 },
+	{ 1, 2, 1, 9, 2, 1, 3, 1, 1, 0, 1, 1, 1, 1 },
 };
 
 static dlt_conv conv_shape(const conv_case *cc)
@@ -117,77 +86,6 @@ static void conv_free_outputs(conv_io *io)
 	free(io->dx);
 	free(io->dw);
 	free(io->db);
-}
-
-/* Forward and backward on be, with a workspace of NaN */
-static void conv_run(const dlt_backend *be, const dlt_conv *s, const conv_case *cc,
-		     const conv_io *in, conv_io *out)
-{
-	int prec = cc->flags & BF16 ? DLT_PREC_BF16 : cc->flags & F16 ? DLT_PREC_F16 : DLT_PREC_F32;
-	float *work = nanv(be->conv_workspace(prec, s));
-	conv_outputs(s, out);
-	be->conv_forward(prec, s, in->x, in->w, cc->flags & NO_BIAS ? NULL : in->b, out->y,
-			 cc->act, 0.1f, work);
-	be->conv_backward(prec, s, in->x, in->w, in->dy, cc->flags & NO_DX ? NULL : out->dx,
-			  out->dw, cc->flags & NO_DB ? NULL : out->db, work);
-	free(work);
-}
-
-/* Float sums drift like the square root of their length: the differences
- * are divided by that of the sum behind each output. */
-static double conv_diff(const dlt_conv *s, const conv_case *cc, const conv_io *a,
-			const conv_io *b, double *dback)
-{
-	double taps = (double)s->kh * s->kw, pixels = (double)s->n * s->oh * s->ow;
-	*dback = diff(a->dw, b->dw, a->nw) / sqrt(pixels);
-	if (!(cc->flags & NO_DX))
-		*dback = fmax(*dback, diff(a->dx, b->dx, a->nx) / sqrt(taps * s->k / s->groups));
-	if (!(cc->flags & NO_DB))
-		*dback = fmax(*dback, diff(a->db, b->db, s->k) / sqrt(pixels));
-	return diff(a->y, b->y, a->ny) / sqrt(taps * s->c / s->groups);
-}
-
-static int conv_same(const dlt_conv *s, const conv_io *a, const conv_io *b)
-{
-	return same(a->y, b->y, a->ny * 4) && same(a->dx, b->dx, a->nx * 4) &&
-	       same(a->dw, b->dw, a->nw * 4) && same(a->db, b->db, s->k * 4);
-}
-
-static void test_conv_case(const dlt_backend *be, const conv_case *cc)
-{
-	dlt_conv s = conv_shape(cc);
-	conv_io in, one, two, ref;
-	double dfwd, dback;
-	char name[160];
-	snprintf(name, sizeof(name), "conv n%d c%d %dx%d k%d %dx%d s%d,%d p%d,%d d%d,%d g%d%s",
-		 s.n, s.c, s.h, s.w, s.k, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw, s.dh, s.dw,
-		 s.groups, cc->flags & BF16 ? " bf16" : cc->flags & F16 ? " fp16" : "");
-	conv_sizes(&s, &in);
-	one = two = ref = in;
-	in.x = randv(in.nx, -1, 1);
-	in.w = randv(in.nw, -1, 1);
-	in.b = randv(s.k, -1, 1);
-	in.dy = randv(in.ny, -1, 1);
-	dlt_cpu_set_threads(1);
-	conv_run(be, &s, cc, &in, &one);
-	dlt_cpu_set_threads(2);
-	conv_run(be, &s, cc, &in, &two);
-	conv_run(dlt_backend_ref(), &s, cc, &in, &ref);
-	dfwd = conv_diff(&s, cc, &one, &ref, &dback);
-	if (!ok(dfwd <= 2e-6, "%s %s forward = reference", be->name, name))
-		diag("worst relative difference %g, over the square root of the sum's length",
-		     dfwd);
-	if (!ok(dback <= 2e-6, "%s %s backward = reference", be->name, name))
-		diag("worst relative difference %g, over the square root of the sum's length",
-		     dback);
-	ok(conv_same(&s, &one, &two), "%s %s: same bits on 1 and 2 threads", be->name, name);
-	free(in.x);
-	free(in.w);
-	free(in.b);
-	free(in.dy);
-	conv_free_outputs(&one);
-	conv_free_outputs(&two);
-	conv_free_outputs(&ref);
 }
 
 /* --- pooling --- */
@@ -251,41 +149,6 @@ static void pool_free(pool_io *p)
 	free(p->arg);
 }
 
-/* Pooling only picks and adds in the reference's order: the same bits;
- * relu: max pooling that does a ReLU's backward too. */
-static void test_pool_case(const dlt_backend *be, const pool_case *pc, int relu)
-{
-	dlt_pool s = pool_shape(pc);
-	size_t nx = (size_t)s.n * s.c * s.h * s.w, ny = (size_t)s.n * s.c * s.oh * s.ow;
-	float *x = randv(nx, -1, 1), *dy = randv(ny, -1, 1);
-	pool_io one, two, ref;
-	char name[128];
-	s.relu = relu;
-	snprintf(name, sizeof(name), "n%d c%d %dx%d k%dx%d s%d,%d p%d,%d%s", s.n, s.c, s.h, s.w,
-		 s.kh, s.kw, s.sh, s.sw, s.ph, s.pw, relu ? " relu" : "");
-	/* ties, for the first-of-equals rule */
-	for (size_t i = 0; i < nx; i += 3)
-		x[i] = 0.5f;
-	dlt_cpu_set_threads(1);
-	pool_run(be, &s, x, dy, &one);
-	dlt_cpu_set_threads(2);
-	pool_run(be, &s, x, dy, &two);
-	pool_run(dlt_backend_ref(), &s, x, dy, &ref);
-	ok(same(one.y, ref.y, ny * 4) && same(one.arg, ref.arg, ny * 4) &&
-	   same(one.dx, ref.dx, nx * 4), "%s maxpool %s = reference", be->name, name);
-	ok(same(one.ay, ref.ay, ny * 4) && same(one.adx, ref.adx, nx * 4),
-	   "%s avgpool %s = reference", be->name, name);
-	ok(same(one.y, two.y, ny * 4) && same(one.arg, two.arg, ny * 4) &&
-	   same(one.dx, two.dx, nx * 4) && same(one.ay, two.ay, ny * 4) &&
-	   same(one.adx, two.adx, nx * 4), "%s pools %s: same bits on 1 and 2 threads",
-	   be->name, name);
-	free(x);
-	free(dy);
-	pool_free(&one);
-	pool_free(&two);
-	pool_free(&ref);
-}
-
 /* The pool that does a ReLU's backward gives the ReLU's backward of the
  * plain pool's dx, over the ReLU's output (a third of it 0, and the first
  * plane all 0, for windows of zeros): the model's conv, ReLU, max pool
@@ -316,122 +179,6 @@ static void test_pool_relu(const pool_case *pc)
 	free(dy);
 	pool_free(&plain);
 	pool_free(&fused);
-}
-
-/* --- batch normalisation --- */
-
-typedef struct bn_case {
-	int n, c, hw;
-	float offset;		/* added to x: a mean far from 0 */
-} bn_case;
-
-static const bn_case bns[] = {
-	{ 4, 3, 25, 0 }, { 1, 5, 7, 0 }, { 16, 8, 1, 0 }, { 2, 32, 49, 0 },
-	{ 8, 16, 196, 0 }, { 32, 32, 784, 0 }, { 6, 4, 33, 100 }, { 3, 2, 1, -5 },
-};
-
-typedef struct bn_io {
-	float *y, *mean, *invstd, *rm, *rv, *ey, *dx, *dg, *db;
-} bn_io;
-
-static void bn_run(const dlt_backend *be, const bn_case *bc, const float *x, const float *g,
-		   const float *b, const float *dy, const float *rm0, const float *rv0,
-		   bn_io *o)
-{
-	size_t nx = (size_t)bc->n * bc->c * bc->hw, c = bc->c;
-	o->y = nanv(nx);
-	o->ey = nanv(nx);
-	o->dx = nanv(nx);
-	o->mean = nanv(c);
-	o->invstd = nanv(c);
-	o->dg = nanv(c);
-	o->db = nanv(c);
-	o->rm = malloc(c * 4);
-	o->rv = malloc(c * 4);
-	memcpy(o->rm, rm0, c * 4);
-	memcpy(o->rv, rv0, c * 4);
-	be->batchnorm_train(bc->n, bc->c, bc->hw, x, g, b, o->y, o->mean, o->invstd, o->rm,
-			    o->rv, 0.1f, 1e-5f);
-	be->batchnorm_eval(bc->n, bc->c, bc->hw, x, g, b, o->rm, o->rv, 1e-5f, o->ey);
-	be->batchnorm_backward(bc->n, bc->c, bc->hw, x, dy, g, o->mean, o->invstd, o->dx,
-			       o->dg, o->db);
-}
-
-static void bn_free(bn_io *o)
-{
-	free(o->y);
-	free(o->ey);
-	free(o->dx);
-	free(o->mean);
-	free(o->invstd);
-	free(o->dg);
-	free(o->db);
-	free(o->rm);
-	free(o->rv);
-}
-
-static int bn_same(const bn_io *a, const bn_io *b, size_t nx, size_t c)
-{
-	return same(a->y, b->y, nx * 4) && same(a->ey, b->ey, nx * 4) &&
-	       same(a->dx, b->dx, nx * 4) && same(a->mean, b->mean, c * 4) &&
-	       same(a->invstd, b->invstd, c * 4) && same(a->rm, b->rm, c * 4) &&
-	       same(a->rv, b->rv, c * 4) && same(a->dg, b->dg, c * 4) &&
-	       same(a->db, b->db, c * 4);
-}
-
-static void test_bn_case(const dlt_backend *be, const bn_case *bc)
-{
-	size_t nx = (size_t)bc->n * bc->c * bc->hw, c = bc->c;
-	float *x = randv(nx, bc->offset - 1, bc->offset + 1), *dy = randv(nx, -1, 1);
-	float *g = randv(c, 0.5f, 1.5f), *b = randv(c, -1, 1);
-	float *rm0 = randv(c, -1, 1), *rv0 = randv(c, 0.5f, 2);
-	bn_io one, two, ref;
-	double dt, de, db;
-	dlt_cpu_set_threads(1);
-	bn_run(be, bc, x, g, b, dy, rm0, rv0, &one);
-	dlt_cpu_set_threads(2);
-	bn_run(be, bc, x, g, b, dy, rm0, rv0, &two);
-	bn_run(dlt_backend_ref(), bc, x, g, b, dy, rm0, rv0, &ref);
-	dt = fmax(fmax(diff(one.y, ref.y, nx), diff(one.mean, ref.mean, c)),
-		  fmax(diff(one.invstd, ref.invstd, c),
-		       fmax(diff(one.rm, ref.rm, c), diff(one.rv, ref.rv, c))));
-	de = diff(one.ey, ref.ey, nx);
-	db = fmax(diff(one.dx, ref.dx, nx), fmax(diff(one.dg, ref.dg, c), diff(one.db, ref.db, c)));
-	if (!ok(dt <= 1e-5, "%s batchnorm train n%d c%d hw%d = reference", be->name, bc->n,
-		bc->c, bc->hw))
-		diag("worst relative difference %g", dt);
-	if (!ok(de <= 1e-5, "%s batchnorm eval n%d c%d hw%d = reference", be->name, bc->n,
-		bc->c, bc->hw))
-		diag("worst relative difference %g", de);
-	if (!ok(db <= 1e-5, "%s batchnorm backward n%d c%d hw%d = reference", be->name, bc->n,
-		bc->c, bc->hw))
-		diag("worst relative difference %g", db);
-	ok(bn_same(&one, &two, nx, c), "%s batchnorm n%d c%d hw%d: same bits on 1 and 2 threads",
-	   be->name, bc->n, bc->c, bc->hw);
-	free(x);
-	free(dy);
-	free(g);
-	free(b);
-	free(rm0);
-	free(rv0);
-	bn_free(&one);
-	bn_free(&two);
-	bn_free(&ref);
-}
-
-static void test_add(const dlt_backend *be)
-{
-	size_t n = 100003;
-	float *a = randv(n, -1, 1), *b = randv(n, -1, 1), *y = nanv(n), *y2 = nanv(n);
-	be->add(a, b, y, n);
-	dlt_backend_ref()->add(a, b, y2, n);
-	ok(same(y, y2, n * 4), "%s add = reference", be->name);
-	be->add(a, b, a, n);
-	ok(same(a, y2, n * 4), "%s add in place", be->name);
-	free(a);
-	free(b);
-	free(y);
-	free(y2);
 }
 
 /* --- the reference's gradients against finite differences --- */
@@ -740,20 +487,10 @@ int main(void)
 {
 	const dlt_backend *backends[] = { dlt_backend_cpu(), dlt_backend_ref() };
 	dlt_rng_init(&rng, 4321, 0);
-	for (size_t i = 0; i < sizeof(convs) / sizeof(convs[0]); i++)
-		test_conv_case(dlt_backend_cpu(), &convs[i]);
-	for (size_t i = 0; i < sizeof(pools) / sizeof(pools[0]); i++) {
-		test_pool_case(dlt_backend_cpu(), &pools[i], 0);
-		test_pool_case(dlt_backend_cpu(), &pools[i], 1);
+	for (size_t i = 0; i < sizeof(pools) / sizeof(pools[0]); i++)
 		test_pool_relu(&pools[i]);
-	}
-	for (size_t i = 0; i < sizeof(bns) / sizeof(bns[0]); i++)
-		test_bn_case(dlt_backend_cpu(), &bns[i]);
-	test_add(dlt_backend_cpu());
-	/* all but the last three, the models' shapes, too big to difference */
-	for (size_t i = 0; i + 3 < sizeof(convs) / sizeof(convs[0]); i++)
-		if (!(convs[i].flags & (BF16 | F16 | NO_FD)))
-			test_conv_grad(&convs[i]);
+	for (size_t i = 0; i < sizeof(convs) / sizeof(convs[0]); i++)
+		test_conv_grad(&convs[i]);
 	for (size_t i = 1; i < sizeof(pools) / sizeof(pools[0]); i++)
 		test_pool_grad(&pools[i]);
 	test_bn_grad(3, 2, 5);
