@@ -1,9 +1,11 @@
 /* bench/layers: the CPU backend's kernels one at a time, on the calls a
  * training step of bench/cnn.yaml and bench/mlp.yaml makes at batch 128,
- * in the order lib/nn makes them: milliseconds (best of the repetitions)
- * and GFLOP/s where the call does multiply-adds, then each step's sum.
+ * and of examples/gpt.yaml's GPT (tiny: T 128, 4 layers, 4 heads, width
+ * 128, vocab 256, batch 16), in the order lib/nn makes them: milliseconds
+ * (best of the repetitions) and GFLOP/s where the call does multiply-adds,
+ * then each step's sum (the GPT's calls of a block counted once a layer).
  *
- *   layers [--threads N] [--reps N] [--model cnn|mlp|all]
+ *   layers [--threads N] [--reps N] [--model cnn|mlp|gpt|all]
  *
  * On 1 thread the times are the thread's CPU time, on more the wall
  * clock's.  A tool to see where a step's time goes; make bench does not
@@ -45,6 +47,7 @@ static float *buf(size_t n)
 static const dlt_backend *be;
 static int reps = 20;
 static double total;
+static int times = 1;	/* how many of each call a step makes */
 
 /* The call between the braces, timed: best of reps, after one warm-up */
 #define TIME(name, flops, call)                                                       \
@@ -57,7 +60,7 @@ static double total;
 			if (r_ && t_ < best_)                                         \
 				best_ = t_;                                           \
 		}                                                                     \
-		total += best_;                                                       \
+		total += best_ * times;                                               \
 		if ((flops) > 0)                                                      \
 			printf("  %-22s %8.3f ms %7.1f GF/s\n", name, best_ * 1e3,    \
 			       (flops) / best_ * 1e-9);                               \
@@ -264,6 +267,117 @@ static void mlp(void)
 	       1.007e6 * BATCH / total * 1e-9);
 }
 
+/* The GPT's per-position dense: rows x in by [out, in] */
+static void seq_dense_fwd(const char *name, int rows, int in, int out, const float *x,
+			  const float *w, const float *b, float *y)
+{
+	char label[64];
+	snprintf(label, sizeof(label), "%s fwd", name);
+	TIME(label, 2.0 * rows * in * out,
+	     (be->gemm(0, 0, 1, rows, out, in, 1.0f, x, in, w, in, 0.0f, y, out),
+	      b ? be->bias_act(y, b, rows, out, DLT_ACT_NONE, 0.0f) : (void)0));
+}
+
+static void seq_dense_bwd(const char *name, int rows, int in, int out, const float *x,
+			  const float *w, const float *dy, float *dw, float *db, float *dx)
+{
+	char label[64];
+	snprintf(label, sizeof(label), "%s dW", name);
+	TIME(label, 2.0 * rows * in * out,
+	     be->gemm(0, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 0.0f, dw, in));
+	if (db) {
+		snprintf(label, sizeof(label), "%s db", name);
+		TIME(label, 0, be->bias_grad(dy, db, rows, out));
+	}
+	snprintf(label, sizeof(label), "%s dX", name);
+	TIME(label, 2.0 * rows * in * out,
+	     be->gemm(0, 0, 0, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in));
+}
+
+/* examples/gpt.yaml's tiny GPT: the calls of one block, each counted L
+ * times in the step, then the embedding, the tied head and the loss */
+static void gpt(void)
+{
+	enum { B = 16, T = 128, C = 128, H = 4, V = 256, L = 4 };
+	int rows = B * T;
+	size_t n = (size_t)rows * C, np = (size_t)L * (12 * C * C + 13 * C) + (V + T + 2) * C;
+	float *x = buf(n), *ln = buf(n), *qkv = buf(3 * n), *att = buf(n), *y = buf(n);
+	float *h = buf(4 * n), *hg = buf(4 * n), *logits = buf((size_t)rows * V);
+	float *mean = buf(rows), *rstd = buf(rows), *lse = buf((size_t)B * H * T);
+	float *wqkv = buf(3 * C * C), *wproj = buf(C * C), *w1 = buf(4 * C * C);
+	float *w2 = buf(4 * C * C), *wte = buf(V * C), *wpe = buf(T * C), *bias = buf(4 * C);
+	float *gamma = buf(C), *dw = buf(4 * C * C), *db = buf(4 * C), *dg = buf(C);
+	float *g = buf(n), *g2 = buf(n), *dqkv = buf(3 * n), *dh = buf(4 * n);
+	float *dlogits = buf((size_t)rows * V);
+	float *pw = buf(np), *pg = buf(np), *pm = buf(np), *pv = buf(np);
+	int32_t *ids = malloc(rows * sizeof(int32_t)), *labels = malloc(rows * sizeof(int32_t));
+	double loss, fwd, bwd, flops = 6.0 * ((double)L * 12 * C * C + (double)V * C) +
+					  6.0 * L * T * C;
+	int correct;
+
+	for (int i = 0; i < rows; i++) {
+		ids[i] = (i * 7) % V;
+		labels[i] = (i * 13) % V;
+	}
+	for (size_t i = 0; i < np; i++)
+		pv[i] = pv[i] * pv[i];
+	for (int i = 0; i < B * H * T; i++)
+		lse[i] = 8.0f;
+	printf("gpt tiny (T %d, %d layers, %d heads, width %d, vocab %d), batch %d, %d threads\n",
+	       T, L, H, C, V, B, omp_get_max_threads());
+	total = 0.0;
+	times = 1;
+	TIME("embedding+pos fwd", 0,
+	     (be->embedding_forward(ids, wte, x, rows, C, V),
+	      be->positional_forward(x, wpe, x, B, T, C)));
+	times = L;
+	TIME("ln1 fwd", 0, be->layernorm_forward(x, gamma, bias, ln, mean, rstd, rows, C, 1e-5f));
+	seq_dense_fwd("qkv", rows, C, 3 * C, ln, wqkv, bias, qkv);
+	TIME("attention fwd", 4.0 * B * H * T * T / 2 * (C / H),
+	     be->attention_forward(qkv, att, lse, B, T, C, H, 1));
+	seq_dense_fwd("proj", rows, C, C, att, wproj, bias, y);
+	TIME("residual add", 0, be->add(x, y, x, n));
+	TIME("ln2 fwd", 0, be->layernorm_forward(x, gamma, bias, ln, mean, rstd, rows, C, 1e-5f));
+	seq_dense_fwd("fc1", rows, C, 4 * C, ln, w1, bias, h);
+	TIME("gelu fwd", 0, be->act_forward(h, hg, 4 * n, DLT_ACT_GELU_TANH, 0.0f));
+	seq_dense_fwd("fc2", rows, 4 * C, C, hg, w2, bias, y);
+	TIME("residual add", 0, be->add(x, y, x, n));
+	times = 1;
+	TIME("ln_f fwd", 0, be->layernorm_forward(x, gamma, bias, ln, mean, rstd, rows, C, 1e-5f));
+	seq_dense_fwd("head", rows, C, V, ln, wte, NULL, logits);
+	TIME("softmax xent", 0,
+	     be->softmax_xent(logits, labels, rows, V, dlogits, &loss, &correct));
+	fwd = total;
+	seq_dense_bwd("head", rows, C, V, ln, wte, dlogits, dw, NULL, g);
+	TIME("ln_f bwd", 0,
+	     be->layernorm_backward(x, g, gamma, mean, rstd, g2, dg, db, rows, C));
+	times = L;
+	seq_dense_bwd("fc2", rows, 4 * C, C, hg, w2, g2, dw, db, dh);
+	TIME("gelu bwd", 0, be->act_backward(h, hg, dh, dh, 4 * n, DLT_ACT_GELU_TANH, 0.0f));
+	seq_dense_bwd("fc1", rows, C, 4 * C, ln, w1, dh, dw, db, g);
+	TIME("ln2 bwd", 0, be->layernorm_backward(x, g, gamma, mean, rstd, y, dg, db, rows, C));
+	TIME("fork add", 0, be->add(y, g2, g2, n));
+	TIME("proj dW+db", 2.0 * rows * C * C,
+	     (be->gemm(0, 1, 0, C, C, rows, 1.0f, g2, C, att, C, 0.0f, dw, C),
+	      be->bias_grad(g2, db, rows, C)));
+	TIME("proj dX", 2.0 * rows * C * C,
+	     be->gemm(0, 0, 0, rows, C, C, 1.0f, g2, C, wproj, C, 0.0f, g, C));
+	TIME("attention bwd", 8.0 * B * H * T * T / 2 * (C / H),
+	     be->attention_backward(qkv, att, g, lse, dqkv, B, T, C, H, 1));
+	seq_dense_bwd("qkv", rows, C, 3 * C, ln, wqkv, dqkv, dw, db, g);
+	TIME("ln1 bwd", 0, be->layernorm_backward(x, g, gamma, mean, rstd, y, dg, db, rows, C));
+	TIME("fork add", 0, be->add(y, g2, g2, n));
+	times = 1;
+	TIME("embedding+pos bwd", 0,
+	     (be->positional_backward(g2, dw, B, T, C),
+	      be->embedding_backward(ids, g2, dw, rows, C, V)));
+	TIME("adamw", 0, be->adam(pw, pg, pm, pv, np, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 1, 10));
+	bwd = total - fwd;
+	printf("  forward %.3f ms, backward+adam %.3f ms, step %.3f ms: %.0f tokens/s, "
+	       "%.1f GF/s\n\n", fwd * 1e3, bwd * 1e3, total * 1e3, rows / total,
+	       flops * rows / total * 1e-9);
+}
+
 int main(int argc, char **argv)
 {
 	const char *model = "all";
@@ -278,7 +392,7 @@ int main(int argc, char **argv)
 			unfused = 1;
 		else {
 			fprintf(stderr, "usage: layers [--threads N] [--reps N] "
-					"[--model cnn|mlp|all] [--unfused]\n");
+					"[--model cnn|mlp|gpt|all] [--unfused]\n");
 			return 2;
 		}
 	}
@@ -287,9 +401,11 @@ int main(int argc, char **argv)
 	if (omp_get_max_threads() == 1)
 		clock_id = CLOCK_THREAD_CPUTIME_ID;
 	be = dlt_backend_cpu();
-	if (strcmp(model, "mlp"))
+	if (!strcmp(model, "all") || !strcmp(model, "cnn"))
 		cnn();
-	if (strcmp(model, "cnn"))
+	if (!strcmp(model, "all") || !strcmp(model, "mlp"))
 		mlp();
+	if (!strcmp(model, "all") || !strcmp(model, "gpt"))
+		gpt();
 	return 0;
 }

@@ -107,6 +107,12 @@ static void metric_text(char *buf, size_t n, double v)
 
 /* The live table: the started trials best first, as many as the
  * terminal has rows for, redrawn in place. */
+/* The unit of a search's budgets: "epochs", or "steps" for token data */
+static const char *unit_of(const dlt_search_run *r)
+{
+	return dlt_search_in_steps(r) ? "steps" : "epochs";
+}
+
 static void draw(ui *u, const dlt_search_run *r)
 {
 	const dlt_search *s = dlt_search_of(r);
@@ -122,7 +128,7 @@ static void draw(ui *u, const dlt_search_run *r)
 		started += o[i]->state != DLT_TRIAL_WAITING;
 	if (u->drawn)
 		fprintf(stderr, "\033[%dA", u->drawn);
-	fprintf(stderr, "\r\033[K%-5s  %-4s  %-6s  %-10s  %-8s  %s\n", "trial", "rung", "epochs",
+	fprintf(stderr, "\r\033[K%-5s  %-4s  %-6s  %-10s  %-8s  %s\n", "trial", "rung", unit_of(r),
 		s->metric, "status", "params");
 	u->drawn = 1;
 	for (size_t i = 0; i < n; i++) {
@@ -173,14 +179,15 @@ static void on_trial(void *ctx, const dlt_search_run *r, const dlt_trial *t, con
 	if (!strcmp(what, "start"))
 		fprintf(stderr, "%s: trial %03lld started: %s\n", prog, t->id, params);
 	else if (!strcmp(what, "promote"))
-		fprintf(stderr, "%s: trial %03lld promoted to rung %d (%d epochs)\n", prog, t->id,
-			t->rung + 1, rungs[t->rung + 1]);
+		fprintf(stderr, "%s: trial %03lld promoted to rung %d (%d %s)\n", prog, t->id,
+			t->rung + 1, rungs[t->rung + 1], unit_of(r));
 	else if (!strcmp(what, "retry"))
 		fprintf(stderr, "%s: trial %03lld crashed (exit status %d); retry %d\n", prog, t->id,
 			t->exit, t->attempt);
 	else
-		fprintf(stderr, "%s: trial %03lld rung %d (%d epoch%s): %s %s\n", prog, t->id,
-			t->rung, t->epochs, t->epochs == 1 ? "" : "s", s->metric, metric);
+		fprintf(stderr, "%s: trial %03lld rung %d (%d %.*s): %s %s\n", prog, t->id,
+			t->rung, t->epochs, (int)strlen(unit_of(r)) - (t->epochs == 1),
+			unit_of(r), s->metric, metric);
 }
 
 static void on_tick(void *ctx, const dlt_search_run *r)
@@ -191,15 +198,16 @@ static void on_tick(void *ctx, const dlt_search_run *r)
 }
 
 /* One trial as a JSON line; rungs: with its rung (status). */
-static int json_trial(const dlt_search *s, const dlt_trial *t, int rungs)
+static int json_trial(const dlt_search_run *r, const dlt_trial *t, int rungs)
 {
+	const dlt_search *s = dlt_search_of(r);
 	dlt_json j;
 	dlt_json_begin(&j);
 	dlt_json_int(&j, "trial", t->id);
 	dlt_trial_json_params(&j, "params", t);
 	if (rungs)
 		dlt_json_int(&j, "rung", t->rung);
-	dlt_json_int(&j, "epochs", t->epochs);
+	dlt_json_int(&j, unit_of(r), t->epochs);
 	dlt_json_str(&j, "metric", s->metric);
 	dlt_json_num(&j, "value", t->value);
 	dlt_json_str(&j, "status", dlt_trial_state_name(t->state));
@@ -216,16 +224,17 @@ static int json_trial(const dlt_search *s, const dlt_trial *t, int rungs)
 
 /* The trials in order as a table, CSV or JSON Lines; rungs: with a rung
  * column (status). */
-static int print_trials(const dlt_search *s, const dlt_trial *const *order, size_t n,
+static int print_trials(const dlt_search_run *run, const dlt_trial *const *order, size_t n,
 			int format, int rungs)
 {
+	const dlt_search *s = dlt_search_of(run);
 	size_t np = s->nparams, ncol = np + 5 + (size_t)rungs;
 	char ***cells;
 	size_t *width;
 
 	if (format == CLI_JSON) {
 		for (size_t i = 0; i < n; i++)
-			DLT_TRY_RC(json_trial(s, order[i], rungs));
+			DLT_TRY_RC(json_trial(run, order[i], rungs));
 		return 0;
 	}
 	cells = dlt_calloc(n + 1, sizeof(*cells));
@@ -243,7 +252,7 @@ static int print_trials(const dlt_search *s, const dlt_trial *const *order, size
 				cells[0][c++] = dlt_strdup(s->params[i].key);
 			if (rungs)
 				cells[0][c++] = dlt_strdup("rung");
-			cells[0][c++] = dlt_strdup("epochs");
+			cells[0][c++] = dlt_strdup(unit_of(run));
 			cells[0][c++] = dlt_strdup(s->metric);
 			cells[0][c++] = dlt_strdup("status");
 			cells[0][c++] = dlt_strdup("exit");
@@ -399,11 +408,11 @@ static int status_main(int argc, char **argv)
 			 o[i]->state != DLT_TRIAL_PAUSED;
 	}
 	if (format == CLI_TABLE)
-		printf("%s: %s, %s %s, %zu trials, %lld started, %lld running, %lld epochs "
+		printf("%s: %s, %s %s, %zu trials, %lld started, %lld running, %lld %s "
 		       "trained; %s\n", argv[optind], methods[s.method], s.metric,
-		       s.mode > 0 ? "max" : "min", n, started, live, dlt_search_epochs(r),
+		       s.mode > 0 ? "max" : "min", n, started, live, dlt_search_epochs(r), unit_of(r),
 		       running ? "searching" : ended ? "finished" : "stopped (dlt-search --resume)");
-	rc = print_trials(&s, o, n, format, 1);
+	rc = print_trials(r, o, n, format, 1);
 	dlt_search_run_free(r);
 	dlt_search_free(&s);
 	return rc < 0 ? cli_fail(prog, rc) : 0;
@@ -558,7 +567,7 @@ int main(int argc, char **argv)
 	if (rc == 0) {
 		size_t n;
 		const dlt_trial *const *o = dlt_search_leaderboard(r, &n);
-		rc = print_trials(&s, o, n, format, 0);
+		rc = print_trials(r, o, n, format, 0);
 		fflush(stdout);
 		if (rc == 0 && (!n || o[0]->state == DLT_TRIAL_FAILED || isnan(o[0]->value)))
 			rc = dlt_error(DLT_EFAIL, "no trial gave %s", s.metric);

@@ -22,7 +22,7 @@ static const char prog[] = "dlt-train";
 static const char usage[] =
 	"usage: dlt-train -c CONFIG [-o RUNDIR] [-s KEY=VALUE]... [--gpus N | --ranks N]\n"
 	"                 [--auto-resume] [--restarts N] [--json] [-q] [-v]\n"
-	"       dlt-train --resume RUNDIR [-s train.epochs=N] [--gpus N | --ranks N]\n"
+	"       dlt-train --resume RUNDIR [-s train.epochs=N | -s train.steps=N] [--gpus N | --ranks N]\n"
 	"                 [--restarts N] [--json] [-q] [-v]\n"
 	"\n"
 	"  -c, --config FILE   the training config (YAML; - for stdin)\n"
@@ -30,7 +30,8 @@ static const char usage[] =
 	"                      Slurm job runs/CONFIG-JOBID)\n"
 	"  -s, --set KEY=VAL   override a config key, e.g. -s train.optimizer.adam.lr=3e-4\n"
 	"  -r, --resume DIR    continue the run in DIR from its newest valid checkpoint;\n"
-	"                      -s train.epochs=N may raise its epochs, even when done\n"
+	"                      -s train.epochs=N (token data: train.steps=N) may raise\n"
+	"                      its epochs (steps), even when done\n"
 	"      --auto-resume   continue RUNDIR's run of CONFIG when it holds one, else\n"
 	"                      start it (a job that Slurm requeues)\n"
 	"      --gpus N        data parallel on N GPUs of this machine (device: cuda)\n"
@@ -186,6 +187,7 @@ struct args {
 	int ranks;		/* --ranks N or --gpus N */
 	int gpus;		/* the ranks are GPUs' (forked), else mpirun's */
 	int resume_epochs;	/* -s train.epochs=N with --resume; 0: the run's */
+	long long resume_steps;	/* -s train.steps=N with --resume; 0: the run's */
 	int auto_resume;	/* --auto-resume */
 	int json, quiet, verbose, help, version;
 	double t_start;
@@ -314,10 +316,17 @@ static int parse_args(struct args *a, int argc, char **argv)
 	/* a resume may go on for longer (dlt-search's promotions), not change
 	 * what it trains */
 	for (int i = 0; a->resume && i < a->n_overrides; i++) {
-		static const char epochs[] = "train.epochs=";
+		static const char epochs[] = "train.epochs=", steps[] = "train.steps=";
+		if (!strncmp(a->overrides[i], steps, sizeof(steps) - 1)) {
+			if (dlt_parse_i64(a->overrides[i] + sizeof(steps) - 1, 1, INT64_MAX, &n,
+					  "train.steps") < 0)
+				return cli_usage(prog, "--resume: -s %s", dlt_errmsg());
+			a->resume_steps = n;
+			continue;
+		}
 		if (strncmp(a->overrides[i], epochs, sizeof(epochs) - 1))
-			return cli_usage(prog, "--resume: -s %s: only train.epochs can change "
-					 "on resume", a->overrides[i]);
+			return cli_usage(prog, "--resume: -s %s: only train.epochs can change on "
+					 "resume (or train.steps, for token data)", a->overrides[i]);
 		if (dlt_parse_i64(a->overrides[i] + sizeof(epochs) - 1, 1, 1000000, &n,
 				  "train.epochs") < 0)
 			return cli_usage(prog, "--resume: -s %s", dlt_errmsg());
@@ -390,7 +399,7 @@ static int train(const struct args *a, const dlt_rank_info *job, const char *run
 	}
 	hooks.comm = comm;
 	if (resume) {
-		rc = dlt_train_resume(resume, a->resume_epochs, &hooks, &res);
+		rc = dlt_train_resume(resume, a->resume_epochs, a->resume_steps, &hooks, &res);
 		rundir = resume;
 	} else {
 		rc = dlt_train_run(&c, rundir, &hooks, &res);

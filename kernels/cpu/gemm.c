@@ -50,12 +50,20 @@ enum { UPD_ADD, UPD_BETA, UPD_ZERO };
  * dlt_cpu_gemm_packed reads B in place. */
 typedef void ukr_fn(int kc, const float *a, const float *b, long ldb, float *c, long ldc,
 		    long cs, int m, int n, float alpha, float beta, int upd);
+/* The same on an A read where it lies: its element (i, k) of the tile is
+ * a[i ars + k acs] (a row-major op(A): ars = lda, acs = 1; a transposed
+ * one: ars = 1, acs = lda), full MR rows of it.  The same operations in
+ * the same order as on a packed panel: the same bits. */
+typedef void ukr_sa_fn(int kc, const float *a, long ars, long acs, const float *b, long ldb,
+		       float *c, long ldc, long cs, int m, int n, float alpha, float beta,
+		       int upd);
 
 typedef struct impl {
 	const char *name;
 	int mr, nr;
 	ukr_fn *ukr;
 	int simd_pack;		/* packs with AVX2 */
+	ukr_sa_fn *ukr_sa;	/* NULL: A is always packed */
 } impl;
 
 #define INLINE static inline __attribute__((always_inline))
@@ -105,7 +113,7 @@ static void ukr_scalar(int kc, const float *a, const float *b, long ldb, float *
  * load ports, and 12 chains cover 2 FMA units of 4-cycle latency. */
 #define A2_ROW(i)                                                    \
 	do {                                                         \
-		__m256 a_ = _mm256_broadcast_ss(a + (i));            \
+		__m256 a_ = _mm256_broadcast_ss(a + (i) * ars);      \
 		c##i##0 = _mm256_fmadd_ps(a_, b0, c##i##0);          \
 		c##i##1 = _mm256_fmadd_ps(a_, b1, c##i##1);          \
 	} while (0)
@@ -119,7 +127,7 @@ static void ukr_scalar(int kc, const float *a, const float *b, long ldb, float *
 		A2_ROW(3);                                           \
 		A2_ROW(4);                                           \
 		A2_ROW(5);                                           \
-		a += 6;                                              \
+		a += acs;                                            \
 		b += ldb;                                            \
 	} while (0)
 
@@ -144,10 +152,12 @@ static void ukr_scalar(int kc, const float *a, const float *b, long ldb, float *
 		_mm256_store_ps(t + (i) * 16 + 8, c##i##1);          \
 	} while (0)
 
-__attribute__((target("avx2,fma")))
-static void ukr_avx2(int kc, const float *restrict a, const float *restrict b, long ldb,
-		     float *restrict c, long ldc, long cs, int m, int n, float alpha, float beta,
-		     int upd)
+/* A's element (i, k) at a[i ars + k acs]: ars 1 and acs MR for a packed
+ * panel (constants, once inlined) */
+__attribute__((target("avx2,fma"), always_inline))
+static inline void ukr_avx2_t(int kc, const float *restrict a, long ars, long acs,
+			      const float *restrict b, long ldb, float *restrict c, long ldc,
+			      long cs, int m, int n, float alpha, float beta, int upd)
 {
 	__m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
 	__m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -178,11 +188,27 @@ static void ukr_avx2(int kc, const float *restrict a, const float *restrict b, l
 	}
 }
 
+__attribute__((target("avx2,fma")))
+static void ukr_avx2(int kc, const float *restrict a, const float *restrict b, long ldb,
+		     float *restrict c, long ldc, long cs, int m, int n, float alpha, float beta,
+		     int upd)
+{
+	ukr_avx2_t(kc, a, 1, 6, b, ldb, c, ldc, cs, m, n, alpha, beta, upd);
+}
+
+__attribute__((target("avx2,fma")))
+static void ukr_avx2_sa(int kc, const float *restrict a, long ars, long acs,
+			const float *restrict b, long ldb, float *restrict c, long ldc, long cs,
+			int m, int n, float alpha, float beta, int upd)
+{
+	ukr_avx2_t(kc, a, ars, acs, b, ldb, c, ldc, cs, m, n, alpha, beta, upd);
+}
+
 /* 8 x 32: 16 accumulators of 32 registers; the broadcasts fold into the
  * FMAs as embedded broadcasts. */
 #define A5_ROW(i)                                                    \
 	do {                                                         \
-		__m512 a_ = _mm512_set1_ps(a[i]);                    \
+		__m512 a_ = _mm512_set1_ps(a[(i) * ars]);            \
 		c##i##0 = _mm512_fmadd_ps(a_, b0, c##i##0);          \
 		c##i##1 = _mm512_fmadd_ps(a_, b1, c##i##1);          \
 	} while (0)
@@ -198,7 +224,7 @@ static void ukr_avx2(int kc, const float *restrict a, const float *restrict b, l
 		A5_ROW(5);                                           \
 		A5_ROW(6);                                           \
 		A5_ROW(7);                                           \
-		a += 8;                                              \
+		a += acs;                                            \
 		b += ldb;                                            \
 	} while (0)
 
@@ -223,10 +249,10 @@ static void ukr_avx2(int kc, const float *restrict a, const float *restrict b, l
 		_mm512_store_ps(t + (i) * 32 + 16, c##i##1);         \
 	} while (0)
 
-__attribute__((target("avx512f")))
-static void ukr_avx512(int kc, const float *restrict a, const float *restrict b, long ldb,
-		       float *restrict c, long ldc, long cs, int m, int n, float alpha, float beta,
-		       int upd)
+__attribute__((target("avx512f"), always_inline))
+static inline void ukr_avx512_t(int kc, const float *restrict a, long ars, long acs,
+				const float *restrict b, long ldb, float *restrict c, long ldc,
+				long cs, int m, int n, float alpha, float beta, int upd)
 {
 	__m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
 	__m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -260,6 +286,22 @@ static void ukr_avx512(int kc, const float *restrict a, const float *restrict b,
 		A5_SAVE(7);
 		store_edge(t, 32, c, ldc, cs, m, n, alpha, beta, upd);
 	}
+}
+
+__attribute__((target("avx512f")))
+static void ukr_avx512(int kc, const float *restrict a, const float *restrict b, long ldb,
+		       float *restrict c, long ldc, long cs, int m, int n, float alpha, float beta,
+		       int upd)
+{
+	ukr_avx512_t(kc, a, 1, 8, b, ldb, c, ldc, cs, m, n, alpha, beta, upd);
+}
+
+__attribute__((target("avx512f")))
+static void ukr_avx512_sa(int kc, const float *restrict a, long ars, long acs,
+			  const float *restrict b, long ldb, float *restrict c, long ldc, long cs,
+			  int m, int n, float alpha, float beta, int upd)
+{
+	ukr_avx512_t(kc, a, ars, acs, b, ldb, c, ldc, cs, m, n, alpha, beta, upd);
 }
 
 /* ---- packing: zero-padded panels, so edge tiles run the full kernel ---- */
@@ -555,10 +597,24 @@ static void gemm_unpacked(const gemm_args *g, int i0, int i1, int j0, int j1)
 	}
 }
 
-/* Rows i0 .. i1, columns j0 .. j1 of C. */
+/* Whether gemm_block reads A's full panels where they lie: in f32
+ * (nothing to round), for a block of at most 1024 columns, where packing
+ * A cost up to a third of the time of the products (a GPT's [B T, C] x
+ * [C, 4 C] and their gradients: K or N a few hundred); not where A's
+ * stride is a multiple of 4 KiB, whose rows or columns would then share
+ * an L1 set (the 8 rows of a 1024 x 1024 A run at half speed). */
+static int a_in_place(const impl *im, const gemm_args *g, int cols)
+{
+	return im->ukr_sa && g->prec == DLT_PREC_F32 && cols <= 1024 && g->lda % 1024 != 0;
+}
+
+/* Rows i0 .. i1, columns j0 .. j1 of C.  A's panels packed, or read where
+ * they lie but for one short of MR rows (a_in_place); the same sums. */
 static void gemm_block(const impl *im, const gemm_args *g, int i0, int i1, int j0, int j1)
 {
 	int mr = im->mr, nr = im->nr, kcmax = kc_step(g->K), simd = im->simd_pack;
+	int a_in = a_in_place(im, g, j1 - j0);
+	long ars = g->tA ? 1 : g->lda, acs = g->tA ? g->lda : 1;
 	/* 16 floats of room after A's panels for pack_rows_avx2 */
 	size_t a_n = round_up((size_t)min_i(MC, (int)round_up(i1 - i0, mr)) * kcmax, 16) + 16;
 	size_t b_n = (size_t)min_i(NC, (int)round_up(j1 - j0, nr)) * kcmax;
@@ -575,16 +631,28 @@ static void gemm_block(const impl *im, const gemm_args *g, int i0, int i1, int j
 			pack_b(nr, simd, g->tB, g->B, g->ldb, pc, kc, jc, nc, bp);
 			round_panel(bp, round_up(nc, nr) * kc, g->prec);
 			for (int ic = i0; ic < i1; ic += MC) {
-				int mc = min_i(MC, i1 - ic);
-				pack_a(mr, simd, g->tA, g->A, g->lda, ic, mc, pc, kc, ap);
-				round_panel(ap, round_up(mc, mr) * kc, g->prec);
+				/* rows from full_m are packed, at ap */
+				int mc = min_i(MC, i1 - ic), full_m = a_in ? mc / mr * mr : 0;
+				if (full_m < mc) {
+					pack_a(mr, simd, g->tA, g->A, g->lda, ic + full_m, mc - full_m,
+					       pc, kc, ap);
+					round_panel(ap, round_up(mc - full_m, mr) * kc, g->prec);
+				}
 				for (int jr = 0; jr < nc; jr += nr) {
 					float *c = g->C + ic * g->ldc + (jc + jr) * g->cs;
-					for (int ir = 0; ir < mc; ir += mr)
-						im->ukr(kc, ap + (size_t)ir * kc, bp + (size_t)jr * kc,
-							nr, c + ir * g->ldc, g->ldc, g->cs,
-							min_i(mr, mc - ir), min_i(nr, nc - jr),
-							g->alpha, g->beta, upd);
+					const float *b = bp + (size_t)jr * kc;
+					for (int ir = 0; ir < mc; ir += mr) {
+						int m = min_i(mr, mc - ir), n = min_i(nr, nc - jr);
+						if (ir < full_m)
+							im->ukr_sa(kc, g->A + (ic + ir) * ars + pc * acs,
+								   ars, acs, b, nr, c + ir * g->ldc,
+								   g->ldc, g->cs, m, n, g->alpha,
+								   g->beta, upd);
+						else
+							im->ukr(kc, ap + (size_t)(ir - full_m) * kc, b,
+								nr, c + ir * g->ldc, g->ldc, g->cs, m,
+								n, g->alpha, g->beta, upd);
+					}
 				}
 			}
 		}
@@ -662,8 +730,8 @@ static void gemm_ours(const impl *im, const gemm_args *g0)
 static const impl impls[DLT_GEMM_KINDS] = {
 	[DLT_GEMM_OPENBLAS] = { "openblas", 0, 0, NULL, 0 },
 	[DLT_GEMM_SCALAR] = { "dlt-scalar", S_MR, S_NR, ukr_scalar, 0 },
-	[DLT_GEMM_AVX2] = { "dlt-avx2", 6, 16, ukr_avx2, 1 },
-	[DLT_GEMM_AVX512] = { "dlt-avx512", 8, 32, ukr_avx512, 1 },
+	[DLT_GEMM_AVX2] = { "dlt-avx2", 6, 16, ukr_avx2, 1, ukr_avx2_sa },
+	[DLT_GEMM_AVX512] = { "dlt-avx512", 8, 32, ukr_avx512, 1, ukr_avx512_sa },
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

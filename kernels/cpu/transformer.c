@@ -14,7 +14,10 @@
  * Scratch is on each thread's stack: one TQ x TK tile of scores forward
  * (16 KiB), two backward (32 KiB); the GEMM packs its panels into its own
  * per-thread buffers. */
+#include <immintrin.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <omp.h>
@@ -320,24 +323,6 @@ static void attn_forward_tile(const float *q, const float *k, const float *v, fl
 	}
 }
 
-void dlt_cpu_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C,
-			       int H, int causal)
-{
-	int D = C / H, tiles = (T + TQ - 1) / TQ;
-	long tasks = (long)B * H * tiles;
-	float scale = (float)(1.0 / sqrt(D));
-	#pragma omp parallel for schedule(dynamic)
-	for (long task = 0; task < tasks; task++) {
-		int b = (int)(task / ((long)H * tiles)), h = (int)(task / tiles % H);
-		int i0 = (int)(task % tiles) * TQ;
-		const float *q = qkv + (size_t)b * T * 3 * C + (size_t)h * D;
-		attn_forward_tile(q, q + C, q + 2 * C,
-				  out + ((size_t)b * T + i0) * C + (size_t)h * D,
-				  lse + ((size_t)b * H + h) * T + i0, T, C, D, i0,
-				  min_i(TQ, T - i0), causal, scale);
-	}
-}
-
 __attribute__((target_clones("avx2", "default")))
 static float dot_f(const float *a, const float *b, int n)
 {
@@ -355,6 +340,75 @@ static void ds_row(const float *p, float *dp, int n, float di)
 	#pragma omp simd
 	for (int c = 0; c < n; c++)
 		dp[c] = p[c] * (dp[c] - di);
+}
+
+/* dS = scale P (dP - D_i), in place of dP: dq's and dk's, scaled once */
+__attribute__((target_clones("avx2", "default")))
+static void ds_row_scaled(const float *p, float *dp, int n, float di, float scale)
+{
+	#pragma omp simd
+	for (int c = 0; c < n; c++)
+		dp[c] = scale * (p[c] * (dp[c] - di));
+}
+
+/* The register-blocked tiles (attention_simd.h), for AVX-512 and for
+ * AVX2 with FMA */
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#define W 16
+#define SFX avx512
+#include "kernels/cpu/attention_simd.h"
+#undef SFX
+#undef W
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#define W 8
+#define SFX avx2
+#include "kernels/cpu/attention_simd.h"
+#undef SFX
+#undef W
+#pragma GCC pop_options
+
+/* The lanes of the tiles that serve head size D, 0 where none does (the
+ * GEMM's tiles then): D a multiple of them, at most 8 vectors */
+static int simd_lanes(int D)
+{
+	if (D % 16 == 0 && D <= 128 && __builtin_cpu_supports("avx512f"))
+		return 16;
+	if (D % 8 == 0 && D <= 64 && __builtin_cpu_supports("avx2") &&
+	    __builtin_cpu_supports("fma"))
+		return 8;
+	return 0;
+}
+
+/* Each thread's transposed keys and values in backward, grown to the
+ * largest need and kept (no allocation once the first step has run);
+ * freed when the thread ends. */
+static __thread float *tl_kv;
+static __thread size_t tl_kv_cap;
+static pthread_key_t kv_key;
+static pthread_once_t kv_once = PTHREAD_ONCE_INIT;
+
+static void kv_key_init(void)
+{
+	pthread_key_create(&kv_key, free);
+}
+
+static float *kv_buffer(size_t n)
+{
+	if (n > tl_kv_cap) {
+		float *p = aligned_alloc(64, (n * sizeof(float) + 63) & ~(size_t)63);
+		if (!p)
+			return NULL;
+		pthread_once(&kv_once, kv_key_init);
+		free(tl_kv);
+		tl_kv = p;
+		tl_kv_cap = n;
+		pthread_setspecific(kv_key, p);
+	}
+	return tl_kv;
 }
 
 /* One (batch, head): q, o and g (dout) at its row 0; dq at row 0 of its
@@ -399,18 +453,52 @@ static void attn_backward_head(const float *q, const float *o, const float *g,
 	}
 }
 
+void dlt_cpu_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C,
+			       int H, int causal)
+{
+	int D = C / H, tiles = (T + TQ - 1) / TQ;
+	long tasks = (long)B * H * tiles;
+	float scale = (float)(1.0 / sqrt(D));
+	int lanes = simd_lanes(D);
+	#pragma omp parallel for schedule(dynamic)
+	for (long task = 0; task < tasks; task++) {
+		int b = (int)(task / ((long)H * tiles)), h = (int)(task / tiles % H);
+		int i0 = (int)(task % tiles) * TQ, nq = min_i(TQ, T - i0);
+		const float *q = qkv + (size_t)b * T * 3 * C + (size_t)h * D;
+		float *o = out + ((size_t)b * T + i0) * C + (size_t)h * D;
+		float *l = lse + ((size_t)b * H + h) * T + i0;
+		if (lanes == 16)
+			attn_forward_tile_avx512(q, q + C, q + 2 * C, o, l, T, C, D, i0, nq, causal,
+						 scale);
+		else if (lanes == 8)
+			attn_forward_tile_avx2(q, q + C, q + 2 * C, o, l, T, C, D, i0, nq, causal,
+					       scale);
+		else
+			attn_forward_tile(q, q + C, q + 2 * C, o, l, T, C, D, i0, nq, causal, scale);
+	}
+}
+
 void dlt_cpu_attention_backward(const float *qkv, const float *out, const float *dout,
 				const float *lse, float *dqkv, int B, int T, int C, int H,
 				int causal)
 {
-	int D = C / H;
+	int D = C / H, lanes = simd_lanes(D), tp = (T + TK - 1) / TK * TK;
 	float scale = (float)(1.0 / sqrt(D));
 	#pragma omp parallel for schedule(dynamic)
 	for (int bh = 0; bh < B * H; bh++) {
 		int b = bh / H, h = bh % H;
 		size_t row = (size_t)b * T, col = (size_t)h * D;
-		attn_backward_head(qkv + row * 3 * C + col, out + row * C + col,
-				   dout + row * C + col, lse + (size_t)bh * T,
-				   dqkv + row * 3 * C + col, T, C, D, causal, scale);
+		const float *q = qkv + row * 3 * C + col, *o = out + row * C + col;
+		const float *g = dout + row * C + col, *l = lse + (size_t)bh * T;
+		float *dq = dqkv + row * 3 * C + col;
+		float *kv = lanes ? kv_buffer((size_t)2 * D * tp) : NULL;
+		if (kv && lanes == 16)
+			attn_backward_head_avx512(q, o, g, l, dq, T, C, D, causal, scale, kv,
+						  kv + (size_t)D * tp, tp);
+		else if (kv && lanes == 8)
+			attn_backward_head_avx2(q, o, g, l, dq, T, C, D, causal, scale, kv,
+						kv + (size_t)D * tp, tp);
+		else
+			attn_backward_head(q, o, g, l, dq, T, C, D, causal, scale);
 	}
 }

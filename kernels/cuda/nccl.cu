@@ -6,7 +6,12 @@
  * deadline and a rank that died or stalls ends in ncclCommAbort with a
  * message instead of a hang.  Sums run on a stream of their own, after
  * an event of the step's stream: a bucket's all-reduce runs on the GPU
- * while backward computes the layers before it. */
+ * while backward computes the layers before it.  ZeRO's collectives run
+ * there too: the reduce-scatter in rank order as grouped ncclSend and
+ * ncclRecv of the pieces into scratch memory and a kernel that adds them
+ * up in rank order; pieces of one size go through ncclReduceScatter and
+ * ncclAllGather, uneven ones through grouped ncclReduce and
+ * ncclBroadcast, one a rank. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -22,6 +27,8 @@ typedef struct nccl_state {
 	cudaEvent_t grads, summed;
 	double *f64;		/* sum_f64's values on the device */
 	int f64_cap;
+	float *scratch;		/* an ordered reduce-scatter's pieces */
+	size_t scratch_cap;
 } nccl_state;
 
 static double now(void)
@@ -89,6 +96,154 @@ static int sum_begin(dlt_comm *c, float *x, size_t n)
 static int progress(dlt_comm *c)
 {
 	return 0;
+}
+
+/* The comm's stream after what the step's stream has done so far */
+static int after_step(dlt_comm *c, const char *what)
+{
+	nccl_state *st = (nccl_state *)c->impl;
+	if (!cu_check(cudaEventRecord(st->grads, cu.stream), "cudaEventRecord") ||
+	    !cu_check(cudaStreamWaitEvent(st->stream, st->grads, 0), "cudaStreamWaitEvent"))
+		return fail(c, what, cu.error);
+	return 0;
+}
+
+static int ok(ncclResult_t r)
+{
+	return r == ncclSuccess || r == ncclInProgress;
+}
+
+/* Ends a group whose first failing call, if any, returned first */
+static int group_end(dlt_comm *c, ncclResult_t first, const char *what)
+{
+	ncclResult_t r = ncclGroupEnd();
+	if (!ok(first))
+		return fail(c, what, ncclGetErrorString(first));
+	return issued(c, r, what);
+}
+
+/* Where this rank's piece starts; whether the pieces are of one size */
+static size_t piece_at(const dlt_comm *c, const size_t *counts, int *equal)
+{
+	size_t at = 0;
+	*equal = 1;
+	for (int j = 0; j < c->size; j++) {
+		if (j < c->rank)
+			at += counts[j];
+		*equal &= counts[j] == counts[0];
+	}
+	return at;
+}
+
+/* out[k] = in[k] + in[n + k] + ... + in[(parts - 1) n + k], added in that
+ * order: the ranks' pieces in rank order */
+__global__ void add_parts(float *out, const float *in, size_t n, int parts)
+{
+	GRID_STRIDE(k, n) {
+		float s = in[k];
+		for (int j = 1; j < parts; j++)
+			s += in[(size_t)j * n + k];
+		out[k] = s;
+	}
+}
+
+static int finish(dlt_comm *c, const char *what);
+
+static int reduce_scatter(dlt_comm *c, float *x, const size_t *counts, int ordered)
+{
+	static const char what[] = "gradient reduce-scatter";
+	nccl_state *st = (nccl_state *)c->impl;
+	int equal, size = c->size;
+	size_t at = piece_at(c, counts, &equal), my = counts[c->rank], off = 0;
+	ncclResult_t r = ncclSuccess;
+
+	if (after_step(c, what) != 0)
+		return -1;
+	if (!ordered && equal)	/* in place: this rank's piece is x + rank * my */
+		return issued(c, ncclReduceScatter(x, x + at, my, ncclFloat, ncclSum, st->comm,
+						   st->stream), "ncclReduceScatter");
+	if (!ordered) {
+		ncclGroupStart();
+		for (int j = 0; j < size; off += counts[j], j++)
+			if (counts[j] && ok(r))
+				r = ncclReduce(x + off, x + off, counts[j], ncclFloat, ncclSum, j,
+					       st->comm, st->stream);
+		return group_end(c, r, "ncclReduce");
+	}
+	if (my * size > st->scratch_cap) {
+		/* the collectives in flight may read the old scratch */
+		if (finish(c, what) != 0)
+			return -1;
+		cudaFree(st->scratch);
+		st->scratch = NULL;
+		st->scratch_cap = 0;
+		if (!cu_check(cudaMalloc(&st->scratch, my * size * sizeof(float)), "cudaMalloc"))
+			return fail(c, what, cu.error);
+		st->scratch_cap = my * size;
+	}
+	/* later pieces reuse the scratch after this one's sum: one stream */
+	ncclGroupStart();
+	for (int j = 0; j < size; off += counts[j], j++) {
+		if (counts[j] && ok(r))
+			r = ncclSend(x + off, counts[j], ncclFloat, j, st->comm, st->stream);
+		if (my && ok(r))
+			r = ncclRecv(st->scratch + (size_t)j * my, my, ncclFloat, j, st->comm,
+				     st->stream);
+	}
+	if (group_end(c, r, "ncclSend/ncclRecv") != 0)
+		return -1;
+	if (my) {
+		add_parts<<<cu_blocks(my), CU_THREADS, 0, st->stream>>>(x + at, st->scratch, my,
+									 size);
+		if (!cu_launched("add_parts"))
+			return fail(c, what, cu.error);
+	}
+	return 0;
+}
+
+static int all_gather(dlt_comm *c, float *x, const size_t *counts)
+{
+	static const char what[] = "parameter all-gather";
+	nccl_state *st = (nccl_state *)c->impl;
+	int equal;
+	size_t at = piece_at(c, counts, &equal), off = 0;
+	ncclResult_t r = ncclSuccess;
+
+	if (after_step(c, what) != 0)
+		return -1;
+	if (equal)	/* in place: this rank's piece is x + rank * count */
+		return issued(c, ncclAllGather(x + at, x, counts[c->rank], ncclFloat, st->comm,
+					       st->stream), "ncclAllGather");
+	ncclGroupStart();
+	for (int j = 0; j < c->size; off += counts[j], j++)
+		if (counts[j] && ok(r))
+			r = ncclBroadcast(x + off, x + off, counts[j], ncclFloat, j, st->comm,
+					  st->stream);
+	return group_end(c, r, "ncclBroadcast");
+}
+
+static int gather(dlt_comm *c, const float *mine, float *all, const size_t *counts, int root)
+{
+	static const char what[] = "gather";
+	nccl_state *st = (nccl_state *)c->impl;
+	int equal;
+	size_t at = piece_at(c, counts, &equal), off = 0;
+	ncclResult_t r = ncclSuccess;
+
+	if (after_step(c, what) != 0)
+		return -1;
+	if (c->rank == root && counts[root] && mine != all + at &&
+	    !cu_check(cudaMemcpyAsync(all + at, mine, counts[root] * sizeof(float),
+				      cudaMemcpyDeviceToDevice, st->stream), "cudaMemcpyAsync"))
+		return fail(c, what, cu.error);
+	ncclGroupStart();
+	for (int j = 0; j < c->size; off += counts[j], j++) {
+		if (c->rank == root && j != root && counts[j] && ok(r))
+			r = ncclRecv(all + off, counts[j], ncclFloat, j, st->comm, st->stream);
+		if (c->rank != root && j == c->rank && counts[j] && ok(r))
+			r = ncclSend(mine, counts[j], ncclFloat, root, st->comm, st->stream);
+	}
+	return group_end(c, r, "ncclSend/ncclRecv");
 }
 
 /* The sums done, and the step's stream ordered after them. */
@@ -164,6 +319,7 @@ static void close_comm(dlt_comm *c)
 			ncclCommDestroy(st->comm);
 	}
 	cudaFree(st->f64);
+	cudaFree(st->scratch);
 	cudaEventDestroy(st->grads);
 	cudaEventDestroy(st->summed);
 	cudaStreamDestroy(st->stream);
@@ -223,6 +379,9 @@ dlt_comm_nccl_open(dlt_comm *c, int abi, int device, const unsigned char *id)
 	c->sum_wait = sum_wait;
 	c->sum_f64 = sum_f64;
 	c->broadcast = broadcast;
+	c->reduce_scatter = reduce_scatter;
+	c->all_gather = all_gather;
+	c->gather = gather;
 	c->abort = abort_job;
 	c->close = close_comm;
 	return 0;

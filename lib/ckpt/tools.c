@@ -25,6 +25,15 @@ int dlt_ckpt_is_optim(const char *name)
 	return strncmp(name, "optim.", 6) == 0;
 }
 
+/* A language model's BPE tokenizer, which a checkpoint keeps beside the
+ * weights as its token archive did (prep/tokens.h): "merges", i32 [N, 2].
+ * Not a weight: export writes it as it is, import takes it back, average
+ * wants the same one in every checkpoint and keeps it. */
+static int is_tokenizer(const char *name)
+{
+	return strcmp(name, "merges") == 0;
+}
+
 /* A tensor name for a message: control bytes become '?' and a long name
  * is cut, so that a hostile file cannot break the one-line message. */
 enum { NAME_SIZE = 80 };
@@ -957,6 +966,9 @@ int dlt_ckpt_import(const char *path, const char *out, const char *config)
 		if (dlt_ckpt_is_optim(t->name))
 			continue;
 		safe(nm, t->name);
+		if (is_tokenizer(t->name) && t->dtype == DLT_ST_I32 && t->ndim == 2 &&
+		    t->dims[1] == 2)
+			continue;
 		if (t->dtype != DLT_ST_F32 && t->dtype != DLT_ST_F16 && t->dtype != DLT_ST_BF16) {
 			rc = dlt_error(DLT_EINPUT, "%s: tensor '%s' is %s, not F32, F16 or BF16",
 				       dlt_safetensors_path(st), nm, dlt_st_dtype_name(t->dtype));
@@ -978,6 +990,14 @@ int dlt_ckpt_import(const char *path, const char *out, const char *config)
 		rc = DLT_ENOMEM;
 		if (!(buf = dlt_calloc(t->count + 1, sizeof(float))))
 			goto fail;
+		if (t->dtype == DLT_ST_I32) {	/* the tokenizer, checked above: as it is */
+			memcpy(buf, dlt_safetensors_data(st, t), t->count * sizeof(int32_t));
+			DLT_TRY(dlt_archive_write_tensor(w, t->name, DLT_I32, t->ndim, t->dims, buf,
+							 CODEC, LEVEL));
+			free(buf);
+			buf = NULL;
+			continue;
+		}
 		DLT_TRY(dlt_safetensors_read_f32(st, t, buf, t->count));
 		DLT_TRY(dlt_archive_write_tensor(w, t->name, DLT_F32, t->ndim, t->dims, buf,
 						 CODEC, LEVEL));
@@ -998,7 +1018,32 @@ fail:
 
 /* average */
 
-/* Whether b has the weights of a, no more, with the same dtypes and shapes. */
+/* Whether b has the tokenizer t of a, to the byte. */
+static int same_tokenizer(dlt_archive *a, const dlt_tensor_info *t, dlt_archive *b)
+{
+	const dlt_tensor_info *u = dlt_archive_find(b, t->name);
+	void *x = NULL, *y = NULL;
+	int rc;
+
+	if (!u || u->dtype != t->dtype || !same_shape(t, u))
+		goto differ;
+	DLT_TRY(read_tensor(a, t, &x));
+	DLT_TRY(read_tensor(b, u, &y));
+	if (memcmp(x, y, t->raw_size))
+		goto differ;
+	rc = 0;
+fail:
+	free(x);
+	free(y);
+	return rc;
+differ:
+	rc = dlt_error(DLT_EINPUT, "%s: its tokenizer (merges) is not that of %s",
+		       dlt_archive_path(b), dlt_archive_path(a));
+	goto fail;
+}
+
+/* Whether b has the weights of a, no more, with the same dtypes and shapes
+ * (and the same tokenizer). */
 static int same_weights(dlt_archive *a, dlt_archive *b)
 {
 	const char *pa = dlt_archive_path(a), *pb = dlt_archive_path(b);
@@ -1009,6 +1054,10 @@ static int same_weights(dlt_archive *a, dlt_archive *b)
 		if (dlt_ckpt_is_optim(t->name))
 			continue;
 		safe(nm, t->name);
+		if (is_tokenizer(t->name)) {
+			DLT_TRY_RC(same_tokenizer(a, t, b));
+			continue;
+		}
 		if (t->dtype != DLT_F32)
 			return dlt_error(DLT_EINPUT, "%s: tensor '%s' is %s, not f32", pa, nm,
 					 dlt_dtype_name(t->dtype));
@@ -1060,6 +1109,14 @@ int dlt_ckpt_average(const char *const *paths, int n, const char *out)
 		size_t count = t->count;
 		if (dlt_ckpt_is_optim(t->name))
 			continue;
+		if (is_tokenizer(t->name)) {	/* the same in all: the first's */
+			DLT_TRY(read_tensor(first, t, (void **)&buf));
+			DLT_TRY(dlt_archive_write_tensor(w, t->name, t->dtype, t->ndim, t->dims, buf,
+							 CODEC, LEVEL));
+			free(buf);
+			buf = NULL;
+			continue;
+		}
 		rc = DLT_ENOMEM;
 		if (!(sum = dlt_calloc(count + 1, sizeof(*sum))) ||
 		    !(buf = dlt_calloc(count + 1, sizeof(*buf))))

@@ -385,6 +385,86 @@ void dlt_comm_abort(dlt_comm *c, int status)
 	c->abort(c, status);
 }
 
+void dlt_comm_ranges(const dlt_comm *c, size_t n, size_t *ranges)
+{
+	size_t q = n / (size_t)c->size, rem = n % (size_t)c->size;
+	for (int r = 0; r <= c->size; r++)
+		ranges[r] = q * (size_t)r + ((size_t)r < rem ? (size_t)r : rem);
+}
+
+/* The pieces of [a, b) of a block cut by ranges: counts[r] floats of
+ * rank r's range, one after the other. */
+static void pieces(const dlt_comm *c, const size_t *ranges, size_t a, size_t b, size_t *counts)
+{
+	for (int r = 0; r < c->size; r++) {
+		size_t lo = ranges[r] > a ? ranges[r] : a, hi = ranges[r + 1] < b ? ranges[r + 1] : b;
+		counts[r] = hi > lo ? hi - lo : 0;
+	}
+}
+
+/* A collective's pieces: at most 2^31 - 1 floats each, which MPI's int
+ * counts take; an op of at most chunk floats has pieces of at most that */
+static size_t op_chunk(size_t chunk)
+{
+	return chunk && chunk < (1u << 30) ? chunk : 1u << 30;
+}
+
+enum { OP_SCATTER, OP_SCATTER_ORDERED, OP_GATHER_ALL };
+
+static int ranged(dlt_comm *c, int op, float *block, const size_t *ranges, size_t a, size_t b,
+		  size_t chunk)
+{
+	size_t *counts = dlt_malloc((size_t)c->size * sizeof(*counts));
+	int rc = 0;
+
+	if (!counts)
+		return DLT_ENOMEM;
+	chunk = op_chunk(chunk);
+	for (size_t s = a; s < b && rc == 0; s += chunk) {
+		size_t e = b - s > chunk ? s + chunk : b;
+		pieces(c, ranges, s, e, counts);
+		if (op == OP_GATHER_ALL ? c->all_gather(c, block + s, counts)
+					: c->reduce_scatter(c, block + s, counts, op == OP_SCATTER_ORDERED))
+			rc = failed(c);
+	}
+	free(counts);
+	return rc;
+}
+
+int dlt_comm_reduce_scatter(dlt_comm *c, float *block, const size_t *ranges, size_t a, size_t b,
+			    size_t chunk, int ordered)
+{
+	return ranged(c, ordered ? OP_SCATTER_ORDERED : OP_SCATTER, block, ranges, a, b, chunk);
+}
+
+int dlt_comm_all_gather(dlt_comm *c, float *block, const size_t *ranges, size_t a, size_t b,
+			size_t chunk)
+{
+	return ranged(c, OP_GATHER_ALL, block, ranges, a, b, chunk);
+}
+
+int dlt_comm_gather(dlt_comm *c, const float *mine, float *all, const size_t *ranges,
+		    size_t chunk, int root)
+{
+	size_t *counts = dlt_malloc((size_t)c->size * sizeof(*counts)), lo = ranges[c->rank];
+	int rc = 0;
+
+	if (!counts)
+		return DLT_ENOMEM;
+	chunk = op_chunk(chunk);
+	for (size_t s = 0; s < ranges[c->size] && rc == 0; s += chunk) {
+		size_t e = ranges[c->size] - s > chunk ? s + chunk : ranges[c->size];
+		/* this rank's part of [s, e) starts at s or at its range */
+		size_t at = s > lo ? s - lo : 0;
+		pieces(c, ranges, s, e, counts);
+		if (c->gather(c, counts[c->rank] ? mine + at : mine, c->rank == root ? all + s : NULL,
+			      counts, root))
+			rc = failed(c);
+	}
+	free(counts);
+	return rc;
+}
+
 void dlt_buckets_init(dlt_buckets *b, dlt_comm *c, float *g, size_t n, size_t bucket_bytes)
 {
 	memset(b, 0, sizeof(*b));
@@ -393,6 +473,26 @@ void dlt_buckets_init(dlt_buckets *b, dlt_comm *c, float *g, size_t n, size_t bu
 	b->n = n;
 	b->bucket = bucket_bytes / sizeof(float) ? bucket_bytes / sizeof(float) : 1;
 	b->begun = n;
+}
+
+void dlt_buckets_scatter(dlt_buckets *b, const size_t *ranges, int during_backward)
+{
+	b->ranges = ranges;
+	b->at_finish = !during_backward;
+}
+
+/* g[off..begun) is final: its sum begins.  A reduce-scatter in rank
+ * order receives every rank's piece of this rank's range before it adds
+ * them up: in collectives of bucket / ranks floats, whose pieces take a
+ * bucket's memory at most (the comm waits for those in flight when it
+ * has no more room). */
+static int bucket_begin(dlt_buckets *b, size_t off)
+{
+	size_t chunk = b->bucket / (size_t)b->c->size;
+	if (b->ranges)
+		return dlt_comm_reduce_scatter(b->c, b->g, b->ranges, off, b->begun,
+					       chunk ? chunk : 1, 1);
+	return dlt_comm_sum_begin(b->c, b->g + off, b->begun - off);
 }
 
 void dlt_buckets_reset(dlt_buckets *b)
@@ -405,8 +505,8 @@ void dlt_buckets_ready(dlt_buckets *b, size_t off)
 {
 	if (b->err)
 		return;
-	if (off < b->begun && b->begun - off >= b->bucket) {
-		b->err = dlt_comm_sum_begin(b->c, b->g + off, b->begun - off);
+	if (off < b->begun && b->begun - off >= b->bucket && !b->at_finish) {
+		b->err = bucket_begin(b, off);
 		b->begun = off;
 	} else {
 		b->err = dlt_comm_progress(b->c);
@@ -416,7 +516,7 @@ void dlt_buckets_ready(dlt_buckets *b, size_t off)
 int dlt_buckets_finish(dlt_buckets *b)
 {
 	if (!b->err && b->begun > 0) {
-		b->err = dlt_comm_sum_begin(b->c, b->g, b->begun);
+		b->err = bucket_begin(b, 0);
 		b->begun = 0;
 	}
 	if (!b->err)

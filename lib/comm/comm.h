@@ -48,8 +48,15 @@ void dlt_batch_job_get(dlt_batch_job *j);
 /* What a shared object fills (DLT_COMM_ABI: the version of this struct).
  * Entries return 0 or -1 with the reason in why.  Buffers are in the
  * memory of the ranks' backend: the host's for MPI, the GPU's for NCCL,
- * except sum_f64's, which are always the host's. */
-#define DLT_COMM_ABI 2
+ * except sum_f64's, which are always the host's.
+ *
+ * The collectives of ZeRO (reduce_scatter, all_gather, gather) work on a
+ * buffer cut into one piece a rank: counts[j] floats for rank j, one
+ * after the other, some of them possibly 0.  Like sum_begin they are
+ * begun now and done at sum_wait, which waits for every begun one, and
+ * each takes at most 2^31 - 1 floats a piece (dlt_comm_reduce_scatter
+ * and the others below cut larger ones into several). */
+#define DLT_COMM_ABI 3
 typedef struct dlt_comm {
 	const char *name;		/* "mpi", "nccl" */
 	int rank, size;
@@ -59,12 +66,25 @@ typedef struct dlt_comm {
 	int (*sum_begin)(struct dlt_comm *c, float *x, size_t n);
 	/* lets begun sums move on while the caller computes (MPI) */
 	int (*progress)(struct dlt_comm *c);
-	/* every begun sum done */
+	/* every begun sum and collective done */
 	int (*sum_wait)(struct dlt_comm *c);
 	/* small sums of host values (metrics, flags), blocking */
 	int (*sum_f64)(struct dlt_comm *c, double *x, int n);
 	/* rank 0's bytes to every rank */
 	int (*broadcast)(struct dlt_comm *c, void *p, size_t bytes);
+	/* In place: this rank's piece of x becomes the sum of every rank's
+	 * piece of that place; the other pieces stay as they were.  ordered:
+	 * the pieces are moved as they are (an all-to-all) and added up here
+	 * in rank order, ((x0 + x1) + x2) + ..., so that the bits depend on
+	 * the values alone, not on the library's algorithm or the timing;
+	 * else the library's reduce-scatter, which sums on the way. */
+	int (*reduce_scatter)(struct dlt_comm *c, float *x, const size_t *counts, int ordered);
+	/* In place: piece j of x, rank j's, to every rank's x. */
+	int (*all_gather)(struct dlt_comm *c, float *x, const size_t *counts);
+	/* mine, this rank's counts[rank] floats, to root's all at the place
+	 * of its piece (all: root's only; mine may be that place on root) */
+	int (*gather)(struct dlt_comm *c, const float *mine, float *all, const size_t *counts,
+		      int root);
 	/* ends every rank of the job at once */
 	void (*abort)(struct dlt_comm *c, int status);
 	void (*close)(struct dlt_comm *c);
@@ -94,6 +114,24 @@ int dlt_comm_sum_f64(dlt_comm *c, double *x, int n);
 int dlt_comm_broadcast(dlt_comm *c, void *p, size_t bytes);
 void dlt_comm_abort(dlt_comm *c, int status);
 
+/* ZeRO's ranges: a block of n floats cut into c->size contiguous ranges,
+ * rank r's [ranges[r], ranges[r + 1]), which differ by one float at most
+ * (the first n % size ranks have the one more): any n and any rank count,
+ * some ranges empty when n < size.  ranges has size + 1 entries. */
+void dlt_comm_ranges(const dlt_comm *c, size_t n, size_t *ranges);
+/* The collectives over [a, b) of such a block, cut into collectives of at
+ * most chunk floats, begun now and done at dlt_comm_sum_wait:
+ * reduce_scatter leaves in each rank's part of [a, b) the sum of every
+ * rank's (ordered: in rank order, bit for bit the same however [a, b) is
+ * cut); all_gather sends each rank's part to every rank; gather sends
+ * mine, this rank's whole range, to root's all (the block). */
+int dlt_comm_reduce_scatter(dlt_comm *c, float *block, const size_t *ranges, size_t a, size_t b,
+			    size_t chunk, int ordered);
+int dlt_comm_all_gather(dlt_comm *c, float *block, const size_t *ranges, size_t a, size_t b,
+			size_t chunk);
+int dlt_comm_gather(dlt_comm *c, const float *mine, float *all, const size_t *ranges,
+		    size_t chunk, int root);
+
 /* The sync points (the waits of sum_wait, sum_f64 and broadcast, which
  * every rank reaches in the same order) that each rank of a job on one
  * machine reached, in memory the ranks share, so that a rank whose wait
@@ -120,9 +158,18 @@ typedef struct dlt_buckets {
 	size_t bucket;		/* floats a sum begins with, at least */
 	size_t begun;		/* g[begun..n) is being summed */
 	int err;		/* the first failure, 0 while none */
+	/* ZeRO (dlt_buckets_scatter): the ranks' ranges of g; the buckets
+	 * are then reduce-scattered in rank order instead of summed */
+	const size_t *ranges;
+	int at_finish;		/* ... and only at finish, not during backward */
 } dlt_buckets;
 
 void dlt_buckets_init(dlt_buckets *b, dlt_comm *c, float *g, size_t n, size_t bucket_bytes);
+/* Each rank's range of g (dlt_comm_ranges) gets the sum of every rank's
+ * gradients there, added in rank order, and the rest of g is left as it
+ * was: during backward, bucket by bucket (ZeRO 2), or when all of g is
+ * final (ZeRO 0 and 1). */
+void dlt_buckets_scatter(dlt_buckets *b, const size_t *ranges, int during_backward);
 /* Starts a step: nothing is summed yet. */
 void dlt_buckets_reset(dlt_buckets *b);
 /* g[off..n) is final. */

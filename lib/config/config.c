@@ -1049,20 +1049,23 @@ fail:
 	return rc;
 }
 
-/* dist: {timeout: seconds, bucket_mb: MB}, data parallelism's: how long
- * a rank waits for the others before it ends the job, and the size of
- * the gradient buckets summed while backward goes on. */
+/* dist: {timeout: seconds, bucket_mb: MB, zero: 0|1|2}, data
+ * parallelism's: how long a rank waits for the others before it ends the
+ * job, the size of the gradient buckets summed while backward goes on,
+ * and the ZeRO stage. */
 static int parse_dist(const dlt_node *root, dlt_config *c)
 {
-	static const char *const keys[] = { "timeout", "bucket_mb", NULL };
+	static const char *const keys[] = { "timeout", "bucket_mb", "zero", NULL };
 	const dlt_node *d = get(root, "dist");
 	int rc;
 
 	c->dist.timeout = 300;
 	c->dist.bucket_mb = 25;
+	c->dist.zero = -1;
 	DLT_TRY(as_map(d, "dist", keys));
 	DLT_TRY(get_f64(d, "dist", "timeout", POSITIVE, &c->dist.timeout));
 	DLT_TRY(get_f64(d, "dist", "bucket_mb", POSITIVE, &c->dist.bucket_mb));
+	DLT_TRY(get_int(d, "dist", "zero", 0, 2, &c->dist.zero));
 	if (c->dist.timeout > 86400 || c->dist.bucket_mb > 4096)
 		rc = dlt_node_error(d, "dist: timeout is at most 86400 s, bucket_mb 4096");
 fail:

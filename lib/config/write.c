@@ -336,6 +336,10 @@ int dlt_config_write_yaml(const dlt_config *c, dlt_buf *buf)
 	ckpt(&o, c);
 	/* seconds and megabytes: %g's six digits are all they need */
 	put(&o, "dist:\n  timeout: %g\n  bucket_mb: %g\n", c->dist.timeout, c->dist.bucket_mb);
+	/* only when set: a config without it keeps its bytes, and zero: 0
+	 * (the sums in rank order) stays itself in a resumed run */
+	if (c->dist.zero >= 0)
+		put(&o, "  zero: %d\n", c->dist.zero);
 	if (c->device >= 0)
 		put(&o, "device: cuda:%d\n", c->device);
 	else

@@ -141,8 +141,27 @@ int dlt_model_write(const dlt_model *m, struct dlt_archive_writer *w, int codec,
  * same shape. */
 int dlt_model_read(dlt_model *m, struct dlt_archive *a);
 
+/* The step of one rank of several (dist.zero, dlt-train(1) MULTI-GPU AND
+ * MULTI-NODE): the block is cut into ranges, rank r's [ranges[r],
+ * ranges[r + 1]), and the gradients' global norm is the sum of the
+ * ranges' squared norms, added in rank order, so that it has the same
+ * bits whichever rank holds which gradients.  shard (ZeRO 1 and 2): the
+ * rank holds the summed gradients of its range only, keeps m and v of it
+ * alone and updates it alone (the caller gathers the parameters after);
+ * else every rank holds the whole summed gradient and updates the whole
+ * block.  Skips and clipping are decided by all ranks together, through
+ * sum (a few host values summed over the ranks, blocking). */
+typedef struct dlt_optim_ranks {
+	const size_t *ranges;	/* size + 1 offsets, the caller's */
+	int rank, size;
+	int shard;
+	int (*sum)(void *ctx, double *x, int n);
+	void *ctx;
+} dlt_optim_ranks;
+
 /* Optimiser over all params of a model (state allocated once, in the
- * params' m and v, freed by dlt_model_free). */
+ * params' m and v, freed by dlt_model_free; with ranks that shard, in sm
+ * and sv, freed by dlt_optim_free). */
 typedef struct dlt_optim {
 	dlt_optim_cfg cfg;
 	const dlt_backend *be;
@@ -157,15 +176,27 @@ typedef struct dlt_optim {
 	int growth_interval;
 	double clip;		/* train.clip: the gradients' largest global norm, 0: none */
 	double grad_norm;	/* the last step's, before clipping (with clip) */
+	int has_ranks;		/* ranks is set (dlt_optim_init_ranks) */
+	dlt_optim_ranks ranks;
+	/* ranks that shard: m and v of this rank's range, in the backend's
+	 * memory (the model's dev_m, dev_v and params' m, v are then NULL) */
+	float *sm, *sv;
+	size_t state_bytes;	/* the optimiser state this rank holds */
 } dlt_optim;
 /* loss_scale > 0 turns on dynamic loss scaling from that scale (fp16's
  * train.loss_scale); 0 leaves it off. */
 int dlt_optim_init(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m, double loss_scale,
 		   int growth_interval);
+/* The same for one rank of several (r, copied; its ranges stay the
+ * caller's): with r->shard, the state of its range alone. */
+int dlt_optim_init_ranks(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m,
+			 double loss_scale, int growth_interval, const dlt_optim_ranks *r);
+void dlt_optim_free(dlt_optim *o);
 /* One step from the gradients that backward left, scaled by o->scale:
  * when they are finite, unscales them and updates the params; else (with
  * loss scaling) skips the update.  Moves the scale and sets
- * m->loss_scale for the next step.  Returns 1 if it updated, 0 if not. */
+ * m->loss_scale for the next step.  Returns 1 if it updated, 0 if not,
+ * or (ranks' sums only) an error. */
 int dlt_optim_step(dlt_optim *o, dlt_model *m, double lr);
 
 /* Learning rate at an update step (0-based) of a run of steps_per_epoch x epochs. */

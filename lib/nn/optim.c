@@ -34,13 +34,67 @@ static float *zeroed(size_t n)
 	return p;
 }
 
+/* This rank's range of the block (the whole block for one process) */
+static size_t range_lo(const dlt_optim *o)
+{
+	return o->has_ranks ? o->ranks.ranges[o->ranks.rank] : 0;
+}
+
+static size_t range_hi(const dlt_optim *o, const dlt_model *m)
+{
+	return o->has_ranks ? o->ranks.ranges[o->ranks.rank + 1] : m->n_weights;
+}
+
+/* ZeRO: m and v of this rank's range alone, zeros, in the backend's
+ * memory; the model keeps none. */
+static int init_shard(dlt_optim *o, dlt_model *m, int moments)
+{
+	size_t n = range_hi(o, m) - range_lo(o), bytes = n * sizeof(float);
+	float **state[2] = { &o->sm, &o->sv };
+
+	free(m->params[0].m);
+	free(m->params[0].v);
+	for (int k = 0; k < m->n_params; k++)
+		m->params[k].m = m->params[k].v = NULL;
+	if (!m->be->host) {
+		m->be->free(m->dev_m);
+		m->be->free(m->dev_v);
+	}
+	m->dev_m = m->dev_v = NULL;
+	for (int i = 0; i < moments && n; i++) {
+		if (m->be->host ? !(*state[i] = zeroed(n)) : !(*state[i] = m->be->alloc(bytes)))
+			return dlt_error(DLT_ENOMEM, "out of %s memory for the optimizer state",
+					 m->be->name);
+		if (!m->be->host)
+			m->be->zero(*state[i], bytes);
+		o->state_bytes += bytes;
+	}
+	return 0;
+}
+
+void dlt_optim_free(dlt_optim *o)
+{
+	void (*release)(void *) = o->be && !o->be->host ? o->be->free : free;
+	if (o->sm)
+		release(o->sm);
+	if (o->sv)
+		release(o->sv);
+	o->sm = o->sv = NULL;
+}
+
 /* The state is one block per moment, sliced like the weights, owned by
  * the params (dlt_model_free frees it), and its copy in the backend's
  * memory (the same block on a host backend). */
 int dlt_optim_init(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m, double loss_scale,
 		   int growth_interval)
 {
-	int rc = check_cfg(cfg);
+	return dlt_optim_init_ranks(o, cfg, m, loss_scale, growth_interval, NULL);
+}
+
+int dlt_optim_init_ranks(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m,
+			 double loss_scale, int growth_interval, const dlt_optim_ranks *r)
+{
+	int rc = check_cfg(cfg), moments;
 	float *mb = NULL, *vb = NULL;
 	size_t off = 0, bytes = m->n_weights * sizeof(float);
 	if (rc)
@@ -52,15 +106,22 @@ int dlt_optim_init(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m, double 
 	o->scale = o->dynamic ? loss_scale : 1.0;
 	o->growth_interval = growth_interval;
 	m->loss_scale = (float)o->scale;
+	if (r) {
+		o->has_ranks = 1;
+		o->ranks = *r;
+	}
 	if (!m->n_params || !m->n_weights)
 		return 0;
-	if (cfg->kind != DLT_OPT_SGD || cfg->momentum != 0.0)
-		if (!(mb = zeroed(m->n_weights)))
-			return DLT_ENOMEM;
-	if (cfg->kind != DLT_OPT_SGD && !(vb = zeroed(m->n_weights))) {
+	moments = cfg->kind != DLT_OPT_SGD ? 2 : cfg->momentum != 0.0;
+	if (r && r->shard)
+		return init_shard(o, m, moments);
+	if (moments && !(mb = zeroed(m->n_weights)))
+		return DLT_ENOMEM;
+	if (moments > 1 && !(vb = zeroed(m->n_weights))) {
 		free(mb);
 		return DLT_ENOMEM;
 	}
+	o->state_bytes = (size_t)moments * bytes;
 	free(m->params[0].m);
 	free(m->params[0].v);
 	for (int k = 0; k < m->n_params; k++) {
@@ -84,32 +145,78 @@ int dlt_optim_init(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m, double 
 }
 
 /* All params are one contiguous block (see make_params), so one kernel
- * call updates the whole model. */
+ * call updates the whole model (or a rank's range of it). */
 /* The gradients' global L2 norm: summed in double, in param order, on
  * the host (the gradients come down from a GPU), so every backend and
  * every thread count gives the same bits. */
-static double grad_norm(dlt_model *m)
+static double sum_squares(dlt_model *m, size_t lo, size_t hi)
 {
 	const float *g = m->dev_g;
 	double s = 0;
-	if (!m->be->host) {
-		m->be->download(m->params[0].g, m->dev_g, m->n_weights * sizeof(float));
+	if (!m->be->host && hi > lo) {
+		m->be->download(m->params[0].g + lo, m->dev_g + lo, (hi - lo) * sizeof(float));
 		g = m->params[0].g;
 	}
-	for (size_t i = 0; i < m->n_weights; i++)
+	for (size_t i = lo; i < hi; i++)
 		s += (double)g[i] * g[i];
-	return sqrt(s);
+	return s;
+}
+
+/* The global norm of ranks: the ranges' sums of squares, each rank's own
+ * when they shard (the others' come as zeros but one, which adds them
+ * exactly), added in rank order. */
+static int ranks_norm(dlt_optim *o, dlt_model *m, double *norm)
+{
+	const dlt_optim_ranks *r = &o->ranks;
+	double *part = dlt_calloc((size_t)r->size, sizeof(double)), s = 0;
+	int rc = 0;
+
+	if (!part)
+		return DLT_ENOMEM;
+	for (int k = 0; k < r->size; k++)
+		if (!r->shard || k == r->rank)
+			part[k] = sum_squares(m, r->ranges[k], r->ranges[k + 1]);
+	if (r->shard)
+		rc = r->sum(r->ctx, part, r->size);
+	for (int k = 0; k < r->size; k++)
+		s += part[k];
+	free(part);
+	*norm = sqrt(s);
+	return rc;
+}
+
+static double grad_norm(dlt_model *m)
+{
+	return sqrt(sum_squares(m, 0, m->n_weights));
+}
+
+/* Whether any gradient is inf or NaN: of all ranks, when they shard */
+static int nonfinite(dlt_optim *o, dlt_model *m, size_t lo, size_t hi)
+{
+	double bad = (double)o->be->nonfinite(m->dev_g + lo, hi - lo);
+	int rc;
+	if (o->has_ranks && o->ranks.shard && (rc = o->ranks.sum(o->ranks.ctx, &bad, 1)) < 0)
+		return rc;
+	return bad > 0;
 }
 
 int dlt_optim_step(dlt_optim *o, dlt_model *m, double lr)
 {
 	const dlt_optim_cfg *c = &o->cfg;
+	/* the part this rank updates, and where it starts in m and v */
+	const int shard = o->has_ranks && o->ranks.shard;
+	const size_t lo = shard ? range_lo(o) : 0, hi = shard ? range_hi(o, m) : m->n_weights;
+	float *mm = shard ? o->sm : m->dev_m, *vv = shard ? o->sv : m->dev_v;
+	const size_t at = shard ? lo : 0;
 	long long t;
+	int rc;
 	o->step++;
 	if (!m->n_params || !m->n_weights)
 		return 1;
 	if (o->dynamic) {
-		if (o->be->nonfinite(m->dev_g, m->n_weights)) {
+		if ((rc = nonfinite(o, m, lo, hi)) < 0)
+			return rc;
+		if (rc) {
 			/* an overflow: this step's gradients are lost, and a
 			 * smaller scale should keep the next ones in range */
 			o->skipped++;
@@ -118,7 +225,7 @@ int dlt_optim_step(dlt_optim *o, dlt_model *m, double lr)
 			m->loss_scale = (float)o->scale;
 			return 0;
 		}
-		o->be->scale(m->dev_g, m->n_weights, (float)(1.0 / o->scale));
+		o->be->scale(m->dev_g + lo, hi - lo, (float)(1.0 / o->scale));
 		if (++o->clean == o->growth_interval) {
 			o->scale *= 2.0;
 			o->clean = 0;
@@ -128,27 +235,36 @@ int dlt_optim_step(dlt_optim *o, dlt_model *m, double lr)
 	if (o->clip > 0) {
 		/* PyTorch's clip_grad_norm_: the global norm, scaled down to
 		 * clip when above it */
-		o->grad_norm = grad_norm(m);
+		if (o->has_ranks && (rc = ranks_norm(o, m, &o->grad_norm)) < 0)
+			return rc;
+		if (!o->has_ranks)
+			o->grad_norm = grad_norm(m);
 		if (o->grad_norm + 1e-6 > o->clip)
-			o->be->scale(m->dev_g, m->n_weights, (float)(o->clip / (o->grad_norm + 1e-6)));
+			o->be->scale(m->dev_g + lo, hi - lo,
+				     (float)(o->clip / (o->grad_norm + 1e-6)));
 	}
 	/* Adam's bias correction counts the updates made */
 	t = o->step - o->skipped;
+	if (hi == lo)
+		return 1;	/* a rank of more ranks than floats */
 	if (c->kind == DLT_OPT_SGD)
-		o->be->sgd(m->dev_w, m->dev_g, m->dev_m, m->n_weights, (float)lr,
+		o->be->sgd(m->dev_w + lo, m->dev_g + lo, mm, hi - lo, (float)lr,
 			   (float)c->momentum, c->nesterov, (float)c->weight_decay, t == 1);
 	else if (c->kind == DLT_OPT_ADAMW && c->decay_matrices)
 		/* GPT-2's convention: weight decay on matrices (and conv
-		 * kernels), not on biases, norms' gains or vectors */
+		 * kernels), not on biases, norms' gains or vectors; each
+		 * param's part in [lo, hi) */
 		for (int k = 0; k < m->n_params; k++) {
 			const dlt_param *q = &m->params[k];
-			o->be->adam(m->dev_w + q->off, m->dev_g + q->off, m->dev_m + q->off,
-				    m->dev_v + q->off, q->n, (float)lr, (float)c->beta1,
-				    (float)c->beta2, (float)c->eps,
+			size_t a = q->off > lo ? q->off : lo, b = q->off + q->n < hi ? q->off + q->n : hi;
+			if (a >= b)
+				continue;
+			o->be->adam(m->dev_w + a, m->dev_g + a, mm + (a - at), vv + (a - at), b - a,
+				    (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,
 				    q->ndim >= 2 ? (float)c->weight_decay : 0.0f, 1, t);
 		}
 	else
-		o->be->adam(m->dev_w, m->dev_g, m->dev_m, m->dev_v, m->n_weights, (float)lr,
+		o->be->adam(m->dev_w + lo, m->dev_g + lo, mm, vv, hi - lo, (float)lr,
 			    (float)c->beta1, (float)c->beta2, (float)c->eps,
 			    (float)c->weight_decay, c->kind == DLT_OPT_ADAMW, t);
 	return 1;

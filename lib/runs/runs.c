@@ -507,10 +507,11 @@ double dlt_runs_best_value(const dlt_series *s, int mode)
 
 const char *dlt_runs_main_metric(const dlt_runinfo *runs, size_t n)
 {
-	/* classifiers and multi-label runs record acc, regressions rmse;
+	/* language models record bpb (and a token accuracy, which says
+	 * less), classifiers and multi-label runs acc, regressions rmse;
 	 * every run records loss */
-	static const char *const order[] = { "test.acc", "val.acc", "test.rmse", "val.rmse",
-		"test.f1", "val.f1", NULL };
+	static const char *const order[] = { "test.bpb", "val.bpb", "test.acc", "val.acc",
+		"test.rmse", "val.rmse", "test.f1", "val.f1", NULL };
 
 	for (int k = 0; order[k]; k++)
 		for (size_t i = 0; i < n; i++)

@@ -69,8 +69,9 @@ const char *dlt_runs_config(const dlt_runinfo *r, const char *key);
 char *dlt_runs_metric_name(const char *metric);
 /* The best value of s by mode (1 max, -1 min); NaN when s is empty. */
 double dlt_runs_best_value(const dlt_series *s, int mode);
-/* The metric that ls shows by default: the first of test.acc, val.acc,
- * test.rmse, val.rmse, test.f1, val.f1 that a run has, else train.loss.
+/* The metric that ls shows by default: the first of test.bpb, val.bpb,
+ * test.acc, val.acc, test.rmse, val.rmse, test.f1, val.f1 that a run has,
+ * else train.loss.
  * Which way a metric improves is dlt_metric_mode's (util.h). */
 const char *dlt_runs_main_metric(const dlt_runinfo *runs, size_t n);
 /* Choosing and ordering runs, for ls and best. */

@@ -1,5 +1,7 @@
-/* The scheduler of a search: which trial trains to which epoch budget and
- * when, over a launcher, with a journal from which a killed search goes on.
+/* The scheduler of a search: which trial trains to which budget and when,
+ * over a launcher, with a journal from which a killed search goes on.  A
+ * budget counts epochs, or optimiser steps (train.steps) for token data
+ * (min_steps, max_steps); "epochs" below is either.
  *
  * ASHA's decisions are made as `parallel` virtual workers (the search
  * file's) would make them on a clock that counts epochs: a job of e
@@ -101,6 +103,7 @@ struct dlt_search_run {
 	long long rep_jobs;
 	int rep_retries;
 	const dlt_trial **order;
+	int steps;		/* budgets count optimiser steps, not epochs */
 };
 
 /* ---- small helpers ---- */
@@ -214,18 +217,21 @@ static int rungs_of(dlt_search_run *r)
 		int rc = dlt_config_load(&c, s->base, r->extra, (int)r->nextra);
 		if (rc < 0)
 			return dlt_error_prefix(rc, "%s:%d: base", s->path, s->base_line);
-		r->rungs[0] = c.train.epochs;
+		/* token data trains train.steps */
+		r->steps = c.train.steps > 0;
+		r->rungs[0] = r->steps ? (int)c.train.steps : c.train.epochs;
 		r->nrungs = 1;
 		dlt_config_free(&c);
 		return 0;
 	}
 	r->nrungs = 0;
-	for (long long b = s->min_epochs; r->nrungs < MAX_RUNGS - 1; b *= s->eta) {
-		if (b >= s->max_epochs)
+	r->steps = s->steps;
+	for (long long b = s->min_budget; r->nrungs < MAX_RUNGS - 1; b *= s->eta) {
+		if (b >= s->max_budget)
 			break;
 		r->rungs[r->nrungs++] = (int)b;
 	}
-	r->rungs[r->nrungs++] = s->max_epochs;
+	r->rungs[r->nrungs++] = s->max_budget;
 	return 0;
 }
 
@@ -275,8 +281,9 @@ static int setup(dlt_search_run **out, const dlt_search *s, const char *dir,
 	else
 		DLT_TRY_RC(add_extra(r, "train.threads", r->threads));
 	if (s->method == DLT_SEARCH_ASHA) {
-		DLT_TRY_RC(add_extra(r, "train.epochs", s->min_epochs));
-		/* each rung's budget ends on a checkpoint that a promotion resumes */
+		DLT_TRY_RC(add_extra(r, s->steps ? "train.steps" : "train.epochs", s->min_budget));
+		/* each rung's budget ends on a checkpoint that a promotion resumes
+		 * (token data: its steps are one pass, which ends an epoch) */
 		DLT_TRY_RC(add_extra_text(r, "checkpoint.every=epoch"));
 	}
 	DLT_TRY_RC(rungs_of(r));
@@ -511,7 +518,9 @@ static int read_event(dlt_search_run *r, const dlt_jval *v, const char *where)
 			p->value = num_of(v, "value", NAN);
 			DLT_TRY_RC(int_of(v, "exit", INT_MIN, INT_MAX, 0, &n, where));
 			p->exit = (int)n;
-			DLT_TRY_RC(int_of(v, "epochs", 0, INT_MAX, 0, &n, where));
+			/* "steps" in a search whose budgets count steps */
+			DLT_TRY_RC(int_of(v, dlt_jval_get(v, "steps") ? "steps" : "epochs", 0,
+					  INT_MAX, 0, &n, where));
 			p->epochs = (int)n;
 			/* a job finished twice, the second time without a log, kept
 			 * the freed tail: freed again with the replay */
@@ -656,10 +665,10 @@ static int read_result(dlt_search_run *r, job *jb, int *ok)
 		return 0;
 	}
 	free(dir);
-	jb->epochs = (int)ri.epoch;
+	jb->epochs = (int)(r->steps ? ri.step : ri.epoch);
 	series = dlt_runs_series(&ri, r->s->metric);
 	jb->value = series && series->n ? series->p[series->n - 1].value : NAN;
-	*ok = !strcmp(ri.status, "done") && (!is_asha(r) || ri.epoch >= r->rungs[jb->rung]);
+	*ok = !strcmp(ri.status, "done") && (!is_asha(r) || jb->epochs >= r->rungs[jb->rung]);
 	dlt_runs_free(&ri);
 	return 0;
 }
@@ -712,7 +721,7 @@ static int journal_finish(dlt_search_run *r, const job *jb, const char *tail)
 	dlt_json_int(&j, "trial", jb->trial);
 	dlt_json_str(&j, "status", jb->state == JOB_DONE ? "done" : "failed");
 	dlt_json_int(&j, "exit", jb->exit);
-	dlt_json_int(&j, "epochs", jb->epochs);
+	dlt_json_int(&j, r->steps ? "steps" : "epochs", jb->epochs);
 	dlt_json_str(&j, "metric", r->s->metric);
 	dlt_json_num(&j, "value", jb->value);
 	dlt_json_int(&j, "job", (long long)(jb - r->jobs));
@@ -903,7 +912,7 @@ static int new_job(dlt_search_run *r, long long trial, int rung, long long t,
 		dlt_trial_json_params(&j, "params", tr);
 	dlt_json_int(&j, "job", (long long)d);
 	dlt_json_int(&j, "rung", rung);
-	dlt_json_int(&j, "epochs", r->rungs[rung]);
+	dlt_json_int(&j, r->steps ? "steps" : "epochs", r->rungs[rung]);
 	DLT_TRY_RC(journal_write(r, &j));
 	note(r, h, tr, rung ? "promote" : "start");
 	return 0;
@@ -1075,7 +1084,8 @@ static int launch(dlt_search_run *r, const dlt_launcher *l, job *jb, const dlt_s
 	while (r->slot_job[slot] >= 0)
 		slot++;
 	fresh = !dlt_runs_is_run(dir);
-	snprintf(epochs, sizeof(epochs), "train.epochs=%d", r->rungs[jb->rung]);
+	snprintf(epochs, sizeof(epochs), "train.%s=%d", r->steps ? "steps" : "epochs",
+		 r->rungs[jb->rung]);
 	argv[k++] = (char *)r->trainer;
 	if (fresh) {
 		argv[k++] = "-c";
@@ -1270,7 +1280,7 @@ static int finish_search(dlt_search_run *r)
 	dlt_json_str(&j, "event", "end");
 	if (o)
 		dlt_json_int(&j, "best", o[0]->id);
-	dlt_json_int(&j, "epochs", dlt_search_epochs(r));
+	dlt_json_int(&j, r->steps ? "steps" : "epochs", dlt_search_epochs(r));
 	return journal_write(r, &j);
 }
 
@@ -1400,6 +1410,11 @@ const int *dlt_search_rungs(const dlt_search_run *r, int *n)
 {
 	*n = r->nrungs;
 	return r->rungs;
+}
+
+int dlt_search_in_steps(const dlt_search_run *r)
+{
+	return r->steps;
 }
 
 long long dlt_search_epochs(const dlt_search_run *r)

@@ -154,15 +154,17 @@ static int check(dlt_search *s, const dlt_node *root)
 	if (s->method != DLT_SEARCH_GRID && s->trials == 0)
 		return dlt_node_error(root, "missing trials: the number of trials");
 	if (s->method == DLT_SEARCH_ASHA) {
-		if (!s->min_epochs || !s->max_epochs)
-			return dlt_node_error(root, "asha needs min_epochs and max_epochs");
-		if (s->min_epochs > s->max_epochs)
-			return dlt_node_error(root, "min_epochs > max_epochs");
+		const char *unit = s->steps ? "steps" : "epochs";
+		if (!s->min_budget || !s->max_budget)
+			return dlt_node_error(root, "asha needs min_epochs and max_epochs (or "
+					      "min_steps and max_steps)");
+		if (s->min_budget > s->max_budget)
+			return dlt_node_error(root, "min_%s > max_%s", unit, unit);
 		for (size_t i = 0; i < s->nparams; i++)
-			if (!strcmp(s->params[i].key, "train.epochs"))
-				return dlt_error(DLT_EINPUT, "%s:%d: train.epochs: asha sets it "
-						 "(min_epochs, max_epochs)", s->path,
-						 s->params[i].line);
+			if (!strcmp(s->params[i].key, s->steps ? "train.steps" : "train.epochs"))
+				return dlt_error(DLT_EINPUT, "%s:%d: train.%s: asha sets it "
+						 "(min_%s, max_%s)", s->path, s->params[i].line,
+						 unit, unit, unit);
 	}
 	if (s->method != DLT_SEARCH_GRID)
 		return 0;
@@ -255,12 +257,21 @@ int dlt_search_load(dlt_search *s, const char *path)
 		} else if (!strcmp(k, "parallel")) {
 			DLT_TRY(get_int(n, k, 1, 4096, &v));
 			s->parallel = (int)v;
-		} else if (!strcmp(k, "min_epochs")) {
-			DLT_TRY(get_int(n, k, 1, 1000000, &v));
-			s->min_epochs = (int)v;
-		} else if (!strcmp(k, "max_epochs")) {
-			DLT_TRY(get_int(n, k, 1, 1000000, &v));
-			s->max_epochs = (int)v;
+		} else if (!strcmp(k, "min_epochs") || !strcmp(k, "max_epochs") ||
+			   !strcmp(k, "min_steps") || !strcmp(k, "max_steps")) {
+			/* budgets in epochs, or in steps (token data): one or the other */
+			int steps = strstr(k, "steps") != NULL;
+			if ((s->min_budget || s->max_budget) && steps != s->steps) {
+				rc = dlt_node_error(n, "%s: min_epochs and max_epochs, or "
+						    "min_steps and max_steps, not both", k);
+				goto fail;
+			}
+			DLT_TRY(get_int(n, k, 1, steps ? 1000000000 : 1000000, &v));
+			s->steps = steps;
+			if (k[1] == 'i')
+				s->min_budget = (int)v;
+			else
+				s->max_budget = (int)v;
 		} else if (!strcmp(k, "params")) {
 			if (n->type != DLT_NODE_MAP) {
 				rc = dlt_node_error(n, "params: expected a mapping of config keys");

@@ -8,7 +8,8 @@
  * stream i, so a trial does not depend on the ones before it.
  *
  * A running search (dlt_search_run) is a scheduler over a launcher: it
- * decides which trial trains to which epoch budget, asks the launcher to
+ * decides which trial trains to which budget (epochs, or steps for token
+ * data), asks the launcher to
  * run dlt-train for it, and writes every decision and result to an
  * fsynced journal, from which a search that was killed goes on. */
 #ifndef DLT_SEARCH_H
@@ -38,7 +39,10 @@ typedef struct dlt_search {
 	int method, method_line;
 	long long trials;	/* 0: not given (grid: every combination) */
 	long long seed;
-	int eta, min_epochs, max_epochs;	/* asha */
+	/* asha: the budgets of the first and last rung, in epochs, or in
+	 * optimiser steps (train.steps, token data) where the file gives
+	 * min_steps and max_steps: steps is then 1 */
+	int eta, min_budget, max_budget, steps;
 	int parallel;		/* asha: the trials its decisions assume run at once */
 	dlt_search_param *params;
 	size_t nparams;
@@ -130,7 +134,8 @@ typedef struct dlt_trial {
 	size_t nov;
 	int state;
 	int rung;		/* of the last result; -1 before any */
-	int epochs;		/* trained (running: the budget it trains to) */
+	int epochs;		/* trained, in the search's unit: epochs or steps
+				 * (running: the budget it trains to) */
 	double value;		/* the metric at that rung; NaN: none */
 	int exit;		/* failed: the status of the last attempt */
 	int attempt;		/* of the job it is in: 0, then 1.. retries */
@@ -192,9 +197,14 @@ void dlt_search_run_free(dlt_search_run *r);
  * then the number; failed ones last.  Valid until r is freed. */
 const dlt_trial *const *dlt_search_leaderboard(const dlt_search_run *r, size_t *n);
 const dlt_search *dlt_search_of(const dlt_search_run *r);
-/* The epoch budget of each rung (asha; else the base's epochs, one rung). */
+/* The budget of each rung (asha; else the base's epochs or steps, one
+ * rung). */
 const int *dlt_search_rungs(const dlt_search_run *r, int *n);
-/* Epochs trained by all trials so far. */
+/* Whether budgets count optimiser steps (min_steps, or a base config
+ * with train.steps) rather than epochs: the unit of dlt_trial.epochs,
+ * the rungs and dlt_search_epochs. */
+int dlt_search_in_steps(const dlt_search_run *r);
+/* Epochs (or steps) trained by all trials so far. */
 long long dlt_search_epochs(const dlt_search_run *r);
 /* The params of t as a JSON object under key (numbers as numbers). */
 void dlt_trial_json_params(dlt_json *j, const char *key, const dlt_trial *t);

@@ -63,6 +63,10 @@ typedef struct run_state {
 	dlt_comm *comm;
 	int rank, ranks, local_ranks;
 	dlt_buckets buckets;
+	/* dist.zero (-1 when not set, or one process) and the ranks' ranges
+	 * of the parameter block (dlt_comm_ranges) */
+	int zero;
+	size_t *ranges;
 	/* a new run's directory, opened on a thread of its own while the
 	 * first step runs (open_run_start) */
 	const char *rundir;
@@ -358,6 +362,108 @@ static void on_grads(void *ctx, size_t off)
 	dlt_buckets_ready(ctx, off);
 }
 
+/* The optimiser's decisions over the ranks (ZeRO) */
+static int sum_ranks(void *ctx, double *x, int n)
+{
+	return dlt_comm_sum_f64(ctx, x, n);
+}
+
+/* ZeRO: m and v of this rank's range from a checkpoint in today's layout
+ * (ckpt.h: "optim.m/PARAM", "optim.v/PARAM"), which every rank reads,
+ * a param at a time. */
+static int restore_shard(run_state *s, dlt_ckpt *k)
+{
+	static const char *const moment[2] = { "m", "v" };
+	dlt_model *m = &s->m;
+	float *state[2] = { s->opt.sm, s->opt.sv }, *tmp = NULL;
+	size_t lo = s->ranges[s->rank], hi = s->ranges[s->rank + 1], cap = 0;
+	int rc = 0;
+
+	for (int i = 0; i < m->n_params && rc == 0; i++) {
+		const dlt_param *p = &m->params[i];
+		size_t a = p->off > lo ? p->off : lo, b = p->off + p->n < hi ? p->off + p->n : hi;
+		for (int j = 0; j < 2 && a < b && rc == 0; j++) {
+			const dlt_tensor_info *t;
+			char name[96];
+			if (!state[j])
+				continue;
+			snprintf(name, sizeof(name), "optim.%s/%s", moment[j], p->name);
+			if (!(t = dlt_archive_find(k->a, name)) || t->dtype != DLT_F32 ||
+			    t->count != p->n) {
+				rc = dlt_error(DLT_EINPUT, "%s: no optimizer state '%s' of the model's "
+					       "shape", dlt_archive_path(k->a), name);
+				break;
+			}
+			if (p->n > cap) {
+				free(tmp);
+				if (!(tmp = dlt_malloc(p->n * sizeof(float)))) {
+					rc = DLT_ENOMEM;
+					break;
+				}
+				cap = p->n;
+			}
+			if ((rc = dlt_archive_read(k->a, t, tmp, p->n * sizeof(float))) < 0)
+				break;
+			if (m->be->host)
+				memcpy(state[j] + (a - lo), tmp + (a - p->off), (b - a) * sizeof(float));
+			else
+				m->be->upload(state[j] + (a - lo), tmp + (a - p->off),
+					      (b - a) * sizeof(float));
+		}
+	}
+	free(tmp);
+	return rc;
+}
+
+/* ZeRO: rank 0's whole optimizer state for a checkpoint in today's
+ * layout, gathered from every rank's range (every rank takes part); the
+ * params' m and v point into it until release_state. */
+static int gather_state(run_state *s, float **out)
+{
+	dlt_model *m = &s->m;
+	const dlt_optim *o = &s->opt;
+	size_t n = m->n_weights, bytes = n * sizeof(float);
+	float *state[2] = { o->sm, o->sv }, *host = NULL, *dev = NULL;
+	int moments = o->cfg.kind != DLT_OPT_SGD ? 2 : o->cfg.momentum != 0.0, rc = 0;
+
+	*out = NULL;
+	if (!n || !moments)
+		return 0;
+	if (s->rank == 0 && (!(host = dlt_malloc((size_t)moments * bytes)) ||
+			     (!m->be->host && !(dev = m->be->alloc(bytes))))) {
+		free(host);
+		return dlt_error(DLT_ENOMEM, "out of memory for the optimizer state of a "
+				 "checkpoint");
+	}
+	for (int k = 0; k < moments && rc == 0; k++) {
+		float *all = s->rank ? NULL : dev ? dev : host + (size_t)k * n;
+		rc = dlt_comm_gather(s->comm, state[k], all, s->ranges, s->buckets.bucket, 0);
+		if (rc == 0)
+			rc = dlt_comm_sum_wait(s->comm);
+		if (rc == 0 && dev)
+			m->be->download(host + (size_t)k * n, dev, bytes);
+	}
+	if (dev)
+		m->be->free(dev);
+	if (rc < 0) {
+		free(host);
+		return rc;
+	}
+	for (int i = 0; host && i < m->n_params; i++) {
+		m->params[i].m = host + m->params[i].off;
+		m->params[i].v = moments > 1 ? host + n + m->params[i].off : NULL;
+	}
+	*out = host;
+	return 0;
+}
+
+static void release_state(run_state *s, float *host)
+{
+	for (int i = 0; host && i < s->m.n_params; i++)
+		s->m.params[i].m = s->m.params[i].v = NULL;
+	free(host);
+}
+
 /* Every rank from rank 0's state: weights, buffers, optimiser state and
  * the loop's position and sums (all ranks built the same model from the
  * same seed, or read the same checkpoint; this makes sure). */
@@ -484,9 +590,24 @@ static int setup(run_state *s)
 		if (s->m.n_weights && !(s->acc_g = be->alloc(s->m.n_weights * sizeof(float))))
 			return dlt_error(DLT_ENOMEM, "out of memory for train.accumulate's sums");
 	}
-	DLT_TRY(dlt_optim_init(&s->opt, &c->train.optim, &s->m,
-			       s->m.prec == DLT_PREC_F16 ? c->train.loss_scale.init : 0,
-			       c->train.loss_scale.growth_interval));
+	s->zero = s->comm ? c->dist.zero : -1;
+	if (s->zero >= 0) {
+		/* every rank sums its range in rank order; ZeRO 1 and 2 keep
+		 * its optimizer state alone */
+		dlt_optim_ranks r = { .rank = s->rank, .size = s->ranks, .shard = s->zero >= 1,
+				      .sum = sum_ranks, .ctx = s->comm };
+		if (!(s->ranges = dlt_malloc(((size_t)s->ranks + 1) * sizeof(size_t))))
+			return DLT_ENOMEM;
+		dlt_comm_ranges(s->comm, s->m.n_weights, s->ranges);
+		r.ranges = s->ranges;
+		DLT_TRY(dlt_optim_init_ranks(&s->opt, &c->train.optim, &s->m,
+					     s->m.prec == DLT_PREC_F16 ? c->train.loss_scale.init : 0,
+					     c->train.loss_scale.growth_interval, &r));
+	} else {
+		DLT_TRY(dlt_optim_init(&s->opt, &c->train.optim, &s->m,
+				       s->m.prec == DLT_PREC_F16 ? c->train.loss_scale.init : 0,
+				       c->train.loss_scale.growth_interval));
+	}
 	norm = dlt_dataset_normalise(&s->train);
 	DLT_TRY(dlt_loader_start(&s->train_ld, s->tokens ? s->tok_train : &s->train.src,
 				 s->tokens ? NULL : &norm, c->train.batch, s->rank, s->ranks, be));
@@ -508,6 +629,8 @@ static int setup(run_state *s)
 		s->m.seed += (uint64_t)s->rank * 0x9e3779b97f4a7c15ull;
 		dlt_buckets_init(&s->buckets, s->comm, s->m.dev_g, s->m.n_weights,
 				 (size_t)(c->dist.bucket_mb * 1e6));
+		if (s->zero >= 0)
+			dlt_buckets_scatter(&s->buckets, s->ranges, s->zero == 2);
 		DLT_TRY(dlt_model_on_grads(&s->m, on_grads, &s->buckets));
 	}
 	s->opt.clip = c->train.clip;
@@ -536,7 +659,9 @@ static void teardown(run_state *s)
 	dlt_source_close(s->tok_test);
 	if (s->acc_g)
 		s->m.be->free(s->acc_g);
+	dlt_optim_free(&s->opt);
 	dlt_model_free(&s->m);
+	free(s->ranges);
 	free(s->out);
 	dlt_dataset_free(&s->train);
 	dlt_dataset_free(&s->test);
@@ -611,12 +736,19 @@ static void prune(run_state *s)
 static int checkpoint(run_state *s, int best)
 {
 	char *path;
+	float *state = NULL;
 	int rc;
-	if (!s->ckpt_dir)
+	/* ZeRO: every rank sends its range of the optimizer state to rank 0,
+	 * which alone writes */
+	if (s->zero >= 1 && (rc = gather_state(s, &state)) < 0)
+		return rc;
+	if (!s->ckpt_dir || (s->zero >= 1 && s->rank))
 		return 0;
 	path = best ? dlt_run_file(&s->run, "ckpt/best.dlt") : ckpt_path(s, s->opt.step);
-	if (!path)
+	if (!path) {
+		release_state(s, state);
 		return DLT_ENOMEM;
+	}
 	s->st.step = s->opt.step;
 	s->st.loss_scale = s->opt.scale;
 	s->st.scale_clean = s->opt.clean;
@@ -633,6 +765,7 @@ static int checkpoint(run_state *s, int best)
 	}
 	s->ckpt_at = dlt_now();
 	free(path);
+	release_state(s, state);
 	return rc == DLT_ENOMEM ? rc : 0;
 }
 
@@ -807,6 +940,9 @@ static int done_record(run_state *s, double train_time, double startup, double s
 		dlt_json_num(&j, "test.loss", s->res->test_loss);
 		put_metrics(s, &j, 1, "test.", s->test_metrics);
 	}
+	/* ZeRO: the optimizer state rank 0 holds (its range's) */
+	if (s->zero >= 0)
+		dlt_json_int(&j, "optim_state_bytes", (long long)s->opt.state_bytes);
 	timed = j.buf.len;
 	dlt_json_num(&j, "samples_per_s", samples / train_time);
 	dlt_json_num(&j, "train_time", train_time);
@@ -881,6 +1017,26 @@ static int open_run_wait(run_state *s)
 	s->open_pending = 0;
 	if (s->open_rc < 0)
 		return dlt_error(s->open_rc, "%s", s->open_msg);
+	return 0;
+}
+
+/* The update from the summed gradients.  ZeRO 0: every rank's range,
+ * summed in rank order, to every rank, and each updates the whole block;
+ * 1 and 2: each updates its range, and the parameters go to every rank. */
+static int optim_step(run_state *s, double lr)
+{
+	size_t n = s->m.n_weights, chunk = s->buckets.bucket;
+	int rc;
+	if (s->zero == 0) {
+		DLT_TRY_RC(dlt_comm_all_gather(s->comm, s->m.dev_g, s->ranges, 0, n, chunk));
+		DLT_TRY_RC(dlt_comm_sum_wait(s->comm));
+	}
+	if ((rc = dlt_optim_step(&s->opt, &s->m, lr)) < 0)
+		return rc;
+	if (s->zero >= 1 && rc) {	/* a step skipped by all changed nothing */
+		DLT_TRY_RC(dlt_comm_all_gather(s->comm, s->m.dev_w, s->ranges, 0, n, chunk));
+		DLT_TRY_RC(dlt_comm_sum_wait(s->comm));
+	}
 	return 0;
 }
 
@@ -959,8 +1115,11 @@ static int train_loop(run_state *s)
 			b = taken;
 			if (s->comm)
 				DLT_TRY_RC(dlt_buckets_finish(&s->buckets));
-			dlt_optim_step(&s->opt, &s->m, lr);
+			DLT_TRY_RC(optim_step(s, lr));
 			ask = h && h->poll ? h->poll(h->ctx) : 0;
+			/* ZeRO's checkpoints gather from every rank: all decide */
+			if (s->zero >= 1 && ckpt_due(s))
+				ask |= DLT_POLL_CHECKPOINT;
 			if (s->comm)
 				DLT_TRY_RC(sync_step(s, &loss, sums, &ask));
 			t_train += dlt_now() - t0;
@@ -1000,7 +1159,7 @@ static int train_loop(run_state *s)
 			}
 			if (s->step_delay > 0)
 				dlt_sleep(s->step_delay);
-			if (ask || ckpt_due(s))
+			if (ask || (s->zero < 1 && ckpt_due(s)))
 				DLT_TRY_RC(checkpoint(s, 0));
 			if (ask & DLT_POLL_STOP) {
 				s->res->stopped = 1;
@@ -1128,7 +1287,7 @@ int dlt_train_rundir_state(const char *rundir)
 	return state;
 }
 
-int dlt_train_resume(const char *rundir, int epochs, const dlt_train_hooks *h,
+int dlt_train_resume(const char *rundir, int epochs, long long steps, const dlt_train_hooks *h,
 		      dlt_train_result *res)
 {
 	run_state s = { .h = h, .res = res };
@@ -1137,6 +1296,7 @@ int dlt_train_resume(const char *rundir, int epochs, const dlt_train_hooks *h,
 	char *yaml = NULL;
 	double time_before = 0;
 	int rc, done = dlt_train_rundir_state(rundir) == DLT_RUNDIR_DONE, run_epochs;
+	long long run_steps;
 
 	memset(res, 0, sizeof(*res));
 	res->test_loss = res->test_value = NAN;
@@ -1150,16 +1310,40 @@ int dlt_train_resume(const char *rundir, int epochs, const dlt_train_hooks *h,
 		DLT_TRY(dlt_config_load(&c, yaml, NULL, 0));
 	}
 	run_epochs = c.train.epochs;
-	if (done && epochs <= run_epochs) {
+	run_steps = c.train.steps;
+	if (steps && !run_steps) {
+		rc = dlt_error(DLT_EINPUT, "%s: train.steps=%lld: the run trains epochs (train.steps "
+			       "is for token data)", rundir, steps);
+		goto fail;
+	}
+	if (done && epochs <= run_epochs && steps <= run_steps) {
 		rc = dlt_error(DLT_EINPUT, "%s: the run is done; nothing to resume", rundir);
 		goto fail;
 	}
 	if (epochs)
 		c.train.epochs = epochs;
+	if (steps)
+		c.train.steps = steps;
 	s.c = &c;
 	DLT_TRY(setup(&s));
 	if (k.a) {
 		DLT_TRY(dlt_ckpt_restore(&k, &s.m, &s.opt, &s.st));
+		if (s.zero >= 1)
+			DLT_TRY(restore_shard(&s, &k));
+		/* token data: the steps are one pass, and the checkpoint at its
+		 * end stands at the next epoch; a raised train.steps goes on
+		 * with the same pass (the windows of steps past the old end
+		 * are the ones a longer run draws there) */
+		if (s.tokens && steps > run_steps && s.st.batch == 0 && s.st.epoch == 2 &&
+		    s.st.step == run_steps) {
+			s.st.epoch = 1;
+			s.st.batch = s.st.step;
+		}
+		if (s.tokens && s.st.step > c.train.steps) {
+			rc = dlt_error(DLT_EINPUT, "%s: train.steps=%lld: the run has trained %lld "
+				       "steps already", rundir, c.train.steps, s.st.step);
+			goto fail;
+		}
 		if (s.st.epochs != run_epochs || s.st.step != (s.st.epoch - 1) * s.spe + s.st.batch) {
 			rc = dlt_error(DLT_EINPUT, "%s: the checkpoint's position does not fit "
 				       "its config", dlt_archive_path(k.a));
@@ -1183,7 +1367,7 @@ int dlt_train_resume(const char *rundir, int epochs, const dlt_train_hooks *h,
 	s.run.start_mono = dlt_now() - time_before;
 	/* config.yaml says what the run now trains to, for dlt-runs and a
 	 * later resume without a checkpoint */
-	if (c.train.epochs != run_epochs)
+	if (c.train.epochs != run_epochs || c.train.steps != run_steps)
 		DLT_TRY(dlt_run_write_config(&s.run, &c));
 	DLT_TRY(open_ckpt_dir(&s));
 	{
@@ -1195,6 +1379,8 @@ int dlt_train_resume(const char *rundir, int epochs, const dlt_train_hooks *h,
 		dlt_json_int(&j, "step", s.opt.step);
 		if (c.train.epochs != run_epochs)
 			dlt_json_int(&j, "epochs", c.train.epochs);
+		if (c.train.steps != run_steps)
+			dlt_json_int(&j, "steps", c.train.steps);
 		if (k.a)
 			dlt_json_str(&j, "from", dlt_archive_path(k.a));
 		if (h && h->note)

@@ -279,9 +279,10 @@ int dlt_train_run(const dlt_config *c, const char *rundir, const dlt_train_hooks
  * been.  metrics.jsonl loses what came after that checkpoint and gains a
  * "resume" record.  epochs: 0 keeps the run's train.epochs; more raises it
  * (a run that is done goes on from its last checkpoint, as dlt-search's
- * promotions do), and config.yaml says so. */
-int dlt_train_resume(const char *rundir, int epochs, const dlt_train_hooks *h,
-		     dlt_train_result *res);
+ * promotions do), and config.yaml says so.  steps: the same for the
+ * train.steps of a run on token data (0 keeps them). */
+int dlt_train_resume(const char *rundir, int epochs, long long steps,
+		     const dlt_train_hooks *h, dlt_train_result *res);
 
 /* What rundir holds: no run (no metrics.jsonl: dlt_train_run may create
  * one there), a run that dlt_train_resume continues, or a run whose status

@@ -3,7 +3,10 @@
  *
  * Sums are MPI_Iallreduce, so that backward goes on while they run; the
  * waits poll MPI_Testall against the comm's deadline instead of blocking
- * in MPI_Wait, which would hang for good on a rank that stalls. */
+ * in MPI_Wait, which would hang for good on a rank that stalls.  ZeRO's
+ * collectives are their non-blocking kinds too: the reduce-scatter in
+ * rank order an MPI_Ialltoallv of the pieces into scratch memory, added
+ * up when it is done. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,9 +28,24 @@
  * in the same order) each rank tells rank 0 the number of the point, and
  * rank 0 tells every rank, on a communicator of their own.  Rank 0 then
  * sees who is behind; the others see whether rank 0 is. */
+/* What a collective leaves to do when its request is done: its count
+ * and displacement arrays to free (MPI reads them until then), and for a
+ * reduce-scatter, parts pieces of n floats in scratch to add up into out
+ * in rank order (one part: a copy). */
+typedef struct pending {
+	int *arrays;
+	float *out;
+	size_t at, n;		/* the pieces: scratch + at */
+	int parts;
+} pending;
+
 typedef struct mpi_state {
 	MPI_Request req[MAX_REQ];
 	int n_req;
+	pending pend[MAX_REQ];
+	int n_pend;
+	float *scratch;		/* the pieces received, for pending's sums */
+	size_t scratch_cap, scratch_used;
 	int inited;		/* MPI_Init was ours, so MPI_Finalize is */
 	MPI_Comm hb;
 	long long point;	/* the sync points this rank reached */
@@ -148,12 +166,186 @@ static int wait_all(dlt_comm *c, const char *what)
 	}
 }
 
+/* The requests done: the pending sums added up, their memory free. */
+static void done_all(dlt_comm *c)
+{
+	mpi_state *st = c->impl;
+	st->n_req = 0;
+	for (int i = 0; i < st->n_pend; i++) {
+		pending *p = &st->pend[i];
+		const float *in = st->scratch + p->at;
+		if (p->out) {
+			memcpy(p->out, in, p->n * sizeof(float));
+			for (int j = 1; j < p->parts; j++)
+				for (size_t k = 0; k < p->n; k++)
+					p->out[k] += in[(size_t)j * p->n + k];
+		}
+		free(p->arrays);
+	}
+	st->n_pend = 0;
+	st->scratch_used = 0;
+}
+
+/* Every request done, the deadline kept: what a collective does when
+ * there is no room for its own */
+static int wait_done(dlt_comm *c, const char *what)
+{
+	if (wait_all(c, what) != 0)
+		return -1;
+	done_all(c);
+	return 0;
+}
+
+/* Room for one more request */
+static int room(dlt_comm *c, const char *what)
+{
+	mpi_state *st = c->impl;
+	return st->n_req < MAX_REQ && st->n_pend < MAX_REQ ? 0 : wait_done(c, what);
+}
+
+/* n floats of scratch for a collective begun now: after the ones in
+ * flight have ended when there is not room enough */
+static float *scratch(dlt_comm *c, size_t n, size_t *at, const char *what)
+{
+	mpi_state *st = c->impl;
+	static float none;	/* a rank with no piece here receives nothing */
+	if (!n) {
+		*at = st->scratch_used;
+		return &none;
+	}
+	if (st->scratch_cap - st->scratch_used < n) {
+		if (st->n_req && wait_done(c, what) != 0)
+			return NULL;
+		if (st->scratch_cap < n) {
+			float *p = realloc(st->scratch, n * sizeof(float));
+			if (!p) {
+				snprintf(c->why, sizeof(c->why), "%s: out of memory for %zu floats",
+					 what, n);
+				return NULL;
+			}
+			st->scratch = p;
+			st->scratch_cap = n;
+		}
+	}
+	*at = st->scratch_used;
+	st->scratch_used += n;
+	return st->scratch + *at;
+}
+
+/* The int arrays of a v-collective: counts and displacements, 2 of the
+ * size each (free'd when done); NULL when a piece is too large for MPI */
+static int *counts_of(dlt_comm *c, const size_t *counts, const char *what)
+{
+	int *a = malloc(4 * (size_t)c->size * sizeof(int));
+	size_t off = 0;
+	if (!a) {
+		snprintf(c->why, sizeof(c->why), "%s: out of memory", what);
+		return NULL;
+	}
+	for (int j = 0; j < c->size; j++) {
+		if (counts[j] > INT_MAX || off > INT_MAX) {
+			snprintf(c->why, sizeof(c->why), "%s: a piece beyond 2^31 floats", what);
+			free(a);
+			return NULL;
+		}
+		a[j] = (int)counts[j];
+		a[c->size + j] = (int)off;
+		off += counts[j];
+	}
+	return a;
+}
+
+/* A collective begun: its request and what is left to do when it is done */
+static void begun(mpi_state *st, int *arrays, float *out, size_t at, size_t n, int parts)
+{
+	st->n_req++;
+	st->pend[st->n_pend++] = (pending){ arrays, out, at, n, parts };
+}
+
+static int reduce_scatter(dlt_comm *c, float *x, const size_t *counts, int ordered)
+{
+	static const char what[] = "gradient reduce-scatter";
+	mpi_state *st = c->impl;
+	size_t my = counts[c->rank], at = 0, off = 0;
+	int *a, err, size = c->size;
+	float *in;
+
+	for (int j = 0; j < c->rank; j++)
+		off += counts[j];
+	if (room(c, what) != 0 || !(a = counts_of(c, counts, what)))
+		return -1;
+	if (my > (size_t)(INT_MAX / (ordered ? size : 1))) {
+		free(a);
+		snprintf(c->why, sizeof(c->why), "%s: a piece beyond 2^31 floats", what);
+		return -1;
+	}
+	if (!(in = scratch(c, ordered ? my * size : my, &at, what))) {
+		free(a);
+		return -1;
+	}
+	if (ordered) {
+		/* every rank's piece of this rank's place, in rank order */
+		for (int j = 0; j < size; j++) {
+			a[2 * size + j] = (int)my;
+			a[3 * size + j] = (int)my * j;
+		}
+		err = MPI_Ialltoallv(x, a, a + size, MPI_FLOAT, in, a + 2 * size, a + 3 * size,
+				     MPI_FLOAT, MPI_COMM_WORLD, &st->req[st->n_req]);
+	} else {
+		err = MPI_Ireduce_scatter(x, in, a, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+					  &st->req[st->n_req]);
+	}
+	if (err != MPI_SUCCESS) {
+		free(a);
+		return fail(c, ordered ? "MPI_Ialltoallv" : "MPI_Ireduce_scatter", err);
+	}
+	begun(st, a, x + off, at, my, ordered ? size : 1);
+	return 0;
+}
+
+static int all_gather(dlt_comm *c, float *x, const size_t *counts)
+{
+	static const char what[] = "parameter all-gather";
+	mpi_state *st = c->impl;
+	int *a, err;
+
+	if (room(c, what) != 0 || !(a = counts_of(c, counts, what)))
+		return -1;
+	err = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, a, a + c->size, MPI_FLOAT,
+			      MPI_COMM_WORLD, &st->req[st->n_req]);
+	if (err != MPI_SUCCESS) {
+		free(a);
+		return fail(c, "MPI_Iallgatherv", err);
+	}
+	begun(st, a, NULL, 0, 0, 0);
+	return 0;
+}
+
+static int gather(dlt_comm *c, const float *mine, float *all, const size_t *counts, int root)
+{
+	static const char what[] = "gather";
+	mpi_state *st = c->impl;
+	int *a, err, me = c->rank;
+
+	if (room(c, what) != 0 || !(a = counts_of(c, counts, what)))
+		return -1;
+	err = MPI_Igatherv(me == root && mine == all + a[c->size + me] ? MPI_IN_PLACE : mine,
+			   a[me], MPI_FLOAT, all, a, a + c->size, MPI_FLOAT, root,
+			   MPI_COMM_WORLD, &st->req[st->n_req]);
+	if (err != MPI_SUCCESS) {
+		free(a);
+		return fail(c, "MPI_Igatherv", err);
+	}
+	begun(st, a, NULL, 0, 0, 0);
+	return 0;
+}
+
 static int sum_begin(dlt_comm *c, float *x, size_t n)
 {
 	mpi_state *st = c->impl;
 	while (n > 0) {
 		int k = n > INT_MAX ? INT_MAX : (int)n, err;
-		if (st->n_req == MAX_REQ && wait_all(c, "gradient sum") != 0)
+		if (room(c, "gradient sum") != 0)
 			return -1;
 		err = MPI_Iallreduce(MPI_IN_PLACE, x, k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
 				     &st->req[st->n_req]);
@@ -176,7 +368,7 @@ static int progress(dlt_comm *c)
 	if (err != MPI_SUCCESS)
 		return fail(c, "MPI_Testall", err);
 	if (done)
-		st->n_req = 0;
+		done_all(c);
 	return 0;
 }
 
@@ -186,7 +378,7 @@ static int sync_point(dlt_comm *c, const char *what)
 	mpi_state *st = c->impl;
 	st->point++;
 	beat(c);
-	return wait_all(c, what);
+	return wait_done(c, what);
 }
 
 static int sum_wait(dlt_comm *c)
@@ -197,8 +389,11 @@ static int sum_wait(dlt_comm *c)
 static int sum_f64(dlt_comm *c, double *x, int n)
 {
 	mpi_state *st = c->impl;
-	int err = MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
-				 &st->req[st->n_req]);
+	int err;
+	if (room(c, "metrics sum") != 0)
+		return -1;
+	err = MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
+			     &st->req[st->n_req]);
 	if (err != MPI_SUCCESS)
 		return fail(c, "MPI_Iallreduce", err);
 	st->n_req++;
@@ -210,8 +405,10 @@ static int broadcast(dlt_comm *c, void *p, size_t bytes)
 	mpi_state *st = c->impl;
 	char *b = p;
 	while (bytes > 0) {
-		int k = bytes > INT_MAX ? INT_MAX : (int)bytes;
-		int err = MPI_Ibcast(b, k, MPI_BYTE, 0, MPI_COMM_WORLD, &st->req[st->n_req]);
+		int k = bytes > INT_MAX ? INT_MAX : (int)bytes, err;
+		if (room(c, "broadcast from rank 0") != 0)
+			return -1;
+		err = MPI_Ibcast(b, k, MPI_BYTE, 0, MPI_COMM_WORLD, &st->req[st->n_req]);
 		if (err != MPI_SUCCESS)
 			return fail(c, "MPI_Ibcast", err);
 		st->n_req++;
@@ -248,6 +445,9 @@ static void close_comm(dlt_comm *c)
 	free(st->inbox);
 	free(st->recv);
 	free(st->beat_req);
+	for (int i = 0; i < st->n_pend; i++)
+		free(st->pend[i].arrays);
+	free(st->scratch);
 	free(st);
 }
 
@@ -309,6 +509,9 @@ __attribute__((visibility("default"))) int dlt_comm_mpi_open(dlt_comm *c, int ab
 	c->sum_wait = sum_wait;
 	c->sum_f64 = sum_f64;
 	c->broadcast = broadcast;
+	c->reduce_scatter = reduce_scatter;
+	c->all_gather = all_gather;
+	c->gather = gather;
 	c->abort = abort_job;
 	c->close = close_comm;
 	return 0;

@@ -1,0 +1,300 @@
+/* The attention's tiles with register-blocked loops of W-lane vectors (gcc
+ * vector extensions), for head sizes D that are multiples of W up to
+ * 8 W: transformer.c includes this once per instruction set, with W, SFX
+ * (the functions' suffix) and the target pragma set.  Where the generic
+ * tiles (transformer.c) call the GEMM, which packs its operands on every
+ * call (a third of their time for these small K), these read Q, K, V and
+ * dout where they lie; only K (and V in backward) are transposed, once a
+ * tile (forward) or once a head (backward), so that a score tile's
+ * columns are vectors.
+ *
+ * Scores s and dP are tiles of TQ x TK (row stride TK); the transposed
+ * keys kt (and values vt) D rows of kt_ld floats, zero past the keys.
+ * Each output element is summed in a fixed order: the same bits on any
+ * number of threads. */
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#define FN(name) CAT(name, SFX)
+
+typedef float FN(vf_) __attribute__((vector_size(W * 4)));
+typedef float FN(vu_) __attribute__((vector_size(W * 4), aligned(4)));
+#define VT FN(vf_)
+#define VU FN(vu_)
+#define LD(p) (*(const VU *)(p))
+#define ST(p, v) (*(VU *)(p) = (v))
+#if W == 16
+#define SPLAT(x) ((VT)_mm512_set1_ps(x))
+#else
+#define SPLAT(x) ((VT)_mm256_set1_ps(x))
+#endif
+#define UNROLL _Pragma("GCC unroll 16")
+
+/* s[r][c] = alpha sum_d a[r][d] kt[d][c], rows r < nq (a's rows lda
+ * apart), columns c < ncol (a multiple of 4 W, within the tile) */
+static void FN(tile_scores_)(const float *a, long lda, const float *kt, int kt_ld, int D,
+			     int nq, int ncol, float alpha, float *s)
+{
+	enum { MR = 4, CV = 4 };
+	for (int c0 = 0; c0 < ncol; c0 += CV * W) {
+		int r = 0;
+		for (; r + MR <= nq; r += MR) {
+			VT acc[MR][CV];
+			UNROLL for (int i = 0; i < MR; i++)
+				UNROLL for (int v = 0; v < CV; v++)
+					acc[i][v] = SPLAT(0.0f);
+			for (int d = 0; d < D; d++) {
+				VT b[CV];
+				UNROLL for (int v = 0; v < CV; v++)
+					b[v] = LD(kt + (long)d * kt_ld + c0 + v * W);
+				UNROLL for (int i = 0; i < MR; i++) {
+					VT ai = SPLAT(a[(r + i) * lda + d]);
+					UNROLL for (int v = 0; v < CV; v++)
+						acc[i][v] += ai * b[v];
+				}
+			}
+			UNROLL for (int i = 0; i < MR; i++)
+				UNROLL for (int v = 0; v < CV; v++)
+					ST(s + (r + i) * TK + c0 + v * W, acc[i][v] * alpha);
+		}
+		for (; r < nq; r++) {
+			VT acc[CV];
+			UNROLL for (int v = 0; v < CV; v++)
+				acc[v] = SPLAT(0.0f);
+			for (int d = 0; d < D; d++) {
+				VT ai = SPLAT(a[r * lda + d]);
+				UNROLL for (int v = 0; v < CV; v++)
+					acc[v] += ai * LD(kt + (long)d * kt_ld + c0 + v * W);
+			}
+			UNROLL for (int v = 0; v < CV; v++)
+				ST(s + r * TK + c0 + v * W, acc[v] * alpha);
+		}
+	}
+}
+
+/* o[r][:] += sum_{j < nk} p[r][j] b[j][:] over D = NV W columns: rows r < nq
+ * of p (the tile) and o (rows ldo apart), b's rows ldb apart */
+static inline __attribute__((always_inline))
+void FN(tile_rows_nv_)(const float *p, int nq, int nk, const float *b, long ldb, float *o,
+		       long ldo, const int NV, const int MR)
+{
+	int r = 0;
+	for (; r + MR <= nq; r += MR) {
+		VT acc[8][8];
+		UNROLL for (int i = 0; i < MR; i++)
+			UNROLL for (int v = 0; v < NV; v++)
+				acc[i][v] = LD(o + (r + i) * ldo + v * W);
+		for (int j = 0; j < nk; j++) {
+			VT bj[8];
+			UNROLL for (int v = 0; v < NV; v++)
+				bj[v] = LD(b + j * ldb + v * W);
+			UNROLL for (int i = 0; i < MR; i++) {
+				VT pi = SPLAT(p[(r + i) * TK + j]);
+				UNROLL for (int v = 0; v < NV; v++)
+					acc[i][v] += pi * bj[v];
+			}
+		}
+		UNROLL for (int i = 0; i < MR; i++)
+			UNROLL for (int v = 0; v < NV; v++)
+				ST(o + (r + i) * ldo + v * W, acc[i][v]);
+	}
+	for (; r < nq; r++) {
+		VT acc[8];
+		UNROLL for (int v = 0; v < NV; v++)
+			acc[v] = LD(o + r * ldo + v * W);
+		for (int j = 0; j < nk; j++) {
+			VT pj = SPLAT(p[r * TK + j]);
+			UNROLL for (int v = 0; v < NV; v++)
+				acc[v] += pj * LD(b + j * ldb + v * W);
+		}
+		UNROLL for (int v = 0; v < NV; v++)
+			ST(o + r * ldo + v * W, acc[v]);
+	}
+}
+
+/* o[j][:] += sum_{r < nq} p[r][j] b[r][:]: the tile transposed, keys j < nk */
+static inline __attribute__((always_inline))
+void FN(tile_cols_nv_)(const float *p, int nq, int nk, const float *b, long ldb, float *o,
+		       long ldo, const int NV, const int MR)
+{
+	int j = 0;
+	for (; j + MR <= nk; j += MR) {
+		VT acc[8][8];
+		UNROLL for (int i = 0; i < MR; i++)
+			UNROLL for (int v = 0; v < NV; v++)
+				acc[i][v] = LD(o + (j + i) * ldo + v * W);
+		for (int r = 0; r < nq; r++) {
+			VT br[8];
+			UNROLL for (int v = 0; v < NV; v++)
+				br[v] = LD(b + r * ldb + v * W);
+			UNROLL for (int i = 0; i < MR; i++) {
+				VT pi = SPLAT(p[r * TK + j + i]);
+				UNROLL for (int v = 0; v < NV; v++)
+					acc[i][v] += pi * br[v];
+			}
+		}
+		UNROLL for (int i = 0; i < MR; i++)
+			UNROLL for (int v = 0; v < NV; v++)
+				ST(o + (j + i) * ldo + v * W, acc[i][v]);
+	}
+	for (; j < nk; j++) {
+		VT acc[8];
+		UNROLL for (int v = 0; v < NV; v++)
+			acc[v] = LD(o + j * ldo + v * W);
+		for (int r = 0; r < nq; r++) {
+			VT pr = SPLAT(p[r * TK + j]);
+			UNROLL for (int v = 0; v < NV; v++)
+				acc[v] += pr * LD(b + r * ldb + v * W);
+		}
+		UNROLL for (int v = 0; v < NV; v++)
+			ST(o + j * ldo + v * W, acc[v]);
+	}
+}
+
+/* Registers: MR x NV sums, NV of b and a broadcast, within 32 (AVX-512)
+ * or 16 (AVX2) */
+#if W == 16
+#define MR_OF(nv) ((nv) <= 2 ? 8 : (nv) <= 4 ? 4 : 2)
+#else
+#define MR_OF(nv) ((nv) == 1 ? 8 : (nv) == 2 ? 4 : (nv) <= 4 ? 2 : 1)
+#endif
+#define NV_CASE(f, nv)                                                                \
+	case nv:                                                                      \
+		FN(f)(p, nq, nk, b, ldb, o, ldo, nv, MR_OF(nv));                       \
+		break
+
+static void FN(tile_rows_)(const float *p, int nq, int nk, const float *b, long ldb, float *o,
+			   long ldo, int D)
+{
+	switch (D / W) {
+	NV_CASE(tile_rows_nv_, 1);
+	NV_CASE(tile_rows_nv_, 2);
+	NV_CASE(tile_rows_nv_, 3);
+	NV_CASE(tile_rows_nv_, 4);
+	NV_CASE(tile_rows_nv_, 5);
+	NV_CASE(tile_rows_nv_, 6);
+	NV_CASE(tile_rows_nv_, 7);
+	default:
+		FN(tile_rows_nv_)(p, nq, nk, b, ldb, o, ldo, 8, MR_OF(8));
+	}
+}
+
+static void FN(tile_cols_)(const float *p, int nq, int nk, const float *b, long ldb, float *o,
+			   long ldo, int D)
+{
+	switch (D / W) {
+	NV_CASE(tile_cols_nv_, 1);
+	NV_CASE(tile_cols_nv_, 2);
+	NV_CASE(tile_cols_nv_, 3);
+	NV_CASE(tile_cols_nv_, 4);
+	NV_CASE(tile_cols_nv_, 5);
+	NV_CASE(tile_cols_nv_, 6);
+	NV_CASE(tile_cols_nv_, 7);
+	default:
+		FN(tile_cols_nv_)(p, nq, nk, b, ldb, o, ldo, 8, MR_OF(8));
+	}
+}
+
+/* kt[d][j] = k[j][d] for keys j < nk (rows ld apart), 0 for j up to pad */
+static void FN(transpose_)(const float *k, long ld, int nk, int pad, int D, float *kt, int kt_ld)
+{
+	for (int d = 0; d < D; d++) {
+		float *row = kt + (long)d * kt_ld;
+		for (int j = 0; j < nk; j++)
+			row[j] = k[j * ld + d];
+		for (int j = nk; j < pad; j++)
+			row[j] = 0.0f;
+	}
+}
+
+/* attn_forward_tile's work (transformer.c), the products on these tiles */
+static void FN(attn_forward_tile_)(const float *q, const float *k, const float *v, float *o,
+				   float *lse, int T, int C, int D, int i0, int nq, int causal,
+				   float scale)
+{
+	float s[TQ * TK] __attribute__((aligned(64)));
+	float kt[TK * 8 * W] __attribute__((aligned(64)));
+	float m[TQ], l[TQ];
+	long ld = 3L * C;
+	int kend = causal ? i0 + nq : T;
+	(void)T;
+	for (int r = 0; r < nq; r++) {
+		m[r] = -INFINITY;
+		l[r] = 0.0f;
+		memset(o + (long)r * C, 0, (size_t)D * sizeof(*o));
+	}
+	for (int j0 = 0; j0 < kend; j0 += TK) {
+		int nk = min_i(TK, kend - j0), ncol = (nk + 4 * W - 1) / (4 * W) * (4 * W);
+		FN(transpose_)(k + j0 * ld, ld, nk, ncol, D, kt, TK);
+		FN(tile_scores_)(q + i0 * ld, ld, kt, TK, D, nq, ncol, scale, s);
+		for (int r = 0; r < nq; r++) {
+			float *sr = s + r * TK, mx, alpha;
+			int lim = keys_seen(i0 + r, j0, nk, causal);
+			if (!lim) {
+				memset(sr, 0, (size_t)nk * sizeof(*sr));
+				continue;
+			}
+			mx = row_max(sr, lim);
+			mx = mx > m[r] ? mx : m[r];
+			alpha = expf(m[r] - mx);
+			l[r] = l[r] * alpha + exp_row(sr, lim, nk, mx);
+			if (alpha != 1.0f)
+				scale_row(o + (long)r * C, D, alpha);
+			m[r] = mx;
+		}
+		FN(tile_rows_)(s, nq, nk, v + j0 * ld, ld, o, C, D);
+	}
+	for (int r = 0; r < nq; r++) {
+		scale_row(o + (long)r * C, D, 1.0f / l[r]);
+		lse[r] = m[r] + logf(l[r]);
+	}
+}
+
+/* attn_backward_head's work (transformer.c) on these tiles; kt and vt:
+ * the head's keys and values transposed, D rows of tp floats each */
+static void FN(attn_backward_head_)(const float *q, const float *o, const float *g,
+				    const float *lse, float *dq, int T, int C, int D, int causal,
+				    float scale, float *kt, float *vt, int tp)
+{
+	float s[TQ * TK] __attribute__((aligned(64))), dp[TQ * TK] __attribute__((aligned(64)));
+	float di[TQ];
+	long ld = 3L * C;
+	const float *k = q + C, *v = q + 2 * C;
+	float *dk = dq + C, *dv = dq + 2 * C;
+	FN(transpose_)(k, ld, T, tp, D, kt, tp);
+	FN(transpose_)(v, ld, T, tp, D, vt, tp);
+	for (int t = 0; t < T; t++)
+		for (int part = 0; part < 3; part++)
+			memset(dq + t * ld + (long)part * C, 0, (size_t)D * sizeof(*dq));
+	for (int i0 = 0; i0 < T; i0 += TQ) {
+		int nq = min_i(TQ, T - i0), kend = causal ? i0 + nq : T;
+		for (int r = 0; r < nq; r++)
+			di[r] = dot_f(g + (long)(i0 + r) * C, o + (long)(i0 + r) * C, D);
+		for (int j0 = 0; j0 < kend; j0 += TK) {
+			int nk = min_i(TK, kend - j0), ncol = (nk + 4 * W - 1) / (4 * W) * (4 * W);
+			FN(tile_scores_)(q + i0 * ld, ld, kt + j0, tp, D, nq, ncol, scale, s);
+			for (int r = 0; r < nq; r++)
+				exp_row(s + r * TK, keys_seen(i0 + r, j0, nk, causal), nk,
+					lse[i0 + r]);
+			FN(tile_scores_)(g + (long)i0 * C, C, vt + j0, tp, D, nq, ncol, 1.0f, dp);
+			/* dS, scaled: what dq and dk take */
+			for (int r = 0; r < nq; r++)
+				ds_row_scaled(s + r * TK, dp + r * TK, nk, di[r], scale);
+			FN(tile_cols_)(s, nq, nk, g + (long)i0 * C, C, dv + j0 * ld, ld, D);
+			FN(tile_rows_)(dp, nq, nk, k + j0 * ld, ld, dq + i0 * ld, ld, D);
+			FN(tile_cols_)(dp, nq, nk, q + i0 * ld, ld, dk + j0 * ld, ld, D);
+		}
+	}
+}
+
+#undef NV_CASE
+#undef MR_OF
+#undef UNROLL
+#undef SPLAT
+#undef ST
+#undef LD
+#undef VU
+#undef VT
+#undef FN
+#undef CAT
+#undef CAT_

@@ -1,0 +1,224 @@
+#!/bin/sh
+# ZeRO (dist.zero, issue 30): the ranks sum their gradients in rank order
+# (a reduce-scatter of pieces added up by each range's rank), so that
+# stage 0 (every rank updates everything), 1 (each rank keeps and updates
+# the optimizer state of its range of the parameters) and 2 (the same,
+# the sums begun bucket by bucket during backward) train the same bits,
+# at 2 ranks and at 3, where the ranges are uneven.  Checkpoints keep
+# today's layout (rank 0 gathers m and v), and a stage-1 run resumes to
+# the bytes of the run that never stopped.
+. "$(dirname "$0")/lib.sh"
+DLT_THREADS=1
+OMPI_ALLOW_RUN_AS_ROOT=1
+OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+OMPI_MCA_rmaps_base_oversubscribe=1
+export DLT_THREADS OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM \
+	OMPI_MCA_rmaps_base_oversubscribe
+# make check-asan: Open MPI's own allocations at MPI_Finalize (t2300)
+if [ -n "${ASAN_OPTIONS:-}" ]; then
+	ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0
+	export ASAN_OPTIONS
+fi
+
+if ! command -v mpirun >/dev/null; then
+	echo "1..0 # SKIP no mpirun (openmpi-bin; scripts/install-deps installs it)"
+	exit 0
+fi
+
+# clipping on, and low enough to clip: the global norm is summed over the
+# ranks' ranges
+cat >mlp.yaml <<'YAML'
+data: {train: train.dlt, test: test.dlt}
+model: [flatten, {dense: 256}, relu, {dense: 128}, relu, {dense: 10}]
+train: {epochs: 1, batch: 128, seed: 0, clip: 0.5, optimizer: {adam: {lr: 1e-3}},
+        schedule: cosine}
+dist: {timeout: 20}
+YAML
+
+cat >gpt.yaml <<'YAML'
+data: {train: gtrain.dlt, val: gval.dlt}
+model:
+  - embedding: {vocab: 256, dim: 32, name: wte}
+  - positional: {max: 32}
+  - residual: [layernorm, attention: {heads: 2}]
+  - residual: [layernorm, dense: 64, gelu: tanh, dense: 32]
+  - layernorm
+  - dense: {tie: wte, bias: false}
+train:
+  steps: 60
+  context: 32
+  batch: 8
+  seed: 1
+  init: gpt2
+  clip: 1.0
+  eval_every: 20
+  eval_batches: 4
+  log_every: 10
+  optimizer: {adamw: {lr: 3e-3, weight_decay: 0.1, decay: matrices}}
+  schedule: {cosine: {warmup: 10}}
+checkpoint: {every: 20 steps}
+dist: {timeout: 20}
+YAML
+
+# same_tensors A B: the tensors of two model files byte for byte (their
+# config differs in its dist.zero line, so the files themselves do not)
+same_tensors() {
+	rm -rf a.npy b.npy &&
+	dlt-ckpt export -f npy -o a.npy "$1" && dlt-ckpt export -f npy -o b.npy "$2" &&
+	test -n "$(ls a.npy)" && diff -r a.npy b.npy
+}
+
+# stages NP CONFIG NAME ARGS...: dist.zero 0, 1 and 2 at NP ranks, each
+# model's tensors the bytes of stage 0's
+stages() {
+	np=$1 cfg=$2 name=$3 && shift 3 &&
+	for z in 0 1 2; do
+		mpirun -np $np dlt-train -q -c $cfg -o $name$z -s dist.zero=$z "$@" >out 2>err ||
+			{ cat err; return 1; }
+	done &&
+	same_tensors ${name}0/model.dlt ${name}1/model.dlt &&
+	same_tensors ${name}0/model.dlt ${name}2/model.dlt
+}
+
+# ours, rank_pid: as in t2300
+ours() {
+	for p in $(pgrep -x 'dlt-train|mpirun|orted'); do
+		[ "$(readlink /proc/$p/cwd 2>/dev/null)" = "$TRASH" ] && echo $p
+	done
+}
+rank_pid() {
+	for p in $(ours); do
+		tr '\0' '\n' </proc/$p/environ 2>/dev/null |
+			grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo $p; return 0; }
+	done
+	return 1
+}
+
+FORTUNES=/usr/share/games/fortunes
+test_expect_success 'prepare the images (94 batches) and a token stream' '
+	fmnist_12000 &&
+	if [ -f $FORTUNES/computers ]; then
+		cat $FORTUNES/computers $FORTUNES/science >text
+	else
+		perl -e "srand(7); my @w = qw(the a program of to is in data that it and);
+			for (1 .. 40000) { print \$w[int(rand(@w))], rand() < 0.1 ? \".\n\" : \" \" }" >text
+	fi &&
+	dlt-prep text text --split 0.9 -o gtrain.dlt -o gval.dlt
+'
+
+test_expect_success 'dist.zero is 0, 1 or 2' '
+	test_must_fail 2 "dist.zero" dlt-train -c mlp.yaml -o bad -s dist.zero=3 &&
+	! test -e bad
+'
+
+test_expect_success 'MLP, 2 ranks: ZeRO 0, 1 and 2 train the same bits' '
+	stages 2 mlp.yaml m2_ &&
+	grep -q "\"event\":\"done\"" m2_1/metrics.jsonl
+'
+
+test_expect_success 'MLP, 3 ranks (uneven ranges), 0.1 MB buckets: the same bits' '
+	stages 3 mlp.yaml m3_ -s dist.bucket_mb=0.1
+'
+
+test_expect_success 'GPT (tied head, decay on matrices), 2 ranks: the same bits' '
+	stages 2 gpt.yaml g2_ -s dist.bucket_mb=0.01
+'
+
+test_expect_success 'GPT, 3 ranks: the same bits' '
+	stages 3 gpt.yaml g3_ -s dist.bucket_mb=0.01
+'
+
+# a loss scale of 2^30 overflows fp16 for a dozen steps: each rank sees
+# infs in its range or not, and all skip together
+test_expect_success 'GPT in fp16, 3 ranks, skipped steps: the same bits' '
+	stages 3 gpt.yaml h3_ -s dist.bucket_mb=0.01 -s train.precision=fp16 \
+		-s train.loss_scale.init=1073741824 &&
+	s=$(grep -o "\"skipped\":[0-9]*" h3_1/metrics.jsonl | tail -1 | cut -d: -f2) &&
+	echo "skipped $s" && test $s -gt 0
+'
+
+test_expect_success 'clipping acts: without it the GPT trains other bits' '
+	mpirun -np 3 dlt-train -q -c gpt.yaml -o noclip -s dist.zero=1 -s dist.bucket_mb=0.01 \
+		-s train.clip=0 &&
+	! same_tensors g3_1/model.dlt noclip/model.dlt
+'
+
+test_expect_success 'checkpoints in today'"'"'s layout: stage 1'"'"'s gathered m and v are stage 0'"'"'s' '
+	dlt-ckpt diff g3_0/ckpt/step-00000040.dlt g3_1/ckpt/step-00000040.dlt >diff &&
+	grep -q "^optim.v/wte.w *equal" diff && ! grep -q differs diff &&
+	dlt-ckpt diff g3_0/ckpt/step-00000040.dlt g3_2/ckpt/step-00000040.dlt >diff &&
+	grep -q "^optim.m/wte.w *equal" diff && ! grep -q differs diff
+'
+
+test_expect_success 'ZeRO 1 at 3 ranks stopped and resumed: the bytes of the run that never stopped' '
+	mpirun -np 3 dlt-train -q -c mlp.yaml -o ref -s dist.zero=1 \
+		-s checkpoint.every="20 steps" >out &&
+	DLT_TEST_STEP_DELAY=0.03 mpirun -np 3 dlt-train -q -c mlp.yaml -o stopped \
+		-s dist.zero=1 -s checkpoint.every="20 steps" >out 2>err & job=$! &&
+	test_wait_until 30 test -e stopped/ckpt/step-00000040.dlt &&
+	kill -TERM $(rank_pid 0) && wait $job &&
+	grep -q "\"status\":\"stopped\"" stopped/status &&
+	cp -r stopped moved2 && cp -r stopped moved1 &&
+	mpirun -np 3 dlt-train -q --resume stopped >out &&
+	cmp ref/model.dlt stopped/model.dlt &&
+	cmp ref/ckpt/step-00000080.dlt stopped/ckpt/step-00000080.dlt
+'
+
+# rel_l2 A B: the largest relative L2 difference of a tensor of A and B
+rel_l2() {
+	dlt-ckpt diff "$1" "$2" | awk '$2 == "equal" || $2 == "differs" {
+		if ($4 > m) m = $4 } END { print m + 0 }'
+}
+
+test_expect_success 'its checkpoint resumes at 2 ranks and in one process (within 1e-6)' '
+	mpirun -np 2 dlt-train -q --resume moved2 >out &&
+	dlt-train -q --resume moved1 >out &&
+	d2=$(rel_l2 ref/model.dlt moved2/model.dlt) && d1=$(rel_l2 ref/model.dlt moved1/model.dlt) &&
+	echo "relative L2: 2 ranks $d2, one process $d1" &&
+	perl -e "exit !($d2 < 1e-6 && $d1 < 1e-6)"
+'
+
+# Each rank's optimizer state: 8 bytes a parameter of its range (Adam's m
+# and v), 8 ceil(P / N) on rank 0; the peak RSS of rank 1 falls by that
+# from stage 0 to stage 1 (rank 0 holds the whole state a moment when it
+# writes a checkpoint).  A GPT of 7.2 M parameters, 4 steps.
+cat >big.yaml <<'YAML'
+data: {train: gtrain.dlt}
+model:
+  - embedding: {vocab: 256, dim: 384, name: wte}
+  - positional: {max: 32}
+  - residual: [layernorm, attention: {heads: 4}]
+  - residual: [layernorm, dense: 1536, gelu: tanh, dense: 384]
+  - residual: [layernorm, attention: {heads: 4}]
+  - residual: [layernorm, dense: 1536, gelu: tanh, dense: 384]
+  - residual: [layernorm, attention: {heads: 4}]
+  - residual: [layernorm, dense: 1536, gelu: tanh, dense: 384]
+  - residual: [layernorm, attention: {heads: 4}]
+  - residual: [layernorm, dense: 1536, gelu: tanh, dense: 384]
+  - layernorm
+  - dense: {tie: wte, bias: false}
+train: {steps: 4, context: 32, batch: 8, seed: 1, clip: 1.0, optimizer: {adamw: {lr: 1e-3}}}
+dist: {timeout: 60, bucket_mb: 1}
+YAML
+
+# rss RUN RANK: the peak RSS in bytes that rank's time(1) wrote
+rss() {
+	sed -n "s/^rank $2 maxrss \([0-9]*\)$/\1/p" $1.rss | awk "{ print \$1 * 1024 }"
+}
+
+test_expect_success 'ZeRO 1 at 2 ranks: 8P/2 bytes of optimizer state a rank, and rank 1 peaks lower by that' '
+	test -x /usr/bin/time || { echo "no /usr/bin/time: peak RSS not measured"; return 0; }
+	for z in 0 1; do
+		mpirun -np 2 sh -c "exec /usr/bin/time -f \"rank \$OMPI_COMM_WORLD_RANK maxrss %M\" \
+			dlt-train -q -c big.yaml -o big$z -s dist.zero=$z" 2>big$z.rss >out ||
+			{ cat big$z.rss; return 1; }
+	done &&
+	s0=$(sed -n "s/.*\"optim_state_bytes\":\([0-9]*\).*/\1/p" big0/metrics.jsonl) &&
+	s1=$(sed -n "s/.*\"optim_state_bytes\":\([0-9]*\).*/\1/p" big1/metrics.jsonl) &&
+	p=$((s0 / 8)) && echo "P = $p parameters: optimizer state $s0 bytes at stage 0, $s1 at 1" &&
+	test $s1 = $((8 * ((p + 1) / 2))) &&
+	r0=$(rss big0 1) && r1=$(rss big1 1) &&
+	echo "rank 1 peak RSS: stage 0 $r0, stage 1 $r1 bytes; saved $((r0 - r1)), 8P/2 = $((4 * p))" &&
+	perl -e "exit !(abs(($r0 - $r1) - 4 * $p) < 0.25 * 4 * $p)"
+'
+test_done
