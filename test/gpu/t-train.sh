@@ -276,6 +276,21 @@ test_expect_success 'DLT_COMM=nccl without a launcher: one rank, its NCCL id its
 	agree mlp-f32-cuda mlp-nccl1 0 0 0
 '
 
+# ZeRO over a 1-rank NCCL comm: the ordered reduce-scatter (grouped send
+# and receive, the pieces added in rank order), the sharded step and the
+# all-gather of the parameters; one rank's sums are its own values, so the
+# weights are the run without a comm's
+for z in 0 1 2; do
+	test_expect_success "DLT_COMM=nccl --gpus 1, dist.zero $z: the bits of no comm" "
+		DLT_COMM=nccl dlt-train -c gpt.yaml -o gpt-zero$z --gpus 1 -q -s device=cuda \
+			-s dist.zero=$z -s dist.bucket_mb=0.05 >zero$z.log 2>&1
+		status=\$?
+		tail -3 zero$z.log
+		test \$status = 0 && dlt-ckpt export -f npy -o a$z gpt-f32-cuda/model.dlt &&
+		dlt-ckpt export -f npy -o b$z gpt-zero$z/model.dlt && diff -r a$z b$z
+	"
+done
+
 # data parallelism over NCCL: the multi-GPU test, where there are GPUs for it
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
 if [ "$ngpu" -ge 2 ]; then
