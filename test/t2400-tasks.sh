@@ -106,6 +106,44 @@ test_expect_success 'dlt-infer prints label sets, with --threshold and --probs' 
 		dlt-infer -m multi/model.dlt --threshold 1 mtest.dlt
 '
 
+# rel_l2_below A B LIMIT: every tensor of two models within LIMIT relative L2
+rel_l2_below() {
+	dlt-ckpt diff "$1" "$2" >diff; cat diff
+	awk -v lim="$3" "NR > 1 && \$4 + 0 > lim { bad = 1 } END { exit bad }" diff
+}
+
+test_expect_success 'regression and multi-label over 2 ranks: the parameters of one process' '
+	dlt-train -c reg.yaml -o reg2 -q --ranks 2 -s train.epochs=3 -s checkpoint.best=null \
+		>/dev/null &&
+	dlt-train -c reg.yaml -o reg1 -q -s train.epochs=3 -s checkpoint.best=null >/dev/null &&
+	rel_l2_below reg1/model.dlt reg2/model.dlt 1e-5 &&
+	dlt-train -c multi.yaml -o multi2 -q --ranks 2 -s train.epochs=3 >/dev/null &&
+	dlt-train -c multi.yaml -o multi1 -q -s train.epochs=3 >/dev/null &&
+	rel_l2_below multi1/model.dlt multi2/model.dlt 1e-5 &&
+	a=$(field reg1 rmse) && b=$(field reg2 rmse) && echo "rmse $a, $b" &&
+	perl -e "exit !(abs($a - $b) < 1e-3 * $a)"
+'
+
+test_expect_success 'bf16 and fp16: a regression trains to about the fp32 rmse' '
+	dlt-train -c reg.yaml -o regbf -q -s train.precision=bf16 >/dev/null &&
+	dlt-train -c reg.yaml -o reghf -q -s train.precision=fp16 >/dev/null &&
+	f=$(field reg rmse) && b=$(field regbf rmse) && h=$(field reghf rmse) &&
+	echo "rmse fp32 $f, bf16 $b, fp16 $h" &&
+	perl -e "exit !($b < 1.3 * $f + 0.5 && $h < 1.3 * $f + 0.5)"
+'
+
+test_expect_success 'safetensors export of a regression model: its tensors' '
+	dlt-ckpt export -f safetensors -o reg.safetensors reg/model.dlt &&
+	python3 -c "
+import json, struct, sys
+b = open(\"reg.safetensors\", \"rb\").read()
+n = struct.unpack(\"<Q\", b[:8])[0]
+h = json.loads(b[8:8 + n])
+assert h[\"4.w\"][\"shape\"] == [2, 64], h[\"4.w\"]
+print(sorted(k for k in h if k != \"__metadata__\"))
+"
+'
+
 test_expect_success 'a loss that does not fit the data is refused, naming what fits' '
 	test_must_fail 2 "train.loss cross_entropy does not fit data with float targets (use mse, l1 or huber)" \
 		dlt-train -c reg.yaml -o bad1 -s train.loss=cross_entropy &&
