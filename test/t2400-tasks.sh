@@ -113,11 +113,11 @@ rel_l2_below() {
 }
 
 test_expect_success 'regression and multi-label over 2 ranks: the parameters of one process' '
-	dlt-train -c reg.yaml -o reg2 -q --ranks 2 -s train.epochs=3 -s checkpoint.best=null \
+	with_ranks dlt-train -c reg.yaml -o reg2 -q --ranks 2 -s train.epochs=3 -s checkpoint.best=null \
 		>/dev/null &&
 	dlt-train -c reg.yaml -o reg1 -q -s train.epochs=3 -s checkpoint.best=null >/dev/null &&
 	rel_l2_below reg1/model.dlt reg2/model.dlt 1e-5 &&
-	dlt-train -c multi.yaml -o multi2 -q --ranks 2 -s train.epochs=3 >/dev/null &&
+	with_ranks dlt-train -c multi.yaml -o multi2 -q --ranks 2 -s train.epochs=3 >/dev/null &&
 	dlt-train -c multi.yaml -o multi1 -q -s train.epochs=3 >/dev/null &&
 	rel_l2_below multi1/model.dlt multi2/model.dlt 1e-5 &&
 	a=$(field reg1 rmse) && b=$(field reg2 rmse) && echo "rmse $a, $b" &&

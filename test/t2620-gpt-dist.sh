@@ -118,7 +118,7 @@ test_expect_success 'two MPI ranks: every parameter of one process within 1e-5 r
 		OMPI_MCA_rmaps_base_oversubscribe=1 &&
 	o="-s train.steps=50 -s train.optimizer.adamw.lr=1e-3" &&
 	dlt-train -q -c gpt.yaml -o runs/one $o >/dev/null &&
-	dlt-train -q --ranks 2 -c gpt.yaml -o runs/two $o >/dev/null 2>err &&
+	with_ranks dlt-train -q --ranks 2 -c gpt.yaml -o runs/two $o >/dev/null 2>err &&
 	grep -q "\"event\":\"done\"" runs/two/metrics.jsonl &&
 	test $(wc -l <runs/one/metrics.jsonl) = $(wc -l <runs/two/metrics.jsonl) &&
 	dlt-ckpt diff runs/one/model.dlt runs/two/model.dlt >diff; cat diff &&
