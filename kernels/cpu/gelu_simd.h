@@ -11,7 +11,6 @@
 
 #if W == 16
 #define VT __m512
-#define VI __m512i
 #define RN (_MM_FROUND_CUR_DIRECTION)
 #define ADD(a, b) _mm512_add_round_ps(a, b, RN)
 #define SUB(a, b) _mm512_sub_round_ps(a, b, RN)
@@ -21,10 +20,14 @@
 #define LOAD(p) _mm512_loadu_ps(p)
 #define STORE(p, v) _mm512_storeu_ps(p, v)
 #define MIN(a, b) _mm512_min_ps(a, b)
-#define AND(a, b) _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_castps_si512(b)))
-#define ANDNOT(a, b) _mm512_castsi512_ps(_mm512_andnot_si512(_mm512_castps_si512(a), _mm512_castps_si512(b)))
-#define OR(a, b) _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), _mm512_castps_si512(b)))
-#define POW2(n) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23))
+#define BITS(v) _mm512_castps_si512(v)
+#define AND(a, b) _mm512_castsi512_ps(_mm512_and_si512(BITS(a), BITS(b)))
+#define ANDNOT(a, b) _mm512_castsi512_ps(_mm512_andnot_si512(BITS(a), BITS(b)))
+#define OR(a, b) _mm512_castsi512_ps(_mm512_or_si512(BITS(a), BITS(b)))
+/* 2^n for the integer-valued float n */
+#define POW2(n)                                                                        \
+	_mm512_castsi512_ps(_mm512_slli_epi32(                                         \
+		_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23))
 /* where a < b: y, else x */
 #define SEL_LT(a, b, x, y) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), x, y)
 #define SEL_NAN(a, x, y) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), x, y)
@@ -41,7 +44,9 @@
 #define AND(a, b) _mm256_and_ps(a, b)
 #define ANDNOT(a, b) _mm256_andnot_ps(a, b)
 #define OR(a, b) _mm256_or_ps(a, b)
-#define POW2(n) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23))
+#define POW2(n)                                                                        \
+	_mm256_castsi256_ps(_mm256_slli_epi32(                                         \
+		_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23))
 #define SEL_LT(a, b, x, y) _mm256_blendv_ps(x, y, _mm256_cmp_ps(a, b, _CMP_LT_OQ))
 #define SEL_NAN(a, x, y) _mm256_blendv_ps(x, y, _mm256_cmp_ps(a, a, _CMP_UNORD_Q))
 #endif
@@ -113,6 +118,7 @@ static size_t FN(gelu_tanh_grad_)(const float *x, const float *dy, float *dx, si
 #undef SEL_LT
 #undef POW2
 #undef OR
+#undef BITS
 #undef ANDNOT
 #undef AND
 #undef MIN
@@ -124,7 +130,6 @@ static size_t FN(gelu_tanh_grad_)(const float *x, const float *dy, float *dx, si
 #undef SUB
 #undef ADD
 #undef RN
-#undef VI
 #undef VT
 #undef FN
 #undef CAT
