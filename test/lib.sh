@@ -61,6 +61,26 @@ test_must_fail() {
 }
 
 # test_cmp EXPECTED ACTUAL: byte equality, with a diff on failure.
+# mpi_tests: a script whose every process may be an MPI rank: two ranks
+# on two cores, one thread each, mpirun as root (CI), and under make
+# check-asan no leak checks (with_ranks says why); no mpirun: it skips.
+mpi_tests() {
+	DLT_THREADS=1
+	OMPI_ALLOW_RUN_AS_ROOT=1
+	OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+	OMPI_MCA_rmaps_base_oversubscribe=1
+	export DLT_THREADS OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM \
+		OMPI_MCA_rmaps_base_oversubscribe
+	if [ -n "${ASAN_OPTIONS:-}" ]; then
+		ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0
+		export ASAN_OPTIONS
+	fi
+	if ! command -v mpirun >/dev/null; then
+		echo "1..0 # SKIP no mpirun (openmpi-bin; scripts/install-deps installs it)"
+		exit 0
+	fi
+}
+
 # with_ranks COMMAND...: a command whose processes are MPI ranks.  Under
 # make check-asan, Open MPI leaves its own allocations at MPI_Finalize
 # (its components are unloaded by then, so no suppression can name
@@ -72,6 +92,46 @@ with_ranks() {
 	else
 		"$@"
 	fi
+}
+
+# gpt_text FILE: English text for the language-model tests: fortunes
+# (scripts/install-deps installs them), or words of a fixed generator
+gpt_text() {
+	if [ -f /usr/share/games/fortunes/computers ]; then
+		cat /usr/share/games/fortunes/computers /usr/share/games/fortunes/science >"$1"
+	else
+		perl -e 'srand(7); my @w = qw(the a program of to is in computer that it and for
+			you be with as on not this are data science was by or if);
+			for (1 .. 40000) { print $w[int(rand(@w))], rand() < 0.1 ? ".\n" : " " }' >"$1"
+	fi
+}
+
+# gpt_yaml TRAIN VAL: the tests' small byte-level GPT (GPT-2's block, a
+# tied head, 60 steps of 8 windows of 32), to which a test adds its
+# checkpoint: and dist: keys
+gpt_yaml() {
+	cat <<YAML
+data: {train: $1, val: $2}
+model:
+  - embedding: {vocab: 256, dim: 32, name: wte}
+  - positional: {max: 32}
+  - residual: [layernorm, attention: {heads: 2}]
+  - residual: [layernorm, dense: 64, gelu: tanh, dense: 32]
+  - layernorm
+  - dense: {tie: wte, bias: false}
+train:
+  steps: 60
+  context: 32
+  batch: 8
+  seed: 1
+  init: gpt2
+  clip: 1.0
+  eval_every: 20
+  eval_batches: 4
+  log_every: 10
+  optimizer: {adamw: {lr: 3e-3, weight_decay: 0.1, decay: matrices}}
+  schedule: {cosine: {warmup: 10}}
+YAML
 }
 
 test_cmp() {

@@ -5,25 +5,7 @@
 # and --restarts continues it from the last checkpoint.  DLT_COMM=mpi runs
 # the same path with one process.
 . "$(dirname "$0")/lib.sh"
-# two ranks on two cores: one thread each, and mpirun as root (CI)
-DLT_THREADS=1
-OMPI_ALLOW_RUN_AS_ROOT=1
-OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-OMPI_MCA_rmaps_base_oversubscribe=1
-export DLT_THREADS OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM \
-	OMPI_MCA_rmaps_base_oversubscribe
-# make check-asan: Open MPI leaves its own allocations at MPI_Finalize (its
-# components are unloaded by then, so no suppression can name them); the
-# ranks are still checked for every memory error, not for leaks
-if [ -n "${ASAN_OPTIONS:-}" ]; then
-	ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0
-	export ASAN_OPTIONS
-fi
-
-if ! command -v mpirun >/dev/null; then
-	echo "1..0 # SKIP no mpirun (openmpi-bin; scripts/install-deps installs it)"
-	exit 0
-fi
+mpi_tests
 
 cat >mlp.yaml <<'YAML'
 data: {train: train.dlt, test: test.dlt}

@@ -6,37 +6,9 @@
 # its BPE tokenizer and imported back.
 . "$(dirname "$0")/lib.sh"
 
-FORTUNES=/usr/share/games/fortunes
-if [ -f $FORTUNES/computers ]; then
-	cat $FORTUNES/computers $FORTUNES/science >text
-else	# no fortunes (scripts/install-deps installs them): English-like text
-	perl -e 'srand(7); my @w = qw(the a program of to is in computer that it and for
-		you be with as on not this are data science was by or if);
-		for (1 .. 40000) { print $w[int(rand(@w))], rand() < 0.1 ? ".\n" : " " }' >text
-fi
-cat >gpt.yaml <<'YAML'
-data: {train: train.dlt, val: val.dlt}
-model:
-  - embedding: {vocab: 256, dim: 32, name: wte}
-  - positional: {max: 32}
-  - residual: [layernorm, attention: {heads: 2}]
-  - residual: [layernorm, dense: 64, gelu: tanh, dense: 32]
-  - layernorm
-  - dense: {tie: wte, bias: false}
-train:
-  steps: 60
-  context: 32
-  batch: 8
-  seed: 1
-  init: gpt2
-  clip: 1.0
-  eval_every: 20
-  eval_batches: 4
-  log_every: 10
-  optimizer: {adamw: {lr: 3e-3, weight_decay: 0.1, decay: matrices}}
-  schedule: {cosine: {warmup: 10}}
-checkpoint: {every: 20 steps, best: val.loss}
-YAML
+gpt_text text
+gpt_yaml train.dlt val.dlt >gpt.yaml
+echo "checkpoint: {every: 20 steps, best: val.loss}" >>gpt.yaml
 FINAL=ckpt/step-00000060.dlt
 
 # field RUN SPLIT KEY: KEY of the SPLIT's records, one a line

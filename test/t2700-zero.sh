@@ -8,22 +8,7 @@
 # today's layout (rank 0 gathers m and v), and a stage-1 run resumes to
 # the bytes of the run that never stopped.
 . "$(dirname "$0")/lib.sh"
-DLT_THREADS=1
-OMPI_ALLOW_RUN_AS_ROOT=1
-OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-OMPI_MCA_rmaps_base_oversubscribe=1
-export DLT_THREADS OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM \
-	OMPI_MCA_rmaps_base_oversubscribe
-# make check-asan: Open MPI's own allocations at MPI_Finalize (t2300)
-if [ -n "${ASAN_OPTIONS:-}" ]; then
-	ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0
-	export ASAN_OPTIONS
-fi
-
-if ! command -v mpirun >/dev/null; then
-	echo "1..0 # SKIP no mpirun (openmpi-bin; scripts/install-deps installs it)"
-	exit 0
-fi
+mpi_tests
 
 # clipping on, and low enough to clip: the global norm is summed over the
 # ranks' ranges
@@ -35,30 +20,10 @@ train: {epochs: 1, batch: 128, seed: 0, clip: 0.5, optimizer: {adam: {lr: 1e-3}}
 dist: {timeout: 20}
 YAML
 
-cat >gpt.yaml <<'YAML'
-data: {train: gtrain.dlt, val: gval.dlt}
-model:
-  - embedding: {vocab: 256, dim: 32, name: wte}
-  - positional: {max: 32}
-  - residual: [layernorm, attention: {heads: 2}]
-  - residual: [layernorm, dense: 64, gelu: tanh, dense: 32]
-  - layernorm
-  - dense: {tie: wte, bias: false}
-train:
-  steps: 60
-  context: 32
-  batch: 8
-  seed: 1
-  init: gpt2
-  clip: 1.0
-  eval_every: 20
-  eval_batches: 4
-  log_every: 10
-  optimizer: {adamw: {lr: 3e-3, weight_decay: 0.1, decay: matrices}}
-  schedule: {cosine: {warmup: 10}}
-checkpoint: {every: 20 steps}
+gpt_yaml gtrain.dlt gval.dlt >gpt.yaml
+printf "checkpoint: {every: 20 steps}
 dist: {timeout: 20}
-YAML
+" >>gpt.yaml
 
 # same_tensors A B: the tensors of two model files byte for byte (their
 # config differs in its dist.zero line, so the files themselves do not)
@@ -94,15 +59,8 @@ rank_pid() {
 	return 1
 }
 
-FORTUNES=/usr/share/games/fortunes
 test_expect_success 'prepare the images (94 batches) and a token stream' '
-	fmnist_12000 &&
-	if [ -f $FORTUNES/computers ]; then
-		cat $FORTUNES/computers $FORTUNES/science >text
-	else
-		perl -e "srand(7); my @w = qw(the a program of to is in data that it and);
-			for (1 .. 40000) { print \$w[int(rand(@w))], rand() < 0.1 ? \".\n\" : \" \" }" >text
-	fi &&
+	fmnist_12000 && gpt_text text &&
 	dlt-prep text text --split 0.9 -o gtrain.dlt -o gval.dlt
 '
 
