@@ -154,7 +154,9 @@ test_expect_success 'a loss that does not fit the data is refused, naming what f
 	test_must_fail 2 "unknown metric '"'"'val.accuracy'"'"'" \
 		dlt-train -c reg.yaml -o bad4 -s checkpoint.best=val.accuracy &&
 	test_must_fail 2 "unknown loss '"'"'mae'"'"'" dlt-train -c reg.yaml -o bad5 -s train.loss=mae &&
-	! test -e bad1 && ! test -e bad2 && ! test -e bad3
+	test_must_fail 2 "train.steps and train.context are for token data" \
+		dlt-train -c reg.yaml -o bad6 -s train.steps=10 &&
+	! test -e bad1 && ! test -e bad2 && ! test -e bad3 && ! test -e bad6
 '
 
 test_done

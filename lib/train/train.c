@@ -580,6 +580,9 @@ static int setup(run_state *s)
 	if (!(s->out = dlt_malloc((size_t)s->m.max_batch * s->m.out_rows * s->loss.outputs *
 				  sizeof(float))))
 		return DLT_ENOMEM;
+	if ((c->train.steps || c->train.context) && !s->tokens)
+		return dlt_error(DLT_EINPUT, "%s: train.steps and train.context are for token data; "
+				 "a dataset trains train.epochs", c->path ? c->path : "config");
 	if (c->train.eval_every && !s->tokens)
 		return dlt_error(DLT_EINPUT, "%s: train.eval_every is for token data; datasets are "
 				 "evaluated at each epoch's end", c->path ? c->path : "config");
