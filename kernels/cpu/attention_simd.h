@@ -218,36 +218,15 @@ static void FN(attn_forward_tile_)(const float *q, const float *k, const float *
 	long ld = 3L * C;
 	int kend = causal ? i0 + nq : T;
 	(void)T;
-	for (int r = 0; r < nq; r++) {
-		m[r] = -INFINITY;
-		l[r] = 0.0f;
-		memset(o + (long)r * C, 0, (size_t)D * sizeof(*o));
-	}
+	online_start(m, l, o, nq, C, D);
 	for (int j0 = 0; j0 < kend; j0 += TK) {
 		int nk = min_i(TK, kend - j0), ncol = (nk + 4 * W - 1) / (4 * W) * (4 * W);
 		FN(transpose_)(k + j0 * ld, ld, nk, ncol, D, kt, TK);
 		FN(tile_scores_)(q + i0 * ld, ld, kt, TK, D, nq, ncol, scale, s);
-		for (int r = 0; r < nq; r++) {
-			float *sr = s + r * TK, mx, alpha;
-			int lim = keys_seen(i0 + r, j0, nk, causal);
-			if (!lim) {
-				memset(sr, 0, (size_t)nk * sizeof(*sr));
-				continue;
-			}
-			mx = row_max(sr, lim);
-			mx = mx > m[r] ? mx : m[r];
-			alpha = expf(m[r] - mx);
-			l[r] = l[r] * alpha + exp_row(sr, lim, nk, mx);
-			if (alpha != 1.0f)
-				scale_row(o + (long)r * C, D, alpha);
-			m[r] = mx;
-		}
+		online_tile(s, m, l, o, nq, nk, i0, j0, causal, C, D);
 		FN(tile_rows_)(s, nq, nk, v + j0 * ld, ld, o, C, D);
 	}
-	for (int r = 0; r < nq; r++) {
-		scale_row(o + (long)r * C, D, 1.0f / l[r]);
-		lse[r] = m[r] + logf(l[r]);
-	}
+	online_end(m, l, o, lse, nq, C, D);
 }
 
 /* attn_backward_head's work (transformer.c) on these tiles; kt and vt:

@@ -277,6 +277,51 @@ static void scale_row(float *x, int n, float a)
 		x[c] *= a;
 }
 
+/* The online softmax of a tile of nq query rows (flash attention), the
+ * same for the GEMM tiles below and the register-blocked ones of
+ * attention_simd.h: each row's running maximum m and sum l, and its
+ * output o (rows C apart, D values) rescaled when the maximum grows. */
+static void online_start(float *m, float *l, float *o, int nq, int C, int D)
+{
+	for (int r = 0; r < nq; r++) {
+		m[r] = -INFINITY;
+		l[r] = 0.0f;
+		memset(o + (size_t)r * C, 0, (size_t)D * sizeof(*o));
+	}
+}
+
+/* The scores s (rows TK apart) of keys j0 .. j0 + nk - 1 become their
+ * exponentials less the row's maximum, which m, l and o follow. */
+static void online_tile(float *s, float *m, float *l, float *o, int nq, int nk, int i0, int j0,
+			int causal, int C, int D)
+{
+	for (int r = 0; r < nq; r++) {
+		float *sr = s + r * TK, mx, alpha;
+		int lim = keys_seen(i0 + r, j0, nk, causal);
+		if (!lim) {
+			memset(sr, 0, (size_t)nk * sizeof(*sr));
+			continue;
+		}
+		mx = row_max(sr, lim);
+		mx = mx > m[r] ? mx : m[r];
+		alpha = expf(m[r] - mx);
+		l[r] = l[r] * alpha + exp_row(sr, lim, nk, mx);
+		if (alpha != 1.0f)
+			scale_row(o + (size_t)r * C, D, alpha);
+		m[r] = mx;
+	}
+}
+
+/* o divided by the running sums; lse the rows' log-sum-exp */
+static void online_end(const float *m, const float *l, float *o, float *lse, int nq, int C,
+		       int D)
+{
+	for (int r = 0; r < nq; r++) {
+		scale_row(o + (size_t)r * C, D, 1.0f / l[r]);
+		lse[r] = m[r] + logf(l[r]);
+	}
+}
+
 /* One tile of nq queries from i0 of one (batch, head): q, k and v point
  * at row 0 of the head's columns in qkv (rows ld floats apart), o at row
  * i0 of its columns in out (rows C apart), lse at row i0 of its [T].
@@ -290,37 +335,16 @@ static void attn_forward_tile(const float *q, const float *k, const float *v, fl
 	float m[TQ], l[TQ];
 	size_t ld = (size_t)3 * C;
 	int kend = causal ? i0 + nq : T;
-	for (int r = 0; r < nq; r++) {
-		m[r] = -INFINITY;
-		l[r] = 0.0f;
-		memset(o + (size_t)r * C, 0, (size_t)D * sizeof(*o));
-	}
+	online_start(m, l, o, nq, C, D);
 	for (int j0 = 0; j0 < kend; j0 += TK) {
 		int nk = min_i(TK, kend - j0);
 		dlt_cpu_sgemm(DLT_PREC_F32, 0, 1, nq, nk, D, scale, q + i0 * ld, (int)ld,
 			      k + j0 * ld, (int)ld, 0.0f, s, TK);
-		for (int r = 0; r < nq; r++) {
-			float *sr = s + r * TK, mx, alpha;
-			int lim = keys_seen(i0 + r, j0, nk, causal);
-			if (!lim) {
-				memset(sr, 0, (size_t)nk * sizeof(*sr));
-				continue;
-			}
-			mx = row_max(sr, lim);
-			mx = mx > m[r] ? mx : m[r];
-			alpha = expf(m[r] - mx);
-			l[r] = l[r] * alpha + exp_row(sr, lim, nk, mx);
-			if (alpha != 1.0f)
-				scale_row(o + (size_t)r * C, D, alpha);
-			m[r] = mx;
-		}
+		online_tile(s, m, l, o, nq, nk, i0, j0, causal, C, D);
 		dlt_cpu_sgemm(DLT_PREC_F32, 0, 0, nq, D, nk, 1.0f, s, TK, v + j0 * ld, (int)ld,
 			      1.0f, o, C);
 	}
-	for (int r = 0; r < nq; r++) {
-		scale_row(o + (size_t)r * C, D, 1.0f / l[r]);
-		lse[r] = m[r] + logf(l[r]);
-	}
+	online_end(m, l, o, lse, nq, C, D);
 }
 
 __attribute__((target_clones("avx2", "default")))
