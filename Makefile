@@ -170,7 +170,8 @@ deps:
 # The op table (test/unit/ops.c): every kernel of a backend against the
 # reference, run by test-kernels on the CPU and by test-cuda on a GPU.
 OPS_OBJ = $(BUILD)/test/unit/ops.o
-$(BUILD)/test/test-kernels: $(BUILD)/test/unit/test-kernels.o $(OPS_OBJ) $(BUILD)/test/unit/tap.o \
+$(BUILD)/test/test-kernels $(BUILD)/test/test-layers: $(BUILD)/test/%: $(BUILD)/test/unit/%.o \
+		$(OPS_OBJ) $(BUILD)/test/unit/tap.o \
 		$(BUILD)/libdlt.a
 	@mkdir -p $(@D)
 	$(call say,LD)

@@ -200,11 +200,7 @@ static const conv_case convs[] = {
 	{ 3, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, DLT_ACT_RELU, 0 },
 };
 
-typedef struct pool_case {
-	int n, c, h, w, kh, kw, sh, sw, ph, pw;
-} pool_case;
-
-static const pool_case pools[] = {
+const pool_case ops_pools[] = {
 	/* n  c   h   w kh kw sh sw ph pw */
 	{ 4, 32, 28, 28, 2, 2, 2, 2, 0, 0 },
 	{ 3, 5, 14, 14, 2, 2, 2, 2, 0, 0 },
@@ -220,6 +216,18 @@ static const pool_case pools[] = {
 	{ 3, 5, 7, 7, 7, 7, 1, 1, 0, 0 },
 	{ 2, 2, 9, 9, 3, 3, 3, 3, 1, 1 },
 };
+const size_t ops_n_pools = sizeof(ops_pools) / sizeof(ops_pools[0]);
+
+dlt_pool ops_pool_shape(const pool_case *pc)
+{
+	dlt_pool s = {
+		.n = pc->n, .c = pc->c, .h = pc->h, .w = pc->w, .kh = pc->kh, .kw = pc->kw,
+		.sh = pc->sh, .sw = pc->sw, .ph = pc->ph, .pw = pc->pw,
+	};
+	s.oh = (s.h + 2 * s.ph - s.kh) / s.sh + 1;
+	s.ow = (s.w + 2 * s.pw - s.kw) / s.sw + 1;
+	return s;
+}
 
 typedef struct bn_case {
 	int n, c, hw;
@@ -1063,17 +1071,12 @@ static void pool_run(const dlt_backend *be, const dlt_pool *s, const float *x, c
 
 static double check_pool(const dlt_backend *be, size_t i, int arg)
 {
-	const pool_case *pc = &pools[i];
-	dlt_pool s = {
-		.n = pc->n, .c = pc->c, .h = pc->h, .w = pc->w, .kh = pc->kh, .kw = pc->kw,
-		.sh = pc->sh, .sw = pc->sw, .ph = pc->ph, .pw = pc->pw, .relu = arg & POOL_RELU,
-	};
+	dlt_pool s = ops_pool_shape(&ops_pools[i]);
 	size_t nx = (size_t)s.n * s.c * s.h * s.w, ny;
 	float *x = randv(nx, -1, 1), *dy;
 	pool_out g, r;
 	double d;
-	s.oh = (s.h + 2 * s.ph - s.kh) / s.sh + 1;
-	s.ow = (s.w + 2 * s.pw - s.kw) / s.sw + 1;
+	s.relu = arg & POOL_RELU;
 	ny = (size_t)s.n * s.c * s.oh * s.ow;
 	dy = randv(ny, -1, 1);
 	/* ties, for the first-of-equals rule */
@@ -1326,7 +1329,7 @@ enum set { MATS, LONGK, SEQS, CONVS, POOLS, BNS, ONE };
 
 static size_t set_size(int set)
 {
-	static const size_t n[] = { N(mats), N(longk), N(seqs), N(convs), N(pools), N(bns), 1 };
+	static const size_t n[] = { N(mats), N(longk), N(seqs), N(convs), N(ops_pools), N(bns), 1 };
 	return n[set];
 }
 
@@ -1335,7 +1338,7 @@ static void say_shape(int set, size_t i, char *buf, size_t len)
 	static const char *const act[] = { "", " relu", " leaky_relu", " gelu", " tanh",
 					   " sigmoid", " gelu_tanh" };
 	const conv_case *c = set == CONVS ? &convs[i] : NULL;
-	const pool_case *p = set == POOLS ? &pools[i] : NULL;
+	const pool_case *p = set == POOLS ? &ops_pools[i] : NULL;
 	const bn_case *b = set == BNS ? &bns[i] : NULL;
 	char mean[32];
 	switch (set) {

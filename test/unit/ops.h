@@ -18,4 +18,14 @@ int ops_run(const dlt_backend *be, int column, const char *prefix);
 /* The rows ops_run would run, as TAP comments; returns how many. */
 int ops_list(int column, const char *prefix);
 
+/* The pooling shapes of the table, which test-layers' finite
+ * differences use too */
+typedef struct pool_case {
+	int n, c, h, w, kh, kw, sh, sw, ph, pw;
+} pool_case;
+extern const pool_case ops_pools[];
+extern const size_t ops_n_pools;
+/* A case as the kernels take it, oh and ow worked out, relu 0 */
+dlt_pool ops_pool_shape(const pool_case *pc);
+
 #endif

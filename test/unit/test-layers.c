@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops.h"
 #include "tap.h"
 #include "vec.h"
 #include "kernels/kernels.h"
@@ -90,36 +91,6 @@ static void conv_free_outputs(conv_io *io)
 
 /* --- pooling --- */
 
-typedef struct pool_case {
-	int n, c, h, w, kh, kw, sh, sw, ph, pw;
-} pool_case;
-
-static const pool_case pools[] = {
-	/* n  c   h   w kh kw sh sw ph pw */
-	{ 4, 32, 28, 28, 2, 2, 2, 2, 0, 0 },
-	{ 3, 5, 14, 14, 2, 2, 2, 2, 0, 0 },
-	{ 2, 3, 8, 8, 2, 2, 2, 2, 0, 0 },
-	{ 2, 3, 6, 6, 2, 2, 2, 2, 0, 0 },
-	{ 2, 3, 7, 9, 2, 2, 2, 2, 0, 0 },
-	{ 1, 2, 8, 7, 3, 3, 2, 2, 1, 1 },
-	{ 2, 3, 6, 6, 3, 3, 1, 1, 1, 1 },
-	{ 3, 2, 5, 8, 2, 3, 1, 2, 1, 0 },
-	{ 2, 4, 8, 8, 8, 8, 8, 8, 0, 0 },
-	{ 2, 3, 7, 7, 1, 1, 2, 2, 0, 0 },
-	{ 1, 1, 9, 5, 4, 2, 3, 1, 2, 1 },
-};
-
-static dlt_pool pool_shape(const pool_case *pc)
-{
-	dlt_pool s = {
-		.n = pc->n, .c = pc->c, .h = pc->h, .w = pc->w, .kh = pc->kh, .kw = pc->kw,
-		.sh = pc->sh, .sw = pc->sw, .ph = pc->ph, .pw = pc->pw,
-	};
-	s.oh = (s.h + 2 * s.ph - s.kh) / s.sh + 1;
-	s.ow = (s.w + 2 * s.pw - s.kw) / s.sw + 1;
-	return s;
-}
-
 typedef struct pool_io {
 	float *y, *dx, *ay, *adx;	/* max: y, dx; average: ay, adx */
 	int32_t *arg;
@@ -156,7 +127,7 @@ static void pool_free(pool_io *p)
 static void test_pool_relu(const pool_case *pc)
 {
 	const dlt_backend *ref = dlt_backend_ref();
-	dlt_pool s = pool_shape(pc), r = s;
+	dlt_pool s = ops_pool_shape(pc), r = s;
 	size_t nx = (size_t)s.n * s.c * s.h * s.w, ny = (size_t)s.n * s.c * s.oh * s.ow;
 	float *x = randv(nx, -0.5f, 1), *dy = randv(ny, -1, 1);
 	pool_io plain, fused;
@@ -275,7 +246,7 @@ static double avgpool_loss(void *ctx)
 
 static void test_pool_grad(const pool_case *pc)
 {
-	pool_fd f = { .s = pool_shape(pc) };
+	pool_fd f = { .s = ops_pool_shape(pc) };
 	size_t nx = (size_t)f.s.n * f.s.c * f.s.h * f.s.w;
 	size_t ny = (size_t)f.s.n * f.s.c * f.s.oh * f.s.ow;
 	float *dx = nanv(nx);
@@ -487,12 +458,12 @@ int main(void)
 {
 	const dlt_backend *backends[] = { dlt_backend_cpu(), dlt_backend_ref() };
 	dlt_rng_init(&rng, 4321, 0);
-	for (size_t i = 0; i < sizeof(pools) / sizeof(pools[0]); i++)
-		test_pool_relu(&pools[i]);
+	for (size_t i = 0; i < ops_n_pools; i++)
+		test_pool_relu(&ops_pools[i]);
 	for (size_t i = 0; i < sizeof(convs) / sizeof(convs[0]); i++)
 		test_conv_grad(&convs[i]);
-	for (size_t i = 1; i < sizeof(pools) / sizeof(pools[0]); i++)
-		test_pool_grad(&pools[i]);
+	for (size_t i = 1; i < ops_n_pools; i++)
+		test_pool_grad(&ops_pools[i]);
 	test_bn_grad(3, 2, 5);
 	test_bn_grad(4, 3, 1);
 	for (size_t b = 0; b < sizeof(backends) / sizeof(backends[0]); b++) {
