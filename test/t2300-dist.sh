@@ -128,6 +128,22 @@ test_expect_success 'a stalled rank (SIGSTOP) ends the job after dist.timeout, n
 	no_ranks_left
 '
 
+# Rank 0 sleeps 0.4 s a step, rank 1 0.01 s: rank 1 waits in each sum,
+# having told rank 0 it reached it, and is stopped there.  It is named
+# all the same: a waiting rank tells its point again while it waits.
+test_expect_success 'a rank stopped inside a sum it reached is named too' '
+	mpirun -np 1 -x DLT_TEST_STEP_DELAY=0.4 dlt-train -c mlp.yaml -o inside \
+		-s train.log_every=5 -s dist.timeout=4 : \
+		-np 1 -x DLT_TEST_STEP_DELAY=0.01 dlt-train -c mlp.yaml -o inside \
+		-s train.log_every=5 -s dist.timeout=4 >out 2>err & job=$! &&
+	wait_for inside/metrics.jsonl "\"step\":" && sleep 0.3 &&
+	pid=$(rank_pid 1) && kill -STOP $pid &&
+	{ wait $job; status=$?; } ; cat err &&
+	test $status != 0 &&
+	grep -q "^dlt-train: rank 0: [a-z ]*: no answer from rank 1 in 4 s (it died or stalls)$" err &&
+	no_ranks_left
+'
+
 test_expect_success '--restarts: kill -9 of a rank, the job restarts and ends as if never killed' '
 	dlt-train -q --ranks 2 -c mlp.yaml -o ref2 -s checkpoint.every="20 steps" &&
 	DLT_TEST_STEP_DELAY=0.05 dlt-train -q --ranks 2 --restarts 3 -c mlp.yaml -o restarted \

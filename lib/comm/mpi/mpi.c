@@ -27,7 +27,10 @@
  * (the waits of sum_wait, sum_f64 and broadcast, which every rank reaches
  * in the same order) each rank tells rank 0 the number of the point, and
  * rank 0 tells every rank, on a communicator of their own.  Rank 0 then
- * sees who is behind; the others see whether rank 0 is. */
+ * sees who is behind; the others see whether rank 0 is.  A rank can stop
+ * after it told its point, inside the wait, where a large sum still needs
+ * its part: so a rank that waits tells its point again every beat_every()
+ * seconds, and a peer not heard from in stale_after() seconds stalls too. */
 /* What a collective leaves to do when its request is done: its count
  * and displacement arrays to free (MPI reads them until then), and for a
  * reduce-scatter, parts pieces of n floats in scratch to add up into out
@@ -51,6 +54,8 @@ typedef struct mpi_state {
 	long long point;	/* the sync points this rank reached */
 	long long *seen;	/* rank 0: each rank's last point; others: [0] rank 0's */
 	long long *inbox;	/* a posted receive per peer */
+	double *heard;		/* when each peer's last beat was read */
+	double beat_at;		/* when this rank last told its point */
 	MPI_Request *recv;
 	long long beat[MAX_BEATS];
 	MPI_Request *beat_req;	/* MAX_BEATS slots of a send per peer */
@@ -61,6 +66,16 @@ static double now(void)
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static double beat_every(const dlt_comm *c)
+{
+	return c->timeout / 20;
+}
+
+static double stale_after(const dlt_comm *c)
+{
+	return c->timeout / 4;
 }
 
 static int fail(dlt_comm *c, const char *what, int err)
@@ -95,18 +110,20 @@ static void beat(dlt_comm *c)
 	MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
 	if (!done)
 		return;
+	st->beat_at = now();
 	st->beat[k] = st->point;	/* one buffer for the peers: sends only read it */
 	for (int i = 0; i < n; i++)
 		MPI_Isend(&st->beat[k], 1, MPI_LONG_LONG, peer(c, i), 0, st->hb, &req[i]);
 }
 
-/* The heartbeats that came: seen[] up to date. */
+/* The heartbeats that came: seen[] and heard[] up to date. */
 static void read_beats(dlt_comm *c)
 {
 	mpi_state *st = c->impl;
 	for (int i = 0; i < peers(c); i++) {
 		int done = 0;
 		while (MPI_Test(&st->recv[i], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
+			st->heard[i] = now();
 			if (st->inbox[i] > st->seen[i])
 				st->seen[i] = st->inbox[i];
 			MPI_Irecv(&st->inbox[i], 1, MPI_LONG_LONG, peer(c, i), 0, st->hb,
@@ -115,7 +132,8 @@ static void read_beats(dlt_comm *c)
 	}
 }
 
-/* Why a wait timed out, with the ranks behind this one's sync point. */
+/* Why a wait timed out, with the ranks behind this one's sync point or
+ * silent in it. */
 static void name_stalled(dlt_comm *c, const char *what)
 {
 	mpi_state *st = c->impl;
@@ -125,7 +143,7 @@ static void name_stalled(dlt_comm *c, const char *what)
 
 	read_beats(c);
 	for (int i = 0; i < peers(c) && len < sizeof(who) - 16; i++)
-		if (st->seen[i] < st->point) {
+		if (st->seen[i] < st->point || now() - st->heard[i] > stale_after(c)) {
 			len += (size_t)snprintf(who + len, sizeof(who) - len, "%s%d",
 						n ? ", " : "", peer(c, i));
 			n++;
@@ -140,7 +158,8 @@ static void name_stalled(dlt_comm *c, const char *what)
 
 /* Every request done, or the deadline passed: the ranks that have not
  * joined died or stall.  Polls, at first busily, then every 100 us,
- * which leaves the cores to the ranks that are still computing.  The
+ * which leaves the cores to the ranks that are still computing, and
+ * beats while it waits.  The
  * ranks after 0 wait a little longer, so that rank 0, which can name the
  * rank that stalls, is the one that ends the job. */
 static int wait_all(dlt_comm *c, const char *what)
@@ -162,6 +181,10 @@ static int wait_all(dlt_comm *c, const char *what)
 		if (spin > 1000) {
 			struct timespec t = { 0, 100000 };
 			nanosleep(&t, NULL);
+			if (now() - st->beat_at > beat_every(c)) {
+				read_beats(c);
+				beat(c);
+			}
 		}
 	}
 }
@@ -443,6 +466,7 @@ static void close_comm(dlt_comm *c)
 		MPI_Finalize();
 	free(st->seen);
 	free(st->inbox);
+	free(st->heard);
 	free(st->recv);
 	free(st->beat_req);
 	for (int i = 0; i < st->n_pend; i++)
@@ -486,13 +510,14 @@ __attribute__((visibility("default"))) int dlt_comm_mpi_open(dlt_comm *c, int ab
 	n = peers(c);
 	st->seen = calloc(n, sizeof(*st->seen));
 	st->inbox = calloc(n, sizeof(*st->inbox));
+	st->heard = calloc(n, sizeof(*st->heard));
 	st->recv = malloc(n * sizeof(*st->recv));
 	st->beat_req = malloc((size_t)n * MAX_BEATS * sizeof(*st->beat_req));
 	for (int i = 0; st->recv && i < n; i++)
 		st->recv[i] = MPI_REQUEST_NULL;
 	for (int i = 0; st->beat_req && i < n * MAX_BEATS; i++)
 		st->beat_req[i] = MPI_REQUEST_NULL;
-	if (!st->seen || !st->inbox || !st->recv || !st->beat_req) {
+	if (!st->seen || !st->inbox || !st->heard || !st->recv || !st->beat_req) {
 		snprintf(c->why, sizeof(c->why), "out of memory");
 		close_comm(c);
 		return -1;
