@@ -73,6 +73,15 @@ typedef struct dlt_pool {
 	int relu;
 } dlt_pool;
 
+/* Dropout of the attention's weights: weight (i, j) of head h of batch b,
+ * which is row r = (b H + h) T + i, is dropped when draw r T + j of
+ * Philox(seed, stream) is below rate, else scaled by 1 / (1 - rate)
+ * (dlt_attn_keep, kernels/common/math.h).  rate 0: no dropout. */
+typedef struct dlt_attn_dropout {
+	float rate;
+	uint64_t seed, stream;
+} dlt_attn_dropout;
+
 /* What conv_pool_fuses says a backend does as one op */
 enum { DLT_FUSES_FORWARD = 1, DLT_FUSES_BACKWARD = 2 };
 
@@ -225,16 +234,18 @@ typedef struct dlt_backend {
 	 * 2 C + h D, D = C / H; out [B, T, C] (head h at h D); scores scaled
 	 * by 1 / sqrt(D); causal: position t attends to 0..t only.  lse
 	 * [B, H, T]: each row's log-sum-exp of its scaled scores, kept for
-	 * backward.  The T x T scores are never stored: an online softmax
-	 * over tiles of keys (flash attention). */
+	 * backward (the weights' dropout, drop, comes after the softmax and
+	 * leaves it alone).  The T x T scores are never stored: an online
+	 * softmax over tiles of keys (flash attention), the dropout's mask
+	 * drawn again where a tile needs it. */
 	void (*attention_forward)(const float *qkv, float *out, float *lse, int B, int T, int C,
-				  int H, int causal);
+				  int H, int causal, dlt_attn_dropout drop);
 	/* dqkv [B, T, 3C] overwritten from dout, the scores recomputed tile by
 	 * tile from qkv and lse; out is forward's, for the D_i = rowsum(dout *
-	 * out) term of the softmax's backward. */
+	 * out) term of the softmax's backward; drop forward's. */
 	void (*attention_backward)(const float *qkv, const float *out, const float *dout,
 				   const float *lse, float *dqkv, int B, int T, int C, int H,
-				   int causal);
+				   int causal, dlt_attn_dropout drop);
 	/* The first failure of an entry since the backend started, or NULL;
 	 * NULL itself on backends whose entries cannot fail (the CPU's).  An
 	 * entry that failed leaves its outputs undefined, so the caller

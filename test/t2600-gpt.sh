@@ -65,6 +65,22 @@ test_expect_success 'train.accumulate: 2 micro-batches of 4 make the step of a b
 	grep -q "  accumulate: 2" acc/config.yaml
 '
 
+test_expect_success 'attention dropout 0.1: other weights; the same bits at 1 and 2 threads, and over a resume' '
+	drop="-s model.2.residual.1.attention.dropout=0.1" &&
+	sed "/schedule:/d; s/every: 20 steps, //" gpt.yaml >const.yaml &&
+	DLT_THREADS=1 dlt-train -q -c const.yaml -o d40 -s train.steps=40 $drop >/dev/null &&
+	DLT_THREADS=2 dlt-train -q -c const.yaml -o d40b -s train.steps=40 $drop >/dev/null &&
+	cmp d40/model.dlt d40b/model.dlt &&
+	dlt-train -q -c const.yaml -o d20 -s train.steps=20 $drop >/dev/null &&
+	dlt-train -q --resume d20 -s train.steps=40 >/dev/null &&
+	cmp d40/model.dlt d20/model.dlt &&
+	dlt-train -q -c const.yaml -o n40 -s train.steps=40 >/dev/null &&
+	! cmp -s d40/model.dlt n40/model.dlt &&
+	grep -q "attention: {heads: 2, causal: true, dropout: 0.1}" d40/config.yaml &&
+	field d40 val loss | tail -1 >dl && field n40 val loss | tail -1 >nl &&
+	perl -e "exit !(abs($(cat dl) - $(cat nl)) < 0.1)"
+'
+
 test_expect_success 'bad inputs: one line, exit 2, no run directory' '
 	test_must_fail 2 "the model ends with 100 features but the data has 256 tokens in its vocabulary" \
 		dlt-train -c gpt.yaml -o bad1 -s model.0.embedding.vocab=100 &&

@@ -238,6 +238,16 @@ DLT_HD static inline float dlt_dropout_mask(uint32_t bits, float rate, float sca
 	return dlt_u32_to_unit(bits) < rate ? 0.0f : scale;
 }
 
+/* The factor of attention weight j of row r (kernels.h's dlt_attn_dropout):
+ * 0 or 1 / (1 - rate) */
+DLT_HD static inline float dlt_attn_keep(dlt_attn_dropout d, size_t r, int T, int j)
+{
+	uint64_t n = (uint64_t)r * (uint64_t)T + (uint64_t)j;
+	uint32_t bits[4];
+	dlt_philox_block(d.seed, d.stream, n >> 2, bits);
+	return dlt_dropout_mask(bits[n & 3], d.rate, dlt_dropout_scale(d.rate));
+}
+
 /* Softmax cross-entropy of one row of logits, the max subtracted so exp
  * never overflows.  Writes (softmax - onehot(label)) * scale to dx and
  * returns the row's loss, -log softmax[label]; *argmax gets the first

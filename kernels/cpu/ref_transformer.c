@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/common/math.h"
 #include "kernels/cpu/transformer.h"
 
 void dlt_ref_layernorm_forward(const float *x, const float *gamma, const float *beta, float *y,
@@ -110,10 +111,17 @@ static double dot_d(const float *a, const float *b, int n)
 	return s;
 }
 
+/* Weight j of row r's factor of dropout: 1 without */
+static double keep(dlt_attn_dropout drop, size_t r, int T, int j)
+{
+	return drop.rate > 0.0f ? dlt_attn_keep(drop, r, T, j) : 1.0;
+}
+
 /* Each query's row of scores in double: its maximum, the sum of the
- * exponentials, the weighted sum of the values. */
+ * exponentials, the weighted sum of the values (the weights times their
+ * dropout's factors; the sum without). */
 void dlt_ref_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C,
-			       int H, int causal)
+			       int H, int causal, dlt_attn_dropout drop)
 {
 	int D = C / H;
 	size_t ld = (size_t)3 * C;
@@ -135,9 +143,10 @@ void dlt_ref_attention_forward(const float *qkv, float *out, float *lse, int B, 
 		for (int j = 0; j < n; j++) {
 			const float *v = base + j * ld + 2 * C;
 			double p = exp(s[j] - mx);
+			double pz = p * keep(drop, ((size_t)b * H + h) * T + t, T, j);
 			sum += p;
 			for (int d = 0; d < D; d++)
-				o[d] += p * v[d];
+				o[d] += pz * v[d];
 		}
 		for (int d = 0; d < D; d++)
 			out[((size_t)b * T + t) * C + (size_t)h * D + d] = (float)(o[d] / sum);
@@ -147,12 +156,13 @@ void dlt_ref_attention_forward(const float *qkv, float *out, float *lse, int B, 
 	free(o);
 }
 
-/* With P = exp(S - lse) and D_i = dout_i . out_i: dv_j = sum_i P_ij dout_i,
- * dS_ij = P_ij (dout_i . v_j - D_i), dq_i = scale sum_j dS_ij k_j,
+/* With P = exp(S - lse), Z the dropout's factors and D_i = dout_i . out_i
+ * (= sum_j P_ij Z_ij dout_i . v_j): dv_j = sum_i P_ij Z_ij dout_i,
+ * dS_ij = P_ij (Z_ij dout_i . v_j - D_i), dq_i = scale sum_j dS_ij k_j,
  * dk_j = scale sum_i dS_ij q_i; summed in double for one (b, h) at a time. */
 void dlt_ref_attention_backward(const float *qkv, const float *out, const float *dout,
 				const float *lse, float *dqkv, int B, int T, int C, int H,
-				int causal)
+				int causal, dlt_attn_dropout drop)
 {
 	int D = C / H;
 	size_t ld = (size_t)3 * C;
@@ -176,11 +186,12 @@ void dlt_ref_attention_backward(const float *qkv, const float *out, const float 
 				const float *k = base + j * ld + C, *v = base + j * ld + 2 * C;
 				double *dk = acc + (size_t)j * 3 * D + D, *dv = dk + D;
 				double p = exp(dot_d(q, k, D) * scale - l);
-				double ds = p * (dot_d(g, v, D) - di);
+				double z = keep(drop, ((size_t)b * H + h) * T + i, T, j);
+				double ds = p * (z * dot_d(g, v, D) - di);
 				for (int d = 0; d < D; d++) {
 					dq[d] += ds * scale * k[d];
 					dk[d] += ds * scale * q[d];
-					dv[d] += p * g[d];
+					dv[d] += p * z * g[d];
 				}
 			}
 		}

@@ -277,6 +277,41 @@ static void scale_row(float *x, int n, float a)
 		x[c] *= a;
 }
 
+__attribute__((target_clones("avx2", "default")))
+static void mul_row(float *x, const float *z, int n)
+{
+	#pragma omp simd
+	for (int c = 0; c < n; c++)
+		x[c] *= z[c];
+}
+
+/* z[c]: the dropout's factor of weight j0 + c of row r, c < n, the
+ * Philox blocks drawn once each (dlt_attn_keep's numbers) */
+static void keep_row(dlt_attn_dropout drop, size_t r, int T, int j0, int n, float *z)
+{
+	uint64_t first = (uint64_t)r * (uint64_t)T + (uint64_t)j0, end = first + (uint64_t)n;
+	float scale = dlt_dropout_scale(drop.rate);
+	for (uint64_t blk = first >> 2; blk <= (end - 1) >> 2; blk++) {
+		uint32_t bits[4];
+		dlt_philox_block(drop.seed, drop.stream, blk, bits);
+		for (uint64_t k = 0, at = blk << 2; k < 4; k++, at++)
+			if (at >= first && at < end)
+				z[at - first] = dlt_dropout_mask(bits[k], drop.rate, scale);
+	}
+}
+
+/* The nq rows (TK apart) of a tile of weights from key j0 times their
+ * dropout's factors; query i0's row is r0 */
+static void drop_tile(dlt_attn_dropout drop, float *s, int nq, int nk, size_t r0, int i0,
+		      int j0, int T)
+{
+	float z[TK];
+	for (int r = 0; r < nq; r++) {
+		keep_row(drop, r0 + (size_t)(i0 + r), T, j0, nk, z);
+		mul_row(s + r * TK, z, nk);
+	}
+}
+
 /* The online softmax of a tile of nq query rows (flash attention), the
  * same for the GEMM tiles below and the register-blocked ones of
  * attention_simd.h: each row's running maximum m and sum l, and its
@@ -326,10 +361,12 @@ static void online_end(const float *m, const float *l, float *o, float *lse, int
  * at row 0 of the head's columns in qkv (rows ld floats apart), o at row
  * i0 of its columns in out (rows C apart), lse at row i0 of its [T].
  * o accumulates the weighted values, rescaled whenever a row's running
- * maximum grows, and is divided by the running sum at the end. */
+ * maximum grows, and is divided by the running sum at the end.  With
+ * dropout, the weights times their factors go to o (not to the sums);
+ * query 0's row of the mask is r0. */
 static void attn_forward_tile(const float *q, const float *k, const float *v, float *o,
 			      float *lse, int T, int C, int D, int i0, int nq, int causal,
-			      float scale)
+			      float scale, dlt_attn_dropout drop, size_t r0)
 {
 	float s[TQ * TK] __attribute__((aligned(64)));
 	float m[TQ], l[TQ];
@@ -341,6 +378,8 @@ static void attn_forward_tile(const float *q, const float *k, const float *v, fl
 		dlt_cpu_sgemm(DLT_PREC_F32, 0, 1, nq, nk, D, scale, q + i0 * ld, (int)ld,
 			      k + j0 * ld, (int)ld, 0.0f, s, TK);
 		online_tile(s, m, l, o, nq, nk, i0, j0, causal, C, D);
+		if (drop.rate > 0.0f)
+			drop_tile(drop, s, nq, nk, r0, i0, j0, T);
 		dlt_cpu_sgemm(DLT_PREC_F32, 0, 0, nq, D, nk, 1.0f, s, TK, v + j0 * ld, (int)ld,
 			      1.0f, o, C);
 	}
@@ -439,10 +478,11 @@ static float *kv_buffer(size_t n)
  * columns in dqkv, dk and dv C and 2 C further.  Query tiles outside, key
  * tiles inside: P and dS of a tile, then dv_j += P^T dout_i,
  * dq_i += scale dS k_j, dk_j += scale dS^T q_i, all in this task's
- * columns, in this fixed order. */
+ * columns, in this fixed order.  With dropout's factors Z (query 0's row
+ * r0), dS = P (Z dP - D_i) and dv_j += (P Z)^T dout_i. */
 static void attn_backward_head(const float *q, const float *o, const float *g,
 			       const float *lse, float *dq, int T, int C, int D, int causal,
-			       float scale)
+			       float scale, dlt_attn_dropout drop, size_t r0)
 {
 	float s[TQ * TK] __attribute__((aligned(64))), dp[TQ * TK] __attribute__((aligned(64)));
 	float di[TQ];
@@ -465,8 +505,12 @@ static void attn_backward_head(const float *q, const float *o, const float *g,
 					lse[i0 + r]);
 			dlt_cpu_sgemm(DLT_PREC_F32, 0, 1, nq, nk, D, 1.0f, g + (size_t)i0 * C, C,
 				      v + j0 * ld, (int)ld, 0.0f, dp, TK);
+			if (drop.rate > 0.0f)
+				drop_tile(drop, dp, nq, nk, r0, i0, j0, T);
 			for (int r = 0; r < nq; r++)
 				ds_row(s + r * TK, dp + r * TK, nk, di[r]);
+			if (drop.rate > 0.0f)
+				drop_tile(drop, s, nq, nk, r0, i0, j0, T);
 			dlt_cpu_sgemm(DLT_PREC_F32, 1, 0, nk, D, nq, 1.0f, s, TK, g + (size_t)i0 * C,
 				      C, 1.0f, dv + j0 * ld, (int)ld);
 			dlt_cpu_sgemm(DLT_PREC_F32, 0, 0, nq, D, nk, scale, dp, TK, k + j0 * ld,
@@ -477,13 +521,14 @@ static void attn_backward_head(const float *q, const float *o, const float *g,
 	}
 }
 
+/* The register-blocked tiles have no dropout: with it, the GEMM's tiles */
 void dlt_cpu_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C,
-			       int H, int causal)
+			       int H, int causal, dlt_attn_dropout drop)
 {
 	int D = C / H, tiles = (T + TQ - 1) / TQ;
 	long tasks = (long)B * H * tiles;
 	float scale = (float)(1.0 / sqrt(D));
-	int lanes = simd_lanes(D);
+	int lanes = drop.rate > 0.0f ? 0 : simd_lanes(D);
 	#pragma omp parallel for schedule(dynamic)
 	for (long task = 0; task < tasks; task++) {
 		int b = (int)(task / ((long)H * tiles)), h = (int)(task / tiles % H);
@@ -498,15 +543,17 @@ void dlt_cpu_attention_forward(const float *qkv, float *out, float *lse, int B, 
 			attn_forward_tile_avx2(q, q + C, q + 2 * C, o, l, T, C, D, i0, nq, causal,
 					       scale);
 		else
-			attn_forward_tile(q, q + C, q + 2 * C, o, l, T, C, D, i0, nq, causal, scale);
+			attn_forward_tile(q, q + C, q + 2 * C, o, l, T, C, D, i0, nq, causal, scale,
+					  drop, ((size_t)b * H + h) * T);
 	}
 }
 
 void dlt_cpu_attention_backward(const float *qkv, const float *out, const float *dout,
 				const float *lse, float *dqkv, int B, int T, int C, int H,
-				int causal)
+				int causal, dlt_attn_dropout drop)
 {
-	int D = C / H, lanes = simd_lanes(D), tp = (T + TK - 1) / TK * TK;
+	int D = C / H, lanes = drop.rate > 0.0f ? 0 : simd_lanes(D);
+	int tp = (T + TK - 1) / TK * TK;
 	float scale = (float)(1.0 / sqrt(D));
 	#pragma omp parallel for schedule(dynamic)
 	for (int bh = 0; bh < B * H; bh++) {
@@ -523,6 +570,7 @@ void dlt_cpu_attention_backward(const float *qkv, const float *out, const float 
 			attn_backward_head_avx2(q, o, g, l, dq, T, C, D, causal, scale, kv,
 						kv + (size_t)D * tp, tp);
 		else
-			attn_backward_head(q, o, g, l, dq, T, C, D, causal, scale);
+			attn_backward_head(q, o, g, l, dq, T, C, D, causal, scale, drop,
+					   (size_t)bh * T);
 	}
 }

@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "kernels/kernels.h"
+
 void dlt_cpu_layernorm_forward(const float *x, const float *gamma, const float *beta, float *y,
 			       float *mean, float *rstd, int rows, int C, float eps);
 void dlt_cpu_layernorm_backward(const float *x, const float *dy, const float *gamma,
@@ -20,10 +22,10 @@ void dlt_cpu_embedding_backward(const int32_t *ids, const float *dout, float *dw
 void dlt_cpu_positional_forward(const float *x, const float *p, float *y, int B, int T, int C);
 void dlt_cpu_positional_backward(const float *dy, float *dp, int B, int T, int C);
 void dlt_cpu_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C,
-			       int H, int causal);
+			       int H, int causal, dlt_attn_dropout drop);
 void dlt_cpu_attention_backward(const float *qkv, const float *out, const float *dout,
 				const float *lse, float *dqkv, int B, int T, int C, int H,
-				int causal);
+				int causal, dlt_attn_dropout drop);
 
 void dlt_ref_layernorm_forward(const float *x, const float *gamma, const float *beta, float *y,
 			       float *mean, float *rstd, int rows, int C, float eps);
@@ -37,9 +39,9 @@ void dlt_ref_embedding_backward(const int32_t *ids, const float *dout, float *dw
 void dlt_ref_positional_forward(const float *x, const float *p, float *y, int B, int T, int C);
 void dlt_ref_positional_backward(const float *dy, float *dp, int B, int T, int C);
 void dlt_ref_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C,
-			       int H, int causal);
+			       int H, int causal, dlt_attn_dropout drop);
 void dlt_ref_attention_backward(const float *qkv, const float *out, const float *dout,
 				const float *lse, float *dqkv, int B, int T, int C, int H,
-				int causal);
+				int causal, dlt_attn_dropout drop);
 
 #endif

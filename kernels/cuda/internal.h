@@ -109,9 +109,10 @@ void cu_embedding_backward(const int32_t *ids, const float *dout, float *dw, int
 void cu_positional_forward(const float *x, const float *p, float *y, int B, int T, int C);
 void cu_positional_backward(const float *dy, float *dp, int B, int T, int C);
 void cu_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C, int H,
-			  int causal);
+			  int causal, dlt_attn_dropout drop);
 void cu_attention_backward(const float *qkv, const float *out, const float *dout,
-			   const float *lse, float *dqkv, int B, int T, int C, int H, int causal);
+			   const float *lse, float *dqkv, int B, int T, int C, int H, int causal,
+			   dlt_attn_dropout drop);
 void cu_attention_decode(const float *qkv, float *out, int q0, int n, int C, int H);
 
 #endif

@@ -281,8 +281,15 @@ static __device__ void lane_store(float *dst, const float *r, float a, int D, in
 	}
 }
 
+/* Weight j of row r's factor of dropout: 1 without */
+static __device__ float attn_keep(dlt_attn_dropout drop, size_t r, int T, int j)
+{
+	return drop.rate > 0.0f ? dlt_attn_keep(drop, r, T, j) : 1.0f;
+}
+
 static __global__ void attn_forward_kernel(const float *qkv, float *out, float *lse, int B,
-					   int T, int C, int H, int causal, float scale)
+					   int T, int C, int H, int causal, float scale,
+					   dlt_attn_dropout drop)
 {
 	size_t row = (size_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / WARP;
 	int lane = threadIdx.x % WARP, D = C / H, n;
@@ -306,7 +313,7 @@ static __global__ void attn_forward_kernel(const float *qkv, float *out, float *
 		#pragma unroll
 		for (int k = 0; k < PER_LANE; k++)
 			o[k] *= corr;
-		lane_axpy(o, p, base + j * ld + 2 * C, D, lane);
+		lane_axpy(o, p * attn_keep(drop, row, T, j), base + j * ld + 2 * C, D, lane);
 		m = mx;
 	}
 	lane_store(out + ((size_t)a.b * T + a.t) * C + (size_t)a.h * D, o, 1.0f / l, D, lane);
@@ -322,13 +329,13 @@ static int attn_ok(int C, int H, const char *what)
 }
 
 void cu_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C, int H,
-			  int causal)
+			  int causal, dlt_attn_dropout drop)
 {
 	size_t rows = (size_t)B * H * T;
 	if (!rows || !attn_ok(C, H, "attention_forward: head size over 256"))
 		return;
 	attn_forward_kernel<<<warp_blocks(rows), ROWS_PER_BLOCK * WARP, 0, cu.stream>>>(
-		qkv, out, lse, B, T, C, H, causal, (float)(1.0 / sqrt((double)(C / H))));
+		qkv, out, lse, B, T, C, H, causal, (float)(1.0 / sqrt((double)(C / H))), drop);
 	cu_launched("attention_forward");
 }
 
@@ -351,11 +358,12 @@ static __global__ void attn_di_kernel(const float *out, const float *dout, float
 		dqkv[((size_t)a.b * T + a.t) * 3 * C + (size_t)a.h * D] = di;
 }
 
-/* A warp a key j: dk_j = scale sum_i dS_ij q_i, dv_j = sum_i P_ij dout_i
- * over the queries i that see it, in order */
+/* A warp a key j: dk_j = scale sum_i dS_ij q_i, dv_j = sum_i P_ij Z_ij dout_i
+ * over the queries i that see it, in order; dS_ij = P_ij (Z_ij dP_ij - D_i)
+ * with the dropout's factors Z */
 static __global__ void attn_dkv_kernel(const float *qkv, const float *dout, const float *lse,
 				       float *dqkv, int B, int T, int C, int H, int causal,
-				       float scale)
+				       float scale, dlt_attn_dropout drop)
 {
 	size_t row = (size_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / WARP;
 	int lane = threadIdx.x % WARP, D = C / H;
@@ -379,9 +387,10 @@ static __global__ void attn_dkv_kernel(const float *qkv, const float *dout, cons
 	for (int i = causal ? a.t : 0; i < T; i++) {
 		const float *q = base + i * ld, *g = gbase + (size_t)i * C;
 		float p = expf(lane_dot(k, q, D, lane) * scale - lrow[i]);
-		float ds = p * (lane_dot(v, g, D, lane) - dbase[i * ld]);
+		float z = attn_keep(drop, row - a.t + i, T, a.t);
+		float ds = p * (z * lane_dot(v, g, D, lane) - dbase[i * ld]);
 		lane_axpy(dk, ds * scale, q, D, lane);
-		lane_axpy(dv, p, g, D, lane);
+		lane_axpy(dv, p * z, g, D, lane);
 	}
 	lane_store(dbase + a.t * ld + C, dk, 1.0f, D, lane);
 	lane_store(dbase + a.t * ld + 2 * C, dv, 1.0f, D, lane);
@@ -391,7 +400,7 @@ static __global__ void attn_dkv_kernel(const float *qkv, const float *dout, cons
  * D_i read from where attn_di_kernel left it, then written over */
 static __global__ void attn_dq_kernel(const float *qkv, const float *dout, const float *lse,
 				      float *dqkv, int B, int T, int C, int H, int causal,
-				      float scale)
+				      float scale, dlt_attn_dropout drop)
 {
 	size_t row = (size_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / WARP;
 	int lane = threadIdx.x % WARP, D = C / H, n;
@@ -416,7 +425,7 @@ static __global__ void attn_dq_kernel(const float *qkv, const float *dout, const
 	for (int j = 0; j < n; j++) {
 		const float *kj = base + j * ld + C;
 		float p = expf(lane_dot(q, kj, D, lane) * scale - l);
-		float ds = p * (lane_dot(g, kj + C, D, lane) - di);
+		float ds = p * (attn_keep(drop, row, T, j) * lane_dot(g, kj + C, D, lane) - di);
 		lane_axpy(dq, ds * scale, kj, D, lane);
 	}
 	__syncwarp();	/* every lane has read D_i */
@@ -424,7 +433,8 @@ static __global__ void attn_dq_kernel(const float *qkv, const float *dout, const
 }
 
 void cu_attention_backward(const float *qkv, const float *out, const float *dout,
-			   const float *lse, float *dqkv, int B, int T, int C, int H, int causal)
+			   const float *lse, float *dqkv, int B, int T, int C, int H, int causal,
+			   dlt_attn_dropout drop)
 {
 	size_t rows = (size_t)B * H * T;
 	unsigned blocks = warp_blocks(rows);
@@ -436,9 +446,9 @@ void cu_attention_backward(const float *qkv, const float *out, const float *dout
 									 H);
 	cu_launched("attention_backward");
 	attn_dkv_kernel<<<blocks, ROWS_PER_BLOCK * WARP, 0, cu.stream>>>(qkv, dout, lse, dqkv, B,
-									  T, C, H, causal, scale);
+									  T, C, H, causal, scale, drop);
 	cu_launched("attention_backward");
 	attn_dq_kernel<<<blocks, ROWS_PER_BLOCK * WARP, 0, cu.stream>>>(qkv, dout, lse, dqkv, B, T,
-									 C, H, causal, scale);
+									 C, H, causal, scale, drop);
 	cu_launched("attention_backward");
 }

@@ -42,7 +42,7 @@ struct dlt_layer {
 	int pool_op;		/* conv: the max pool it does too (the op
 				 * index, after its ReLU), 0: none */
 	int by_pool;		/* a ReLU whose backward the max pool after it does */
-	float rate;		/* dropout */
+	float rate;		/* dropout; attention: its weights' */
 	int w, b;		/* params (batchnorm: gamma, beta); -1: none */
 	int rm, rv;		/* buffers: batchnorm running mean and variance */
 	float momentum, eps;	/* batchnorm */
@@ -58,6 +58,7 @@ struct dlt_layer {
 	int ends_residual;	/* dense: the last of a residual block's (init) */
 	int shared;		/* embedding: a tied head writes its gradient first */
 	int heads, causal;	/* attention */
+	dlt_attn_dropout drop;	/* attention: the last forward's dropout */
 	int w2, b2;		/* attention: the output projection's params */
 	/* attention: q, k, v [rows, 3C], the heads' output [rows, C] and the
 	 * rows' log-sum-exp [B, H, T]; their gradients */

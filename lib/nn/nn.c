@@ -432,9 +432,7 @@ static int plan_sequence(planner *p, const dlt_layer_cfg *lc, dlt_layer *l, int 
 		if (lc->heads < 1 || C % lc->heads)
 			return cfg_error(p->c, lc->line, "attention: %d heads do not divide %d "
 					 "features", lc->heads, C);
-		if (lc->rate > 0)
-			return cfg_error(p->c, lc->line, "attention: dropout is not supported yet "
-					 "(use 0)");
+		l->rate = lc->rate;
 		l->heads = lc->heads;
 		l->causal = lc->causal;
 		dims[0] = 3 * (int64_t)C;
@@ -1157,8 +1155,11 @@ static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long lon
 		be->gemm(m->prec, 0, 1, rows, 3 * C, C, 1.0f, x, C, pw(m, l->w), C, 0.0f, l->qkv,
 			 3 * C);
 		be->bias_act(l->qkv, pw(m, l->b), rows, 3 * C, DLT_ACT_NONE, 0.0f);
+		l->drop.rate = train ? l->rate : 0.0f;
+		l->drop.seed = m->seed;
+		l->drop.stream = dropout_stream(step, l->index);
 		be->attention_forward(l->qkv, l->att, l->lse, batch, ti->rows, C, l->heads,
-				      l->causal);
+				      l->causal, l->drop);
 		be->gemm(m->prec, 0, 1, rows, C, C, 1.0f, l->att, C, pw(m, l->w2), C, 0.0f, y, C);
 		be->bias_act(y, pw(m, l->b2), rows, C, DLT_ACT_NONE, 0.0f);
 		break;
@@ -1363,7 +1364,7 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 		be->bias_grad(dy, pg(m, l->b2), rows, C);
 		be->gemm(m->prec, 0, 0, rows, C, C, 1.0f, dy, C, pw(m, l->w2), C, 0.0f, l->datt, C);
 		be->attention_backward(l->qkv, l->att, l->datt, l->lse, l->dqkv, batch, ti->rows,
-				       C, l->heads, l->causal);
+				       C, l->heads, l->causal, l->drop);
 		be->gemm(m->prec, 1, 0, 3 * C, C, rows, 1.0f, l->dqkv, 3 * C, x, C, 0.0f,
 			 pg(m, l->w), C);
 		be->bias_grad(l->dqkv, pg(m, l->b), rows, 3 * C);

@@ -801,7 +801,13 @@ static float *attention_input(seq s, int arg)
 	return qkv;
 }
 
-/* arg 1: causal; 2: wide scores */
+/* arg 4: dropout of a quarter of the weights */
+static dlt_attn_dropout attention_dropout(int arg)
+{
+	return arg & 4 ? (dlt_attn_dropout){ 0.25f, 7, 99 } : (dlt_attn_dropout){ 0 };
+}
+
+/* arg 1: causal; 2: wide scores; 4: dropout */
 static double check_attention_forward(const dlt_backend *be, size_t i, int arg)
 {
 	seq s = seqs[i];
@@ -809,8 +815,8 @@ static double check_attention_forward(const dlt_backend *be, size_t i, int arg)
 	float *qkv = attention_input(s, arg), *o = nanv(n), *l = nanv(nl);
 	float *gq = upf(be, qkv, 3 * n), *go = dnan(be, n), *gl = dnan(be, nl), *ho, *hl;
 	double d;
-	be->attention_forward(gq, go, gl, s.B, s.T, s.C, s.H, arg & 1);
-	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, arg & 1);
+	be->attention_forward(gq, go, gl, s.B, s.T, s.C, s.H, arg & 1, attention_dropout(arg));
+	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, arg & 1, attention_dropout(arg));
 	ho = down(be, go, n);
 	hl = down(be, gl, nl);
 	d = fmax(dist(ho, o, n), dist(hl, l, nl));
@@ -832,11 +838,13 @@ static double check_attention_backward(const dlt_backend *be, size_t i, int arg)
 	float *dq = nanv(3 * n), *gq = upf(be, qkv, 3 * n), *go, *gl, *gg = upf(be, g, n);
 	float *gdq = dnan(be, 3 * n), *h;
 	double d;
-	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, arg & 1);
+	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, arg & 1, attention_dropout(arg));
 	go = upf(be, o, n);
 	gl = upf(be, l, nl);
-	be->attention_backward(gq, go, gg, gl, gdq, s.B, s.T, s.C, s.H, arg & 1);
-	ref->attention_backward(qkv, o, g, l, dq, s.B, s.T, s.C, s.H, arg & 1);
+	be->attention_backward(gq, go, gg, gl, gdq, s.B, s.T, s.C, s.H, arg & 1,
+			       attention_dropout(arg));
+	ref->attention_backward(qkv, o, g, l, dq, s.B, s.T, s.C, s.H, arg & 1,
+				attention_dropout(arg));
 	h = down(be, gdq, 3 * n);
 	d = dist(h, dq, 3 * n);
 	be->free(gq);
@@ -876,7 +884,7 @@ static double check_attention_decode(const dlt_backend *be, size_t i, int arg)
 	nq = s.T - q0;
 	nd = (size_t)nq * s.C;
 	d2 = nanv(nd);
-	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, 1);
+	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, 1, attention_dropout(0));
 	for (int b = 0; b < s.B; b++) {
 		const float *want = o + ((size_t)b * s.T + q0) * s.C;
 		float *gd = dnan(be, nd), *h;
@@ -1294,11 +1302,13 @@ static double check_threads(const dlt_backend *be, size_t i, int arg)
 		case T_ATTENTION_BACKWARD:
 			o[0] = malloc(bytes[0] = na * 4);
 			o[1] = malloc(bytes[1] = nl * 4);
-			be->attention_forward(qkv, o[0], o[1], s.B, s.T, s.C, s.H, 1);
+			be->attention_forward(qkv, o[0], o[1], s.B, s.T, s.C, s.H, 1,
+					      attention_dropout(0));
 			if (arg == T_ATTENTION_FORWARD)
 				break;
 			o[2] = malloc(bytes[2] = 3 * na * 4);
-			be->attention_backward(qkv, o[0], ga, o[1], o[2], s.B, s.T, s.C, s.H, 1);
+			be->attention_backward(qkv, o[0], ga, o[1], o[2], s.B, s.T, s.C, s.H, 1,
+					       attention_dropout(0));
 			break;
 		}
 	}
@@ -1484,10 +1494,14 @@ static const row rows[] = {
 	{ "attention_forward causal", check_attention_forward, 1, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_forward wide", check_attention_forward, 2, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_forward causal wide", check_attention_forward, 3, SEQS, { 1e-5, 1e-5 } },
+	{ "attention_forward dropout", check_attention_forward, 4, SEQS, { 1e-5, 1e-5 } },
+	{ "attention_forward causal dropout", check_attention_forward, 5, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_backward", check_attention_backward, 0, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_backward causal", check_attention_backward, 1, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_backward wide", check_attention_backward, 2, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_backward causal wide", check_attention_backward, 3, SEQS, { 1e-5, 1e-5 } },
+	{ "attention_backward dropout", check_attention_backward, 4, SEQS, { 1e-5, 1e-5 } },
+	{ "attention_backward causal dropout", check_attention_backward, 5, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_decode, the last query", check_attention_decode, 0, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_decode, half the queries", check_attention_decode, 1, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_decode, 5 T keys", check_attention_decode, 2, SEQS, { 1e-5, 1e-5 } },

@@ -321,10 +321,11 @@ static void test_seq_layers(void)
 	dlt_layer_cfg emb = seq_layer(DLT_LAYER_EMBEDDING), pos = seq_layer(DLT_LAYER_POSITIONAL);
 	dlt_layer_cfg ln = seq_layer(DLT_LAYER_LAYERNORM), att = seq_layer(DLT_LAYER_ATTENTION);
 	dlt_layer_cfg head = dense(SEQ_V), tied = dense(0), gelu = act(DLT_LAYER_GELU);
-	dlt_layer_cfg full = att, up = dense(32), down = dense(8);
+	dlt_layer_cfg full = att, dropped = att, up = dense(32), down = dense(8);
 	strcpy(emb.name, "wte");
 	strcpy(tied.tie, "wte");
 	full.causal = 0;
+	dropped.rate = 0.3f;
 	gelu.tanh = 1;
 	{
 		dlt_layer_cfg l[] = { emb, pos, ln, head };
@@ -337,6 +338,10 @@ static void test_seq_layers(void)
 	{
 		dlt_layer_cfg l[] = { emb, pos, full, head };
 		check_seq_model("attention without the mask", l, 4, 0);
+	}
+	{
+		dlt_layer_cfg l[] = { emb, pos, dropped, head };
+		check_seq_model("causal attention, dropout 0.3 of its weights", l, 4, 0);
 	}
 	{
 		dlt_layer_cfg l[] = { emb, pos, ln, up, gelu, down, tied };

@@ -33,7 +33,7 @@ static void test_transformer_known(const dlt_backend *be)
 	float qkv[3 * 4] = { 1, 2, 3, 4, 0.5f, 0.25f, -1, 2, 7, 8, 9, 10 }, o[4], l[2];
 	float w[2 * 2] = { 1, 2, 3, 4 }, e[3 * 2];
 	int32_t ids[3] = { 1, 2, 0 };
-	be->attention_forward(qkv, o, l, 1, 1, 4, 2, 1);
+	be->attention_forward(qkv, o, l, 1, 1, 4, 2, 1, (dlt_attn_dropout){ 0 });
 	ok(o[0] == 7 && o[1] == 8 && o[2] == 9 && o[3] == 10, "%s attention of one position is "
 	   "its value", be->name);
 	ok(fabsf(l[0] - 1.0f / sqrtf(2.0f)) < 1e-6f && fabsf(l[1] - 5.0f / sqrtf(2.0f)) < 1e-6f,
@@ -114,35 +114,76 @@ static void test_layernorm_fd(const dlt_backend *ref)
 }
 
 static double attn_loss(const dlt_backend *ref, const float *qkv, const float *w, tshape s,
-			int causal)
+			int causal, dlt_attn_dropout drop)
 {
 	size_t n = (size_t)s.B * s.T * s.C;
 	float *o = malloc(n * 4), *l = malloc((size_t)s.B * s.H * s.T * 4);
 	double v;
-	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, causal);
+	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, causal, drop);
 	v = weighted(o, w, n);
 	free(o);
 	free(l);
 	return v;
 }
 
-static void test_attention_fd(const dlt_backend *ref, int causal)
+/* The dropout's mask is a function of (seed, stream, position): the
+ * same in every evaluation, so finite differences see it fixed */
+static void test_attention_fd(const dlt_backend *ref, int causal, float rate)
 {
+	dlt_attn_dropout drop = { rate, 3, 5 };
 	tshape s = { 2, 5, 8, 2 };
 	size_t n = (size_t)s.B * s.T * s.C;
 	float *qkv = randv(3 * n, -1.5f, 1.5f), *w = randv(n, -1, 1), *o = malloc(n * 4);
 	float *l = malloc((size_t)s.B * s.H * s.T * 4), *dq = malloc(3 * n * 4);
 	double worst = 0.0;
-	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, causal);
-	ref->attention_backward(qkv, o, w, l, dq, s.B, s.T, s.C, s.H, causal);
-	FD_WORST(qkv, 3 * n, dq, 1e-2f, attn_loss(ref, qkv, w, s, causal));
-	ok(worst < 1e-3, "ref attention%s: q, k and v gradients match finite differences "
-	   "(worst %.3g)", causal ? " causal" : "", worst);
+	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, causal, drop);
+	ref->attention_backward(qkv, o, w, l, dq, s.B, s.T, s.C, s.H, causal, drop);
+	FD_WORST(qkv, 3 * n, dq, 1e-2f, attn_loss(ref, qkv, w, s, causal, drop));
+	ok(worst < 1e-3, "ref attention%s%s: q, k and v gradients match finite differences "
+	   "(worst %.3g)", causal ? " causal" : "", rate > 0 ? " with dropout" : "", worst);
 	free(qkv);
 	free(w);
 	free(o);
 	free(l);
 	free(dq);
+}
+
+/* Dropout of the attention's weights: a quarter of 10^6 factors are 0,
+ * the others 4/3; with values all 1, a row's output is the sum of its
+ * weights' factors, which over 4096 rows of 64 keys averages 1 */
+static void test_attention_dropout(const dlt_backend *ref)
+{
+	dlt_attn_dropout drop = { 0.25f, 11, 13 };
+	tshape s = { 4, 64, 16, 16 };	/* D = 1 */
+	size_t n = (size_t)s.B * s.T * s.C, dropped = 0;
+	float *qkv = randv(3 * n, -1, 1), *o = malloc(n * 4);
+	float *l = malloc((size_t)s.B * s.H * s.T * 4);
+	double mean = 0.0, last = 0.0;
+	int odd = 0;
+	for (size_t i = 0; i < 1000000; i++) {
+		float z = dlt_attn_keep(drop, i / 1000, 1000, (int)(i % 1000));
+		dropped += z == 0.0f;
+		odd += z != 0.0f && z != 4.0f / 3.0f;
+	}
+	ok(!odd && fabs(dropped / 1e6 - 0.25) < 0.002, "attention dropout 0.25: %.4f of 10^6 "
+	   "weights dropped, the others scaled by 4/3", dropped / 1e6);
+	for (size_t i = 0; i < 3 * n; i++)
+		if (i % (3 * (size_t)s.C) >= 2 * (size_t)s.C)
+			qkv[i] = 1.0f;
+	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, 0, drop);
+	for (size_t i = 0; i < n; i++)
+		mean += o[i];
+	mean /= (double)n;
+	drop.stream++;
+	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, 0, drop);
+	for (size_t i = 0; i < n; i++)
+		last += o[i];
+	ok(fabs(mean - 1.0) < 0.01 && fabs(last / (double)n - mean) > 1e-6,
+	   "attention dropout: outputs of unit values average %.4f; another stream, another "
+	   "mask (%.4f)", mean, last / (double)n);
+	free(qkv);
+	free(o);
+	free(l);
 }
 
 /* Not a test: the fast attention's forward + backward against the
@@ -161,17 +202,18 @@ static void bench_attention(const dlt_backend *be, const dlt_backend *ref)
 		float *qkv = randv(3 * n, -1, 1), *g = randv(n, -1, 1), *o = malloc(n * 4);
 		float *l = malloc(nl * 4), *dq = malloc(3 * n * 4);
 		const dlt_backend *bs[2] = { be, ref };
+		dlt_attn_dropout none = { 0 };
 		double ms[2][2];
 		for (int k = 0; k < 2; k++) {
 			int reps = k ? 1 : 5;
 			double t0, t1, t2;
-			bs[k]->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, 1);	/* warm */
+			bs[k]->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, 1, none);	/* warm */
 			t0 = dlt_now();
 			for (int r = 0; r < reps; r++)
-				bs[k]->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, 1);
+				bs[k]->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, 1, none);
 			t1 = dlt_now();
 			for (int r = 0; r < reps; r++)
-				bs[k]->attention_backward(qkv, o, g, l, dq, s.B, s.T, s.C, s.H, 1);
+				bs[k]->attention_backward(qkv, o, g, l, dq, s.B, s.T, s.C, s.H, 1, none);
 			t2 = dlt_now();
 			ms[k][0] = (t1 - t0) * 1e3 / reps;
 			ms[k][1] = (t2 - t1) * 1e3 / reps;
@@ -261,8 +303,10 @@ int main(int argc, char **argv)
 	test_known_values(cpu);
 	test_transformer_known(cpu);
 	test_layernorm_fd(dlt_backend_ref());
-	test_attention_fd(dlt_backend_ref(), 0);
-	test_attention_fd(dlt_backend_ref(), 1);
+	test_attention_fd(dlt_backend_ref(), 0, 0.0f);
+	test_attention_fd(dlt_backend_ref(), 1, 0.0f);
+	test_attention_fd(dlt_backend_ref(), 1, 0.3f);
+	test_attention_dropout(dlt_backend_ref());
 	bench_attention(cpu, dlt_backend_ref());
 	return done_testing();
 }
