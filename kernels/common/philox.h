@@ -20,6 +20,9 @@
 DLT_HD static inline void dlt_philox4x32_10(uint32_t c[4], const uint32_t key[2])
 {
 	uint32_t k0 = key[0], k1 = key[1];
+#ifndef __CUDACC__
+#pragma GCC unroll 10	/* no inner loop: a loop around it vectorises */
+#endif
 	for (int i = 0; i < 10; i++) {
 		uint64_t p0 = (uint64_t)0xD2511F53u * c[0];
 		uint64_t p1 = (uint64_t)0xCD9E8D57u * c[2];

@@ -541,18 +541,10 @@ static void init_uniform(float *p, size_t n, float bound, uint64_t seed, int ind
 		p[i] = bound * (2.0f * dlt_rng_uniform(&r) - 1.0f);
 }
 
-/* N(0, std^2) by Box-Muller, from the param's own stream, as init_uniform */
+/* N(0, std^2), from the param's own stream, as init_uniform */
 static void init_normal(float *p, size_t n, float std, uint64_t seed, int index)
 {
-	dlt_rng r;
-	dlt_rng_init(&r, seed, INIT_STREAM + (uint64_t)index);
-	for (size_t i = 0; i < n; i += 2) {
-		double u1 = 1.0 - dlt_rng_uniform(&r), u2 = dlt_rng_uniform(&r);
-		double rad = sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
-		p[i] = (float)(std * rad * cos(a));
-		if (i + 1 < n)
-			p[i + 1] = (float)(std * rad * sin(a));
-	}
+	dlt_rng_normals(p, n, std, seed, INIT_STREAM + (uint64_t)index);
 }
 
 static void fill(float *p, size_t n, float v)
@@ -623,13 +615,12 @@ static int make_params(dlt_model *m)
 	for (int k = 0; k < m->n_bufs; k++)
 		n_bufs += m->bufs[k].n;
 	if (m->n_params) {
-		float *w = dlt_malloc_aligned(m->n_weights * sizeof(float));
-		float *g = w ? dlt_malloc_aligned(m->n_weights * sizeof(float)) : NULL;
+		float *w = dlt_zalloc_aligned(m->n_weights * sizeof(float));
+		float *g = w ? dlt_zalloc_aligned(m->n_weights * sizeof(float)) : NULL;
 		if (!g) {
-			free(w);
+			dlt_free_aligned(w);
 			return DLT_ENOMEM;
 		}
-		memset(g, 0, m->n_weights * sizeof(float));
 		for (int k = 0; k < m->n_params; k++) {
 			m->params[k].w = w + off;
 			m->params[k].g = g + off;
@@ -1024,10 +1015,10 @@ void dlt_model_free(dlt_model *m)
 		}
 	}
 	if (m->n_params) {
-		free(m->params[0].w);
-		free(m->params[0].g);
-		free(m->params[0].m);
-		free(m->params[0].v);
+		dlt_free_aligned(m->params[0].w);
+		dlt_free_aligned(m->params[0].g);
+		dlt_free_aligned(m->params[0].m);
+		dlt_free_aligned(m->params[0].v);
 	}
 	if (m->n_bufs)
 		free(m->bufs[0].w);	/* NULL if make_params failed first */

@@ -26,14 +26,6 @@ static int check_cfg(const dlt_optim_cfg *c)
 	return 0;
 }
 
-static float *zeroed(size_t n)
-{
-	float *p = dlt_malloc_aligned(n * sizeof(float));
-	if (p)
-		memset(p, 0, n * sizeof(float));
-	return p;
-}
-
 /* This rank's range of the block (the whole block for one process) */
 static size_t range_lo(const dlt_optim *o)
 {
@@ -52,8 +44,8 @@ static int init_shard(dlt_optim *o, dlt_model *m, int moments)
 	size_t n = range_hi(o, m) - range_lo(o), bytes = n * sizeof(float);
 	float **state[2] = { &o->sm, &o->sv };
 
-	free(m->params[0].m);
-	free(m->params[0].v);
+	dlt_free_aligned(m->params[0].m);
+	dlt_free_aligned(m->params[0].v);
 	for (int k = 0; k < m->n_params; k++)
 		m->params[k].m = m->params[k].v = NULL;
 	if (!m->be->host) {
@@ -62,7 +54,8 @@ static int init_shard(dlt_optim *o, dlt_model *m, int moments)
 	}
 	m->dev_m = m->dev_v = NULL;
 	for (int i = 0; i < moments && n; i++) {
-		if (m->be->host ? !(*state[i] = zeroed(n)) : !(*state[i] = m->be->alloc(bytes)))
+		if (m->be->host ? !(*state[i] = dlt_zalloc_aligned(bytes))
+				: !(*state[i] = m->be->alloc(bytes)))
 			return dlt_error(DLT_ENOMEM, "out of %s memory for the optimizer state",
 					 m->be->name);
 		if (!m->be->host)
@@ -74,7 +67,7 @@ static int init_shard(dlt_optim *o, dlt_model *m, int moments)
 
 void dlt_optim_free(dlt_optim *o)
 {
-	void (*release)(void *) = o->be && !o->be->host ? o->be->free : free;
+	void (*release)(void *) = o->be && !o->be->host ? o->be->free : dlt_free_aligned;
 	if (o->sm)
 		release(o->sm);
 	if (o->sv)
@@ -115,15 +108,15 @@ int dlt_optim_init_ranks(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m,
 	moments = cfg->kind != DLT_OPT_SGD ? 2 : cfg->momentum != 0.0;
 	if (r && r->shard)
 		return init_shard(o, m, moments);
-	if (moments && !(mb = zeroed(m->n_weights)))
+	if (moments && !(mb = dlt_zalloc_aligned(bytes)))
 		return DLT_ENOMEM;
-	if (moments > 1 && !(vb = zeroed(m->n_weights))) {
-		free(mb);
+	if (moments > 1 && !(vb = dlt_zalloc_aligned(bytes))) {
+		dlt_free_aligned(mb);
 		return DLT_ENOMEM;
 	}
 	o->state_bytes = (size_t)moments * bytes;
-	free(m->params[0].m);
-	free(m->params[0].v);
+	dlt_free_aligned(m->params[0].m);
+	dlt_free_aligned(m->params[0].v);
 	for (int k = 0; k < m->n_params; k++) {
 		m->params[k].m = mb ? mb + off : NULL;
 		m->params[k].v = vb ? vb + off : NULL;

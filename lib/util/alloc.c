@@ -1,4 +1,5 @@
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -74,6 +75,28 @@ void *dlt_malloc_aligned(size_t n)
 		return NULL;
 	}
 	return p;
+}
+
+/* calloc aligns to 16 only: the block is over-allocated and calloc's own
+ * pointer kept just before ours, for free */
+void *dlt_zalloc_aligned(size_t n)
+{
+	size_t total = n + sizeof(void *) + 64;
+	uintptr_t at;
+	void *p;
+	if (total < n || !(p = calloc(1, total))) {
+		dlt_error(DLT_ENOMEM, "out of memory (%zu bytes)", n);
+		return NULL;
+	}
+	at = ((uintptr_t)p + sizeof(void *) + 63) & ~(uintptr_t)63;
+	((void **)at)[-1] = p;
+	return (void *)at;
+}
+
+void dlt_free_aligned(void *p)
+{
+	if (p)
+		free(((void **)p)[-1]);
 }
 
 char *dlt_strdup(const char *s)

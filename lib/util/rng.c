@@ -1,3 +1,6 @@
+#include <math.h>
+#include <string.h>
+
 #include "kernels/common/philox.h"
 #include "util.h"
 
@@ -56,5 +59,48 @@ void dlt_rng_permute(dlt_rng *r, uint32_t *idx, size_t n)
 		uint32_t t = idx[i - 1];
 		idx[i - 1] = idx[j];
 		idx[j] = t;
+	}
+}
+
+/* dlt_rng_normals' math in float, vectorised by the compiler: a version
+ * for AVX-512, one for AVX2 with FMA, one for any CPU, all of the same
+ * bits (normals.h) */
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#define SFX avx512
+#include "util/normals.h"
+#undef SFX
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#define SFX avx2
+#include "util/normals.h"
+#undef SFX
+#pragma GCC pop_options
+#define SFX plain
+#include "util/normals.h"
+#undef SFX
+#pragma GCC pop_options
+
+void dlt_rng_normals(float *p, size_t n, float std, uint64_t seed, uint64_t stream)
+{
+	const uint64_t chunk = 4096;	/* blocks a task */
+	uint64_t blocks = n / 4, tasks = (blocks + chunk - 1) / chunk;
+	#pragma omp parallel for schedule(static) if (blocks > 4 * chunk)
+	for (uint64_t t = 0; t < tasks; t++) {
+		uint64_t b0 = t * chunk, nb = blocks - b0 < chunk ? blocks - b0 : chunk;
+		if (__builtin_cpu_supports("avx512f"))
+			normals_run_avx512(p + 4 * b0, std, seed, stream, b0, nb);
+		else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+			normals_run_avx2(p + 4 * b0, std, seed, stream, b0, nb);
+		else
+			normals_run_plain(p + 4 * b0, std, seed, stream, b0, nb);
+	}
+	if (n % 4) {
+		float last[4];
+		normals_block_plain(last, std, seed, stream, blocks);
+		memcpy(p + 4 * blocks, last, (n % 4) * sizeof(*p));
 	}
 }

@@ -42,6 +42,11 @@ void *dlt_malloc(size_t n);
 void *dlt_calloc(size_t n, size_t size);
 void *dlt_realloc(void *p, size_t n);
 void *dlt_malloc_aligned(size_t n);	/* 64-byte aligned, free with free() */
+/* 64-byte aligned and zeroed by calloc, not by writing: a large block is
+ * fresh zero pages that take no time or memory until written (a model's
+ * gradients and moments start that way).  Free with dlt_free_aligned. */
+void *dlt_zalloc_aligned(size_t n);
+void dlt_free_aligned(void *p);
 char *dlt_strdup(const char *s);
 /* Makes room for n elements of size bytes in the array *(T **)array of
  * capacity *cap, doubling it as needed (at least 8); 0 or DLT_ENOMEM. */
@@ -81,6 +86,10 @@ uint32_t dlt_rng_u32(dlt_rng *r);
 float dlt_rng_uniform(dlt_rng *r);	/* [0, 1) */
 uint32_t dlt_rng_below(dlt_rng *r, uint32_t n);	/* unbiased [0, n) */
 void dlt_rng_permute(dlt_rng *r, uint32_t *idx, size_t n);	/* Fisher-Yates of 0..n-1 */
+/* p[0..n) = N(0, std^2) by Box-Muller from stream's numbers of seed (a
+ * pair from each two, as dlt_rng_init's stream would give them), in
+ * float: the same bits on every CPU and any number of threads. */
+void dlt_rng_normals(float *p, size_t n, float std, uint64_t seed, uint64_t stream);
 
 /* Numbers with range checks (like OpenBSD strtonum): the whole string must
  * be the number.  On error returns DLT_EINPUT with a message naming what. */

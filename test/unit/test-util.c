@@ -1,9 +1,12 @@
 /* util: RNG streams, numbers, JSON, atomic files. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <omp.h>
 
 #include "tap.h"
 #include "util/util.h"
@@ -35,6 +38,42 @@ static void test_rng(void)
 			sum += dlt_rng_uniform(&a);
 		ok_near(sum / 100000, 0.5, 0.01, "uniform has mean 1/2");
 	}
+}
+
+/* dlt_rng_normals against Box-Muller in double from dlt_rng's numbers;
+ * its moments; the same bits on 1 and 2 threads, and for a tail */
+static void test_normals(void)
+{
+	size_t n = 1000003;
+	float *p = malloc(n * sizeof(float)), *q = malloc(n * sizeof(float));
+	double worst = 0.0, sum = 0.0, sq = 0.0;
+	dlt_rng r;
+	int threads = omp_get_max_threads();
+	dlt_rng_init(&r, 5, 9);
+	omp_set_num_threads(1);
+	dlt_rng_normals(p, n, 0.5f, 5, 9);
+	omp_set_num_threads(2);
+	dlt_rng_normals(q, n, 0.5f, 5, 9);
+	omp_set_num_threads(threads);
+	for (size_t i = 0; i < n; i += 2) {
+		double u1 = 1.0 - dlt_rng_uniform(&r), u2 = dlt_rng_uniform(&r);
+		double rad = 0.5 * sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
+		worst = fmax(worst, fabs(p[i] - rad * cos(a)));
+		if (i + 1 < n)
+			worst = fmax(worst, fabs(p[i + 1] - rad * sin(a)));
+	}
+	for (size_t i = 0; i < n; i++) {
+		sum += p[i];
+		sq += (double)p[i] * p[i];
+	}
+	ok(worst < 2e-6, "normals: Box-Muller's in double to %.2g", worst);
+	ok(fabs(sum / n) < 0.002 && fabs(sqrt(sq / n) - 0.5) < 0.002,
+	   "normals: mean %.4f, std %.4f of N(0, 0.25)", sum / n, sqrt(sq / n));
+	ok(!memcmp(p, q, n * sizeof(float)), "normals: the same bits on 1 and 2 threads");
+	dlt_rng_normals(q, 7, 0.5f, 5, 9);
+	ok(!memcmp(p, q, 7 * sizeof(float)), "normals: the first 7 of the same stream");
+	free(p);
+	free(q);
 }
 
 static void test_grow(void)
@@ -163,6 +202,7 @@ static void test_files(void)
 int main(void)
 {
 	test_rng();
+	test_normals();
 	test_grow();
 	test_parse();
 	test_json();
