@@ -20,6 +20,7 @@ typedef struct dlt_tensor {
 	size_t n;		/* floats per sample: rows * c * h * w */
 	int a_of, g_of;
 	float *a, *g;		/* set on the owners */
+	int pooled;		/* a is in the model's pool */
 } dlt_tensor;
 
 /* One op of the flattened model.  A residual block becomes
@@ -57,6 +58,8 @@ struct dlt_layer {
 	int tied;		/* dense: w is an embedding's (tie:), not its own */
 	int ends_residual;	/* dense: the last of a residual block's (init) */
 	int shared;		/* embedding: a tied head writes its gradient first */
+	int remake;		/* backward: op remake - 1 runs forward again
+				 * first, remaking the input it did not keep */
 	int heads, causal;	/* attention */
 	dlt_attn_dropout drop;	/* attention: the last forward's dropout */
 	int w2, b2;		/* attention: the output projection's params */

@@ -739,19 +739,27 @@ static int check_memory(const dlt_model *m)
 	return 0;
 }
 
-/* A gradient owner's life in backward, in op indices: written by the
- * op that reads its tensor (the highest index), read by the op that made
- * it (the lowest); the loss writes the logits' at n_layers. */
-typedef struct grad_life {
-	int lo, hi;
-	int slot;		/* the owner whose memory it takes (itself: own) */
-	size_t size, off;	/* floats, a multiple of GRAD_ALIGN */
-} grad_life;
+/* The life of a buffer in the model's pool (its activations that
+ * backward does not keep, its gradients, attention's scratch), in steps
+ * of one step's time: forward's op i is i, the loss n_layers, backward's
+ * op i 2 n_layers - i.  Two spans: a remade activation lives in forward
+ * and again in backward. */
+typedef struct buf_life {
+	int lo, hi, lo2, hi2;	/* spans; lo > hi: none */
+	int slot;		/* the one whose memory it takes (itself: own) */
+	size_t size, off;	/* floats, a multiple of POOL_ALIGN */
+} buf_life;
 
 /* 256 bytes: what a GPU allocation is aligned to */
-#define GRAD_ALIGN 64
+#define POOL_ALIGN 64
 
-static void grad_touch(grad_life *g, int r, int i)
+static buf_life no_life(size_t floats, int slot)
+{
+	return (buf_life){ .lo = INT_MAX, .hi = -1, .lo2 = INT_MAX, .hi2 = -1, .slot = slot,
+			   .size = (floats + POOL_ALIGN - 1) & ~(size_t)(POOL_ALIGN - 1) };
+}
+
+static void touch(buf_life *g, int r, int i)
 {
 	if (i < g[r].lo)
 		g[r].lo = i;
@@ -759,9 +767,21 @@ static void grad_touch(grad_life *g, int r, int i)
 		g[r].hi = i;
 }
 
+static int spans_meet(int a, int b, int c, int d)
+{
+	return a <= b && c <= d && a <= d && c <= b;
+}
+
+static int lives_meet(const buf_life *x, const buf_life *y)
+{
+	return spans_meet(x->lo, x->hi, y->lo, y->hi) || spans_meet(x->lo, x->hi, y->lo2, y->hi2) ||
+	       spans_meet(x->lo2, x->hi2, y->lo, y->hi) ||
+	       spans_meet(x->lo2, x->hi2, y->lo2, y->hi2);
+}
+
 static int by_size(const void *a, const void *b, void *ctx)
 {
-	const grad_life *g = ctx;
+	const buf_life *g = ctx;
 	int x = *(const int *)a, y = *(const int *)b;
 	if (g[x].size != g[y].size)
 		return g[x].size < g[y].size ? 1 : -1;
@@ -770,41 +790,63 @@ static int by_size(const void *a, const void *b, void *ctx)
 
 static int by_off(const void *a, const void *b, void *ctx)
 {
-	const grad_life *g = ctx;
+	const buf_life *g = ctx;
 	size_t x = g[*(const int *)a].off, y = g[*(const int *)b].off;
 	return x < y ? -1 : x > y;
 }
 
-/* Gradients take one block: an owner that no op needs while another's
- * is live takes the same memory (backward needs two at a time in a
- * chain, not one a tensor).  An activation's dx may overwrite its dy in
- * place, element by element, when dy's life ends there: the two are one
- * slot.  The input's is kept apart.  Greedy, largest first, each at
- * the lowest offset that no live slot overlaps.  Returns the block's
- * floats, offsets in g[].off. */
-static int plan_grads(const dlt_model *m, grad_life *g, size_t *total)
+/* Offsets in one block for the n lives of order[] (live: room for n):
+ * greedy, largest first, each at the lowest offset that no life
+ * meeting it in time takes.  *total: the block's floats. */
+static void pack_lives(buf_life *g, int *order, int n, int *live, size_t *total)
 {
-	int *order = NULL, *live = NULL, n = 0;
 	*total = 0;
+	qsort_r(order, (size_t)n, sizeof(int), by_size, g);
+	for (int k = 0; k < n; k++) {
+		buf_life *s = &g[order[k]];
+		int nl = 0;
+		size_t at = 0;
+		for (int j = 0; j < k; j++)
+			if (lives_meet(&g[order[j]], s))
+				live[nl++] = order[j];
+		qsort_r(live, (size_t)nl, sizeof(int), by_off, g);
+		for (int j = 0; j < nl; j++) {
+			const buf_life *o = &g[live[j]];
+			if (at + s->size <= o->off)
+				break;
+			if (o->off + o->size > at)
+				at = o->off + o->size;
+		}
+		s->off = at;
+		if (at + s->size > *total)
+			*total = at + s->size;
+	}
+}
+
+/* The gradients' lives, g[i] of tensor i's owner: written by the op that
+ * reads the tensor (the highest index), read by the op that made it (the
+ * lowest); the loss writes the logits'.  An activation's dx may
+ * overwrite its dy in place, element by element, when dy's life ends
+ * there: the two are one slot.  The input's, read after backward
+ * (dlt_model_input_grad) when the next step may have run, and any that
+ * no op reads, live for good.  Owners that take a slot of their own go
+ * to order[], *n of them. */
+static void plan_grads(const dlt_model *m, buf_life *g, int *order, int *n)
+{
+	const int end = 2 * m->n_layers;
 	for (int i = 0; i < m->n_t; i++)
-		g[i] = (grad_life){ .lo = INT_MAX, .hi = -1, .slot = i,
-				    .size = ((size_t)m->max_batch * m->t[i].n + GRAD_ALIGN - 1) &
-					    ~(size_t)(GRAD_ALIGN - 1) };
+		g[i] = no_life((size_t)m->max_batch * m->t[i].n, i);
 	for (int i = 0; i < m->n_layers; i++) {
 		const dlt_layer *l = &m->layers[i];
-		grad_touch(g, m->t[l->in].g_of, i);
-		grad_touch(g, m->t[l->out].g_of, i);
-		grad_touch(g, m->t[l->in2].g_of, i);
+		touch(g, m->t[l->in].g_of, i);
+		touch(g, m->t[l->out].g_of, i);
+		touch(g, m->t[l->in2].g_of, i);
 	}
 	/* a conv that pools backward reads the pool's gradient */
 	for (int i = 0; i < m->n_layers; i++)
 		if (m->layers[i].pool_op)
-			grad_touch(g, m->t[m->layers[m->layers[i].pool_op].out].g_of, i);
-	grad_touch(g, m->t[m->n_t - 1].g_of, m->n_layers);
-	/* the input's is read after backward (dlt_model_input_grad), when
-	 * the next loss may have written the logits' */
-	grad_touch(g, m->t[0].g_of, 0);
-	grad_touch(g, m->t[0].g_of, m->n_layers);
+			touch(g, m->t[m->layers[m->layers[i].pool_op].out].g_of, i);
+	touch(g, m->t[m->n_t - 1].g_of, m->n_layers);
 	for (int i = m->n_layers - 1; i >= 0; i--) {
 		const dlt_layer *l = &m->layers[i];
 		int a = m->t[l->out].g_of, b = m->t[l->in].g_of;
@@ -816,78 +858,204 @@ static int plan_grads(const dlt_model *m, grad_life *g, size_t *total)
 			g[a].lo = g[b].lo;
 		}
 	}
-	if (!(order = dlt_calloc((size_t)m->n_t, sizeof(int))) ||
-	    !(live = dlt_calloc((size_t)m->n_t, sizeof(int)))) {
-		free(order);
+	for (int i = 0; i < m->n_t; i++) {
+		int lo = g[i].lo, hi = g[i].hi;
+		if (m->t[i].g_of != i || g[i].slot != i)
+			continue;
+		/* backward runs ops from hi down to lo */
+		g[i].lo = i == m->t[0].g_of || hi < 0 ? 0 : end - hi;
+		g[i].hi = i == m->t[0].g_of || hi < 0 ? end : end - lo;
+		order[(*n)++] = i;
+	}
+}
+
+/* Whether op l's backward reads the activations of its input and of
+ * its output */
+static void backward_reads(const dlt_layer *l, int *in, int *out)
+{
+	switch (l->kind) {
+	case DLT_LAYER_DENSE:
+	case DLT_LAYER_EMBEDDING:
+	case DLT_LAYER_LAYERNORM:
+	case DLT_LAYER_ATTENTION:
+	case DLT_LAYER_CONV2D:
+	case DLT_LAYER_BATCHNORM:
+		*in = 1;
+		*out = 0;
+		return;
+	case DLT_LAYER_POSITIONAL:
+	case DLT_LAYER_MAXPOOL:
+	case DLT_LAYER_AVGPOOL:
+	case DLT_LAYER_GLOBAL_AVGPOOL:
+	case DLT_LAYER_DROPOUT:
+	case DLT_LAYER_FLATTEN:
+	case DLT_OP_ADD:
+	case DLT_OP_FORK:
+		*in = *out = 0;
+		return;
+	default:	/* an activation: act_backward(x, y) */
+		*in = *out = 1;
+	}
+}
+
+/* Op p's output can be made again before the backward of the op after
+ * it, its one reader, instead of being kept through the step: a layer
+ * norm's or an activation's of its own (cheap to remake, and as large as
+ * what it reads: GPT-2's two layer norms and GELU a block).  keep[]:
+ * the owners that backward reads. */
+static int remakeable(const dlt_model *m, int p, const unsigned char *keep, const int *touches)
+{
+	const dlt_layer *l = &m->layers[p], *c = l + 1;
+	int o = l->out, in, out;
+	if (p + 1 >= m->n_layers || o == m->n_t - 1 || m->t[o].a_of != o || !keep[o] ||
+	    touches[o] != 2 || c->in != o || c->kind == DLT_OP_ADD || c->kind == DLT_OP_FORK ||
+	    m->t[c->out].a_of == o || !keep[m->t[l->in].a_of] || m->t[m->t[l->in].a_of].pooled)
+		return 0;
+	if (l->kind != DLT_LAYER_LAYERNORM &&
+	    !(act_of(l->kind) != DLT_ACT_NONE && !l->fused && !l->by_pool))
+		return 0;
+	backward_reads(c, &in, &out);
+	return in;
+}
+
+/* The activations in the pool, g[i] of owner i: one that no op's
+ * backward reads lives from the first op that touches it to the last,
+ * in forward; one that remakeable() allows, from its op to the next in
+ * forward and around the next one's backward.  The model's input and
+ * output keep their own.  Owners in the pool go to order[], *n. */
+static int plan_acts(dlt_model *m, buf_life *g, int *order, int *n)
+{
+	const int end = 2 * m->n_layers;
+	unsigned char *keep = dlt_calloc((size_t)m->n_t, 1);
+	int *touches = dlt_calloc((size_t)m->n_t, sizeof(int));
+
+	if (!keep || !touches) {
+		free(keep);
+		free(touches);
 		return DLT_ENOMEM;
 	}
 	for (int i = 0; i < m->n_t; i++)
-		if (m->t[i].g_of == i && g[i].slot == i) {
-			if (g[i].hi < 0) {	/* no op reads it: kept apart */
-				g[i].lo = 0;
-				g[i].hi = m->n_layers;
-			}
-			order[n++] = i;
+		g[i] = no_life((size_t)m->max_batch * m->t[i].n, i);
+	keep[0] = keep[m->t[m->n_t - 1].a_of] = 1;
+	for (int i = 0; i < m->n_layers; i++) {
+		const dlt_layer *l = &m->layers[i];
+		int a = m->t[l->in].a_of, b = m->t[l->out].a_of, in, out;
+		backward_reads(l, &in, &out);
+		keep[a] |= (unsigned char)in;
+		keep[b] |= (unsigned char)out;
+		touch(g, a, i);
+		touch(g, b, i);
+		touches[a]++;
+		touches[b] += b != a;
+		if (l->kind == DLT_OP_ADD) {
+			touch(g, m->t[l->in2].a_of, i);
+			touches[m->t[l->in2].a_of]++;
 		}
-	qsort_r(order, (size_t)n, sizeof(int), by_size, g);
-	for (int k = 0; k < n; k++) {
-		grad_life *s = &g[order[k]];
-		int nl = 0;
-		size_t at = 0;
-		for (int j = 0; j < k; j++) {
-			const grad_life *o = &g[order[j]];
-			if (o->lo <= s->hi && s->lo <= o->hi)
-				live[nl++] = order[j];
+		/* a conv that pools writes the pool's output */
+		if (l->pool_op) {
+			touch(g, m->t[m->layers[l->pool_op].out].a_of, i);
+			keep[m->t[m->layers[l->pool_op].out].a_of] = 1;
 		}
-		qsort_r(live, (size_t)nl, sizeof(int), by_off, g);
-		for (int j = 0; j < nl; j++) {
-			const grad_life *o = &g[live[j]];
-			if (at + s->size <= o->off)
-				break;
-			if (o->off + o->size > at)
-				at = o->off + o->size;
+	}
+	for (int p = 0; p < m->n_layers; p++)
+		if (remakeable(m, p, keep, touches)) {
+			int o = m->layers[p].out;
+			keep[o] = 0;
+			m->t[o].pooled = 1;
+			m->layers[p + 1].remake = p + 1;
+			g[o].lo2 = end - (p + 1);
+			g[o].hi2 = end - p;
 		}
-		s->off = at;
-		if (at + s->size > *total)
-			*total = at + s->size;
+	for (int i = 1; i < m->n_t; i++)
+		if (m->t[i].a_of == i && !keep[i] && g[i].hi >= 0) {
+			m->t[i].pooled = 1;
+			order[(*n)++] = i;
+		}
+	free(keep);
+	free(touches);
+	return 0;
+}
+
+/* One block, the pool, for what a step needs only a while: the
+ * activations backward does not keep (plan_acts), the gradients of the
+ * tensors (plan_grads), and each attention's dqkv and datt, live at its
+ * op in backward and in forward (where generation uses them).  lives:
+ * the activations', then the gradients' (n_t on), then the attentions'. */
+static int make_pool(dlt_model *m, int n_attn)
+{
+	int n = 0, ng = 0, k = 2 * m->n_t, rc;
+	size_t total;
+	buf_life *g = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(*g));
+	int *order = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(int));
+	int *live = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(int));
+
+	if (!g || !order || !live) {
+		rc = DLT_ENOMEM;
+		goto out;
+	}
+	if ((rc = plan_acts(m, g, order, &n)) < 0)
+		goto out;
+	plan_grads(m, g + m->n_t, order + n, &ng);
+	for (int j = n; j < n + ng; j++)
+		order[j] += m->n_t;
+	n += ng;
+	for (int i = m->n_t; i < 2 * m->n_t; i++)
+		g[i].slot += m->n_t;
+	for (int i = 0; i < m->n_layers; i++)
+		if (m->layers[i].kind == DLT_LAYER_ATTENTION) {
+			g[k] = no_life(4 * (size_t)m->max_batch * m->t[m->layers[i].in].n, k);
+			g[k].lo = g[k].hi = i;
+			g[k].lo2 = g[k].hi2 = 2 * m->n_layers - i;
+			order[n++] = k++;
+		}
+	pack_lives(g, order, n, live, &total);
+	if (!(m->pool = alloc_rows(m, 1, total, sizeof(float)))) {
+		rc = DLT_ENOMEM;
+		goto out;
 	}
 	for (int i = 0; i < m->n_t; i++) {
-		int r = i;
+		int r = m->n_t + i;
 		while (g[r].slot != r)
 			r = g[r].slot;
-		g[i].off = g[r].off;
+		if (m->t[i].pooled)
+			m->t[i].a = m->pool + g[i].off;
+		if (m->t[i].g_of == i)
+			m->t[i].g = m->pool + g[r].off;
 	}
+	k = 2 * m->n_t;
+	for (int i = 0; i < m->n_layers; i++) {
+		dlt_layer *l = &m->layers[i];
+		if (l->kind == DLT_LAYER_ATTENTION) {
+			l->dqkv = m->pool + g[k++].off;
+			l->datt = l->dqkv + 3 * (size_t)m->max_batch * m->t[l->in].n;
+		}
+	}
+out:
+	free(g);
 	free(order);
 	free(live);
-	return 0;
+	return rc;
 }
 
 static int make_buffers(dlt_model *m)
 {
-	size_t work = 0, gn;
-	grad_life *life;
-	int rc;
+	size_t work = 0;
+	int n_attn = 0, rc;
 	/* sharing was planned a link at a time; point each at the owner */
 	for (int i = 0; i < m->n_t; i++) {
 		m->t[i].a_of = root(m, i, 0);
 		m->t[i].g_of = root(m, i, 1);
 	}
+	for (int i = 0; i < m->n_layers; i++)
+		n_attn += m->layers[i].kind == DLT_LAYER_ATTENTION;
+	if ((rc = make_pool(m, n_attn)) < 0)
+		return rc;
 	for (int i = 0; i < m->n_t; i++) {
 		dlt_tensor *t = &m->t[i];
-		if (t->a_of == i && !(t->a = alloc_rows(m, m->max_batch, t->n, sizeof(float))))
+		if (!t->pooled && t->a_of == i &&
+		    !(t->a = alloc_rows(m, m->max_batch, t->n, sizeof(float))))
 			return DLT_ENOMEM;
 	}
-	if (!(life = dlt_calloc((size_t)m->n_t, sizeof(*life))))
-		return DLT_ENOMEM;
-	if ((rc = plan_grads(m, life, &gn)) < 0 ||
-	    !(m->g_pool = alloc_rows(m, 1, gn, sizeof(float)))) {
-		free(life);
-		return rc < 0 ? rc : DLT_ENOMEM;
-	}
-	for (int i = 0; i < m->n_t; i++)
-		if (m->t[i].g_of == i)
-			m->t[i].g = m->g_pool + life[i].off;
-	free(life);
 	for (int i = 0; i < m->n_layers; i++) {
 		dlt_layer *l = &m->layers[i];
 		size_t out = m->t[l->out].n, c = (size_t)m->t[l->in].s.c;
@@ -915,11 +1083,9 @@ static int make_buffers(dlt_model *m)
 		case DLT_LAYER_ATTENTION: {
 			size_t rows = (size_t)m->max_batch * m->t[l->in].rows;
 			if (!(l->qkv = alloc_rows(m, 3, rows * c, sizeof(float))) ||
-			    !(l->dqkv = alloc_rows(m, 3, rows * c, sizeof(float))) ||
-			    !(l->att = alloc_rows(m, 2, rows * c, sizeof(float))) ||
+			    !(l->att = alloc_rows(m, 1, rows * c, sizeof(float))) ||
 			    !(l->lse = alloc_rows(m, l->heads, rows, sizeof(float))))
 				return DLT_ENOMEM;
-			l->datt = l->att + rows * c;
 			break;
 		}
 		case DLT_LAYER_CONV2D: {
@@ -934,6 +1100,7 @@ static int make_buffers(dlt_model *m)
 	}
 	if (work && !(m->work = alloc_rows(m, 1, work, sizeof(float))))
 		return DLT_ENOMEM;
+
 	if (!(m->labels = alloc_rows(m, m->max_batch, (size_t)m->out_rows, sizeof(int32_t))) ||
 	    !(m->in_buf[1] = alloc_rows(m, m->max_batch, m->t[0].n, sizeof(float))))
 		return DLT_ENOMEM;
@@ -992,14 +1159,14 @@ void dlt_model_free(dlt_model *m)
 			dev_free(m->in_buf[1]);
 		}
 		for (int i = 0; i < m->n_t; i++)
-			dev_free(m->t[i].a);
-		dev_free(m->g_pool);
+			if (!m->t[i].pooled)
+				dev_free(m->t[i].a);
+		dev_free(m->pool);
 		for (int i = 0; i < m->n_layers; i++) {
 			dev_free(m->layers[i].mask);
 			dev_free(m->layers[i].arg);
 			dev_free(m->layers[i].mean);
 			dev_free(m->layers[i].qkv);
-			dev_free(m->layers[i].dqkv);
 			dev_free(m->layers[i].att);
 			dev_free(m->layers[i].lse);
 		}
@@ -1209,6 +1376,14 @@ static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long lon
 	return l->out;
 }
 
+/* forward_op, its output rounded to the activations' precision */
+static void run_forward(dlt_model *m, dlt_layer *l, int batch, int train, long long step)
+{
+	int t = forward_op(m, l, batch, train, step);
+	if (t >= 0 && m->prec != DLT_PREC_F32)
+		m->be->round(dlt_tensor_a(m, t), (size_t)batch * m->t[t].n, m->prec);
+}
+
 float *dlt_model_forward(dlt_model *m, int batch, int train, long long step)
 {
 	if (batch < 1 || batch > m->max_batch) {
@@ -1216,12 +1391,8 @@ float *dlt_model_forward(dlt_model *m, int batch, int train, long long step)
 			  batch, m->max_batch);
 		return NULL;
 	}
-	for (int i = 0; i < m->n_layers; i++) {
-		dlt_layer *l = &m->layers[i];
-		int t = forward_op(m, l, batch, train, step);
-		if (t >= 0 && m->prec != DLT_PREC_F32)
-			m->be->round(dlt_tensor_a(m, t), (size_t)batch * m->t[t].n, m->prec);
-	}
+	for (int i = 0; i < m->n_layers; i++)
+		run_forward(m, &m->layers[i], batch, train, step);
 	return dlt_tensor_a(m, m->n_t - 1);
 }
 
@@ -1418,7 +1589,11 @@ void dlt_model_backward(dlt_model *m, int batch)
 {
 	for (int i = m->n_layers - 1; i >= 0; i--) {
 		dlt_layer *l = &m->layers[i];
-		float *dx = backward_op(m, l, batch);
+		float *dx;
+		/* a layer norm or an activation, which does not draw: no step */
+		if (l->remake)
+			run_forward(m, &m->layers[l->remake - 1], batch, 1, 0);
+		dx = backward_op(m, l, batch);
 		if (dx && m->prec != DLT_PREC_F32)
 			m->be->round(dx, (size_t)batch * m->t[l->in].n, m->prec);
 		if (m->grads_ready && m->ready_at[i] != SIZE_MAX)

@@ -56,7 +56,9 @@ typedef struct dlt_model {
 	dlt_param *bufs;	/* state that is not trained */
 	int n_bufs;
 	float *work;		/* scratch of the conv kernels, planned once */
-	float *g_pool;		/* the tensors' gradients, sharing memory (nn.c) */
+	/* what a step needs a while: the tensors' gradients, the activations
+	 * that backward does not keep, attention's scratch (nn.c) */
+	float *pool;
 	uint64_t seed;		/* dropout masks: Philox keyed by seed, step, layer */
 	int prec;		/* enum dlt_prec of the activations and products */
 	int init_gpt2;		/* train.init: gpt2 */

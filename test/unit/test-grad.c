@@ -316,6 +316,31 @@ static void check_seq_model(const char *what, dlt_layer_cfg *layers, int n, int 
 	dlt_model_free(&m);
 }
 
+/* A GPT's memory: its layer norms' and GELU's outputs are made again in
+ * backward (4 remakes: 2 a block and the last norm's), and the outputs
+ * that backward never reads (the embedding's, to which the positions are
+ * added, and the projections that end the residual blocks) are in the
+ * pool too: 7 in all; what a block keeps is its input, q, k, v, the heads'
+ * output, the sum after attention and the MLP's hidden layer */
+static void check_gpt_memory(dlt_layer_cfg *layers, int n)
+{
+	dlt_config c = config(layers, n);
+	dlt_model m;
+	int remakes = 0, pooled = 0;
+	if (!ok_rc(dlt_model_init(&m, &c, dlt_backend_cpu(), VEC(SEQ_T), SEQ_V, BATCH), 0,
+		   "GPT memory: model builds"))
+		return;
+	for (int i = 0; i < m.n_layers; i++)
+		remakes += m.layers[i].remake > 0 &&
+			   (m.layers[m.layers[i].remake - 1].kind == DLT_LAYER_LAYERNORM ||
+			    m.layers[m.layers[i].remake - 1].kind == DLT_LAYER_GELU);
+	for (int i = 0; i < m.n_t; i++)
+		pooled += m.t[i].pooled;
+	ok(remakes == 4 && pooled == 7, "GPT memory: %d outputs made again in backward (4), "
+	   "%d activations in the pool (7)", remakes, pooled);
+	dlt_model_free(&m);
+}
+
 static void test_seq_layers(void)
 {
 	dlt_layer_cfg emb = seq_layer(DLT_LAYER_EMBEDDING), pos = seq_layer(DLT_LAYER_POSITIONAL);
@@ -352,6 +377,7 @@ static void test_seq_layers(void)
 		dlt_layer_cfg l[] = { emb, pos, residual(b1, 2, NULL, 0), residual(b2, 4, NULL, 0),
 				      ln, tied };
 		check_seq_model("a GPT-2 block, tied head", l, 6, 0);
+		check_gpt_memory(l, 6);
 	}
 }
 
