@@ -86,6 +86,26 @@ test_expect_success 'GPT, 3 ranks: the same bits' '
 	stages 3 gpt.yaml g3_ -s dist.bucket_mb=0.01
 '
 
+# Records: rank 0's last train record has each rank's bytes sent a step
+# ("sent") and peak memory ("peak_mib"); a step's sum of the gradients
+# (stage 0), or its reduce-scatter and all-gather (1, 2), is 2P(N-1)/N
+# values of 4 bytes for P parameters (raw_size: 4P) at N ranks, each
+# rank within 0.1 % of that (the ranges are uneven at 3)
+test_expect_success 'rank 0 records the bytes each rank sent a step: 2P(N-1)/N values at every stage' '
+	for run in m2_0 m2_1 m2_2 m3_0 m3_1 m3_2 g3_0 g3_1 g3_2; do
+		n=${run#?} && n=${n%%_*} &&
+		raw=$(dlt-ckpt info --json $run/model.dlt | sed -n "s/.*\"raw_size\":\([0-9]*\).*/\1/p") &&
+		rec=$(grep "\"event\":\"train\"" $run/metrics.jsonl | tail -1) &&
+		sent=$(echo "$rec" | sed -n "s/.*\"sent\":\[\([^]]*\)\].*/\1/p") &&
+		peak=$(echo "$rec" | sed -n "s/.*\"peak_mib\":\[\([^]]*\)\].*/\1/p") &&
+		echo "$run: $n ranks, 4P = $raw bytes; sent a step [$sent], peak MiB [$peak]" &&
+		perl -e "my @s = split /,/, \"$sent\"; my @p = split /,/, \"$peak\";
+			my \$want = 2 * $raw * ($n - 1) / $n;
+			exit !(@s == $n && @p == $n && !grep { abs(\$_ - \$want) > 1e-3 * \$want } @s)" ||
+			return 1
+	done
+'
+
 # a loss scale of 2^30 overflows fp16 for a dozen steps: each rank sees
 # infs in its range or not, and all skip together
 test_expect_success 'GPT in fp16, 3 ranks, skipped steps: the same bits' '

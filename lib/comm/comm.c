@@ -352,8 +352,15 @@ static int failed_at(dlt_comm *c, const char *what, double t0)
 	return failed(c);
 }
 
+/* 2 x (N - 1) / N of x bytes: an all-reduce's */
+static unsigned long long reduced(const dlt_comm *c, size_t x)
+{
+	return 2ull * x * (unsigned long long)(c->size - 1) / (unsigned long long)c->size;
+}
+
 int dlt_comm_sum_begin(dlt_comm *c, float *x, size_t n)
 {
+	c->sent += reduced(c, n * sizeof(float));
 	return c->sum_begin(c, x, n) ? failed(c) : 0;
 }
 
@@ -423,6 +430,7 @@ static int ranged(dlt_comm *c, int op, float *block, const size_t *ranges, size_
 	for (size_t s = a; s < b && rc == 0; s += chunk) {
 		size_t e = b - s > chunk ? s + chunk : b;
 		pieces(c, ranges, s, e, counts);
+		c->sent += (e - s - counts[c->rank]) * sizeof(float);
 		if (op == OP_GATHER_ALL ? c->all_gather(c, block + s, counts)
 					: c->reduce_scatter(c, block + s, counts, op == OP_SCATTER_ORDERED))
 			rc = failed(c);
@@ -457,6 +465,7 @@ int dlt_comm_gather(dlt_comm *c, const float *mine, float *all, const size_t *ra
 		/* this rank's part of [s, e) starts at s or at its range */
 		size_t at = s > lo ? s - lo : 0;
 		pieces(c, ranges, s, e, counts);
+		c->sent += c->rank == root ? 0 : counts[c->rank] * sizeof(float);
 		if (c->gather(c, counts[c->rank] ? mine + at : mine, c->rank == root ? all + s : NULL,
 			      counts, root))
 			rc = failed(c);

@@ -94,6 +94,14 @@ typedef struct dlt_comm {
 	 * them (dlt_beats_attach); this rank's own count */
 	long long *beats;
 	long long point;
+	/* the bytes this rank has sent, counted by dlt_comm_* as the
+	 * bandwidth-optimal algorithm of each op sends them: a sum of n
+	 * values 2 n (N - 1) / N, a reduce-scatter or all-gather every piece
+	 * but its own, a gather its piece; the model's values only (not
+	 * sum_f64's metrics and flags, nor the broadcast that starts a run).
+	 * The library's own algorithm may send more: this is the volume the
+	 * parallel scheme asks for. */
+	unsigned long long sent;
 } dlt_comm;
 
 /* The comm of a job of ranks r (dlt_comm_wanted) on device (-1: CPU

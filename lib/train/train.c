@@ -62,6 +62,9 @@ typedef struct run_state {
 	/* data parallelism: rank of ranks, comm NULL for one process */
 	dlt_comm *comm;
 	int rank, ranks, local_ranks;
+	/* the comm's bytes sent and the step at the log window's start */
+	unsigned long long win_sent;
+	long long win_step;
 	dlt_buckets buckets;
 	/* dist.zero (-1 when not set, or one process) and the ranks' ranges
 	 * of the parameter block (dlt_comm_ranges) */
@@ -788,6 +791,36 @@ static int save_model(run_state *s)
 	return rc;
 }
 
+/* Each rank's bytes sent a step over the log window and its peak
+ * memory, to rank 0's record: "sent" [bytes a step of rank 0, 1, ...]
+ * and "peak_mib" [...].  Every rank logs at the same step, so this sum
+ * is reached by all. */
+static int rank_usage(run_state *s, dlt_json *j)
+{
+	double *v = dlt_calloc(2 * (size_t)s->ranks, sizeof(double));
+	long long steps = s->opt.step - s->win_step;
+	if (!v)
+		return DLT_ENOMEM;
+	v[s->rank] = steps > 0 ? (double)(s->comm->sent - s->win_sent) / (double)steps : 0;
+	v[s->ranks + s->rank] = dlt_mem_peak() / (1 << 20);
+	s->win_sent = s->comm->sent;
+	s->win_step = s->opt.step;
+	if (dlt_comm_sum_f64(s->comm, v, 2 * s->ranks) < 0) {
+		free(v);
+		return DLT_EFAIL;
+	}
+	dlt_json_array_begin(j, "sent");
+	for (int r = 0; r < s->ranks; r++)
+		dlt_json_num(j, NULL, v[r]);
+	dlt_json_array_end(j);
+	dlt_json_array_begin(j, "peak_mib");
+	for (int r = 0; r < s->ranks; r++)
+		dlt_json_num(j, NULL, round(v[s->ranks + r] * 10) / 10);
+	dlt_json_array_end(j);
+	free(v);
+	return 0;
+}
+
 static int emit_train(run_state *s, int epoch, double lr, double t_window)
 {
 	dlt_ckpt_state *st = &s->st;
@@ -809,6 +842,8 @@ static int emit_train(run_state *s, int epoch, double lr, double t_window)
 	}
 	timed = j.buf.len;
 	dlt_json_num(&j, "samples_per_s", st->win_samples / (now - t_window));
+	if (s->comm && s->ranks > 1)
+		DLT_TRY_RC(rank_usage(s, &j));
 	timed_part(s, &j);
 	st->win_loss = 0;
 	st->win_samples = 0;
@@ -1054,6 +1089,8 @@ static int train_loop(run_state *s)
 	const int acc = c->train.accumulate;
 
 	s->ckpt_at = t_start;
+	s->win_step = s->opt.step;
+	s->win_sent = s->comm ? s->comm->sent : 0;
 	for (int epoch = st->epoch; epoch <= c->train.epochs; epoch++) {
 		size_t first = (size_t)st->batch * c->train.batch * acc;
 		dlt_augment aug = { .crop = c->data.augment.crop, .flip = c->data.augment.flip,

@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -15,6 +16,12 @@ double dlt_mem_total(void)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
 	return pages > 0 && size > 0 ? (double)pages * (double)size : 0;
+}
+
+double dlt_mem_peak(void)
+{
+	struct rusage u;
+	return getrusage(RUSAGE_SELF, &u) == 0 ? (double)u.ru_maxrss * 1024 : 0;
 }
 
 int dlt_grow(void *array, size_t *cap, size_t n, size_t size)

@@ -55,6 +55,8 @@ int dlt_grow(void *array, size_t *cap, size_t n, size_t size);
 int dlt_mul_ok(size_t a, size_t b, size_t *out);
 /* Bytes of physical memory of the machine; 0 if unknown. */
 double dlt_mem_total(void);
+/* The process's peak resident memory so far, bytes (getrusage) */
+double dlt_mem_peak(void);
 
 /* Growable byte buffer. */
 typedef struct dlt_buf {
