@@ -2,7 +2,8 @@
  * a file or a pipe, as CSV or JSON Lines: classes, float targets in their
  * own units, or sets of labels, as the model's task is; its metrics when
  * the data has targets.  A language model's continuation of a prompt,
- * token by token as it is made, or its loss on new text (lib/infer). */
+ * token by token as it is made, or of several prompts as one batch, or
+ * its loss on new text (lib/infer). */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,7 +18,8 @@ static const char prog[] = "dlt-infer";
 
 static const char usage[] =
 	"usage: dlt-infer -m CKPT [-o OUT] [--format csv|jsonl] [--probs] [--threshold T] [-b N] [--device D] [-q] DATA\n"
-	"       dlt-infer -m CKPT --generate N [--temperature T] [--top-k K] [--seed S] [--json] [--device D] [-o OUT] [PROMPT|-]\n"
+	"       dlt-infer -m CKPT --generate N [--samples M] [--temperature T] [--top-k K] [--seed S] [--stream I] [--json] [--device D] [-o OUT] [PROMPT|-]\n"
+	"       dlt-infer -m CKPT --generate N --prompts FILE|- [--temperature T] [--top-k K] [--seed S] [--stream I] [--json] [--device D] [-o OUT]\n"
 	"       dlt-infer -m CKPT --score FILE|- [--json] [-b N] [--device D] [-o OUT]\n"
 	"\n"
 	"  -m, --model CKPT    the model: RUNDIR/model.dlt or a checkpoint\n"
@@ -34,20 +36,28 @@ static const char usage[] =
 	"  -g, --generate N    a language model: N tokens after PROMPT (text; - reads\n"
 	"                      it from stdin; none: from the end-of-text token),\n"
 	"                      printed as they are made\n"
+	"      --samples M     --generate: M continuations of the prompt, as one\n"
+	"                      batch (1 to 1024)\n"
+	"      --prompts FILE  --generate: a continuation of each line of FILE (-:\n"
+	"                      stdin), all as one batch\n"
 	"      --temperature T sampling: 0 is greedy; default 1\n"
 	"      --top-k K       sampling: among the K most likely tokens (default: all)\n"
 	"      --seed S        sampling: the same seed gives the same text (default 0)\n"
+	"      --stream I      sampling: the random stream of the first sequence;\n"
+	"                      sequence J of a batch draws from stream I + J, as a\n"
+	"                      run of it alone with --stream I + J (default 0)\n"
 	"      --score FILE    a language model's loss on the text of FILE (- for\n"
 	"                      stdin), in nats a token and bits per byte\n"
 	"      --json          --generate: a JSON line a token, with its log-\n"
-	"                      probability; --score: the numbers as JSON\n"
+	"                      probability (and its sample in a batch); --score:\n"
+	"                      the numbers as JSON\n"
 	"  -h, --help          this text\n"
 	"      --version       the version\n"
 	"\n"
 	"DATA is a dataset archive (dlt-prep), - for stdin.\n";
 
 enum { OPT_FORMAT = 256, OPT_PROBS, OPT_THRESHOLD, OPT_VERSION, OPT_TEMPERATURE, OPT_TOP_K,
-       OPT_SEED, OPT_SCORE, OPT_JSON, OPT_DEVICE };
+       OPT_SEED, OPT_SCORE, OPT_JSON, OPT_DEVICE, OPT_SAMPLES, OPT_PROMPTS, OPT_STREAM };
 
 static const struct option longopts[] = {
 	{ "model", required_argument, NULL, 'm' },
@@ -62,6 +72,9 @@ static const struct option longopts[] = {
 	{ "temperature", required_argument, NULL, OPT_TEMPERATURE },
 	{ "top-k", required_argument, NULL, OPT_TOP_K },
 	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "stream", required_argument, NULL, OPT_STREAM },
+	{ "samples", required_argument, NULL, OPT_SAMPLES },
+	{ "prompts", required_argument, NULL, OPT_PROMPTS },
 	{ "score", required_argument, NULL, OPT_SCORE },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "help", no_argument, NULL, 'h' },
@@ -75,6 +88,8 @@ static const struct option longopts[] = {
 
 /* The most tokens --generate makes */
 #define MAX_GENERATE (1 << 24)
+/* The most sequences of a batch of --samples or --prompts */
+#define MAX_SEQS 1024
 /* Windows a forward pass of --score, unless -b says */
 #define SCORE_BATCH 8
 
@@ -91,6 +106,9 @@ struct args {
 	double temperature;
 	long long top_k;
 	long long seed;
+	long long stream;
+	long long samples;	/* 0: not given */
+	const char *prompts;
 };
 
 /* The options of one mode given with another's */
@@ -103,6 +121,13 @@ static int check_modes(const struct args *a, int argc, char **argv)
 				 a->generate ? "--generate" : "--score");
 	if (!a->generate && a->sampling)
 		return cli_usage(prog, "%s needs --generate", a->sampling);
+	if (!a->generate && (a->samples || a->prompts))
+		return cli_usage(prog, "%s needs --generate", a->samples ? "--samples" : "--prompts");
+	if (a->samples && a->prompts)
+		return cli_usage(prog, "--samples and --prompts: give one");
+	if (a->prompts && optind < argc)
+		return cli_usage(prog, "unexpected argument '%s' (--prompts reads FILE)",
+				 argv[optind]);
 	if (a->generate && a->batch_set)
 		return cli_usage(prog, "-b is for predictions and --score, not --generate");
 	if (a->score && optind < argc)
@@ -170,6 +195,16 @@ static int parse_args(struct args *a, int argc, char **argv)
 				return cli_usage(prog, "%s", dlt_errmsg());
 			a->sampling = "--seed";
 			break;
+		case OPT_STREAM:
+			if (dlt_parse_i64(optarg, 0, INT64_MAX, &a->stream, "--stream") < 0)
+				return cli_usage(prog, "%s", dlt_errmsg());
+			a->sampling = "--stream";
+			break;
+		case OPT_SAMPLES:
+			if (dlt_parse_i64(optarg, 1, MAX_SEQS, &a->samples, "--samples") < 0)
+				return cli_usage(prog, "%s", dlt_errmsg());
+			break;
+		case OPT_PROMPTS: a->prompts = optarg; break;
 		case OPT_SCORE: a->score = optarg; break;
 		case OPT_JSON: a->json = 1; break;
 		case 'h': a->help = 1; return 0;
@@ -468,6 +503,10 @@ typedef struct gen_out {
 	FILE *fp;
 	int json;
 	const char *name;
+	int n_seq;		/* sequences of the batch */
+	size_t n_new, step;	/* tokens a sequence; steps done */
+	uint32_t *ids;		/* the text of a batch: n_seq x n_new ids,
+				 * written at the end; NULL: as they come */
 } gen_out;
 
 /* The length of the valid UTF-8 sequence that p[0..n) starts with, 0 if
@@ -508,21 +547,57 @@ static void put_json_text(FILE *fp, const uint8_t *p, size_t n)
 	fputc('"', fp);
 }
 
-static int put_token(void *arg, uint32_t id, const uint8_t *bytes, size_t len, double logprob)
+/* A token as it is made: its bytes, or its JSON line; a step's tokens
+ * of a batch in one write.  The text of a batch is kept for the end. */
+static int put_token(void *arg, int seq, uint32_t id, const uint8_t *bytes, size_t len,
+		     double logprob)
 {
 	gen_out *g = arg;
+	if (g->ids) {
+		g->ids[(size_t)seq * g->n_new + g->step] = id;
+		g->step += seq == g->n_seq - 1;
+		return 0;
+	}
 	if (g->json) {
-		fprintf(g->fp, "{\"token\":%u,\"text\":", id);
+		if (g->n_seq > 1)
+			fprintf(g->fp, "{\"sample\":%d,\"token\":%u,\"text\":", seq, id);
+		else
+			fprintf(g->fp, "{\"token\":%u,\"text\":", id);
 		put_json_text(g->fp, bytes, len);
 		fprintf(g->fp, isfinite(logprob) ? ",\"logprob\":%.9g}\n" : ",\"logprob\":null}\n",
 			logprob);
 	} else if (len) {
 		fwrite(bytes, 1, len, g->fp);
 	}
-	/* a pipe sees each token at once */
+	if (seq < g->n_seq - 1)
+		return 0;
+	/* a pipe sees each token (each step's) at once */
 	if (fflush(g->fp) != 0 || ferror(g->fp))
 		return dlt_error_errno(DLT_EIO, "%s", g->name);
 	return 0;
+}
+
+/* The text of a batch: each sequence after a header, its prompt then its
+ * continuation, ended by a newline where its text has none */
+static void put_batch_text(const gen_out *g, const dlt_tokenizer *tok, const char *const *text,
+			   const size_t *tlen)
+{
+	for (int b = 0; b < g->n_seq; b++) {
+		int end = tlen[b] ? (unsigned char)text[b][tlen[b] - 1] : -1;
+		fprintf(g->fp, "--- sample %d\n", b);
+		fwrite(text[b], 1, tlen[b], g->fp);
+		for (size_t i = 0; i < g->n_new; i++) {
+			size_t len;
+			const uint8_t *bytes = dlt_tokenizer_token(tok, g->ids[(size_t)b * g->n_new + i],
+								   &len);
+			if (len) {
+				fwrite(bytes, 1, len, g->fp);
+				end = bytes[len - 1];
+			}
+		}
+		if (end != '\n')
+			fputc('\n', g->fp);
+	}
 }
 
 /* A language model's file, opened (the model not yet built) */
@@ -543,28 +618,22 @@ static int load_lm(dlt_infer *x, const char *device, int batch, int threads)
 	return dlt_infer_need_lm(x);
 }
 
-/* The prompt's ids: the text of the argument or of stdin; an empty one
- * is the end-of-text token, where the tokenizer has one */
-static int prompt_ids(dlt_infer *x, const struct args *a, uint32_t **ids, size_t *n)
+/* The ids of a prompt's text; an empty one is the end-of-text token,
+ * where the tokenizer has one */
+static int prompt_ids(dlt_infer *x, const char *model, const char *text, size_t len,
+		      uint32_t **ids, size_t *n)
 {
 	const dlt_tokenizer *tok = dlt_infer_tokenizer(x);
-	char *text = NULL;
-	size_t len = 0;
 	int64_t eot = dlt_tokenizer_eot(tok);
-	int rc;
 
-	if (a->data && strcmp(a->data, "-") == 0)
-		DLT_TRY_RC(dlt_read_file("-", 0, &text, &len));
-	rc = dlt_infer_encode(x, text ? text : a->data ? a->data : "",
-			      text ? len : a->data ? strlen(a->data) : 0, ids, n);
-	free(text);
-	if (rc < 0 || *n > 0)
-		return rc;
+	DLT_TRY_RC(dlt_infer_encode(x, text, len, ids, n));
+	if (*n > 0)
+		return 0;
 	free(*ids);
 	*ids = NULL;
 	if (eot < 0 || (uint64_t)eot >= dlt_infer_vocab(x))
 		return dlt_error(DLT_EINPUT, "an empty prompt, and the %s tokenizer of %s has no "
-				 "end-of-text token to start from", dlt_tokenizer_kind(tok), a->model);
+				 "end-of-text token to start from", dlt_tokenizer_kind(tok), model);
 	if (!(*ids = dlt_malloc(sizeof(**ids))))
 		return DLT_ENOMEM;
 	(*ids)[0] = (uint32_t)eot;
@@ -572,24 +641,126 @@ static int prompt_ids(dlt_infer *x, const struct args *a, uint32_t **ids, size_t
 	return 0;
 }
 
+/* The sequences of --generate: each one's prompt, as text (for the
+ * output of a batch) and as ids.  --samples repeats one prompt. */
+typedef struct prompts {
+	int n;
+	char *buf;		/* the text read: stdin's or --prompts' */
+	const char **text;
+	size_t *len;
+	uint32_t **ids;		/* the first `owned` their own, the rest copies */
+	size_t *n_ids;
+	int owned;
+} prompts;
+
+static int prompts_alloc(prompts *p, int n)
+{
+	p->n = n;
+	if (!(p->text = dlt_calloc((size_t)n, sizeof(*p->text))) ||
+	    !(p->len = dlt_calloc((size_t)n, sizeof(*p->len))) ||
+	    !(p->ids = dlt_calloc((size_t)n, sizeof(*p->ids))) ||
+	    !(p->n_ids = dlt_calloc((size_t)n, sizeof(*p->n_ids))))
+		return DLT_ENOMEM;
+	return 0;
+}
+
+static void prompts_free(prompts *p)
+{
+	for (int i = 0; i < p->owned; i++)
+		free(p->ids[i]);
+	free(p->text);
+	free(p->len);
+	free(p->ids);
+	free(p->n_ids);
+	free(p->buf);
+}
+
+/* --prompts FILE: a prompt a line (the last one's newline optional), at
+ * most a batch of them, each within the model's context */
+static int read_prompts(dlt_infer *x, const struct args *a, prompts *p)
+{
+	const char *name = a->prompts;
+	size_t len, lines = 0;
+	char *s, *end;
+	int rc;
+
+	DLT_TRY_RC(dlt_read_file(name, 0, &p->buf, &len));
+	if (len == 0)
+		return dlt_error(DLT_EINPUT, "%s: no prompts (an empty file)", name);
+	for (size_t i = 0; i < len; i++)
+		lines += p->buf[i] == '\n';
+	lines += p->buf[len - 1] != '\n';
+	if (lines > MAX_SEQS)
+		return dlt_error(DLT_EINPUT, "%s: %zu prompts, more than a batch of %d", name, lines,
+				 MAX_SEQS);
+	DLT_TRY_RC(prompts_alloc(p, (int)lines));
+	for (s = p->buf, end = p->buf + len; p->owned < p->n; s += p->len[p->owned++] + 1) {
+		const int i = p->owned;
+		char *nl = memchr(s, '\n', (size_t)(end - s));
+		p->text[i] = s;
+		p->len[i] = nl ? (size_t)(nl - s) : (size_t)(end - s);
+		if ((rc = prompt_ids(x, a->model, s, p->len[i], &p->ids[i], &p->n_ids[i])) < 0)
+			return dlt_error_prefix(rc, "%s:%d", name, i + 1);
+		if (p->n_ids[i] > (size_t)dlt_infer_context(x)) {
+			p->owned++;
+			return dlt_error(DLT_EINPUT, "%s:%d: %zu tokens, longer than the context of "
+					 "%s (%d)", name, i + 1, p->n_ids[i], a->model,
+					 dlt_infer_context(x));
+		}
+	}
+	return 0;
+}
+
+/* The prompt of the argument or of stdin, --samples times (once without) */
+static int read_prompt(dlt_infer *x, const struct args *a, prompts *p)
+{
+	const char *text = a->data ? a->data : "";
+	size_t len = strlen(text);
+
+	if (a->data && strcmp(a->data, "-") == 0) {
+		DLT_TRY_RC(dlt_read_file("-", 0, &p->buf, &len));
+		text = p->buf;
+	}
+	DLT_TRY_RC(prompts_alloc(p, a->samples ? (int)a->samples : 1));
+	DLT_TRY_RC(prompt_ids(x, a->model, text, len, &p->ids[0], &p->n_ids[0]));
+	p->owned = 1;
+	for (int i = 0; i < p->n; i++) {
+		p->text[i] = text;
+		p->len[i] = len;
+		p->ids[i] = p->ids[0];
+		p->n_ids[i] = p->n_ids[0];
+	}
+	return 0;
+}
+
+/* --generate: one sequence's tokens as they are made, as ever; a batch's
+ * JSON lines a step at a time, its text at the end */
 static int run_generate(const struct args *a)
 {
 	dlt_infer *x = NULL;
-	uint32_t *ids = NULL;
-	size_t n = 0;
+	prompts p = { 0 };
 	dlt_ofile out = { 0 };
 	dlt_sampling sm = { .temperature = a->temperature, .top_k = (int)a->top_k,
-			    .seed = (uint64_t)a->seed };
-	gen_out g = { .json = a->json, .name = a->out ? a->out : "standard output" };
+			    .seed = (uint64_t)a->seed, .stream = (uint64_t)a->stream };
+	gen_out g = { .json = a->json, .name = a->out ? a->out : "standard output",
+		      .n_new = (size_t)a->generate };
 	int rc, threads;
 
 	DLT_TRY(open_lm(&x, a, &threads));
-	DLT_TRY(prompt_ids(x, a, &ids, &n));
-	DLT_TRY(load_lm(x, a->device, 1, threads));
+	DLT_TRY(a->prompts ? read_prompts(x, a, &p) : read_prompt(x, a, &p));
+	DLT_TRY(load_lm(x, a->device, p.n, threads));
+	g.n_seq = p.n;
+	if (p.n > 1 && !a->json && !(g.ids = dlt_malloc((size_t)p.n * g.n_new * sizeof(*g.ids)))) {
+		rc = DLT_ENOMEM;
+		goto fail;
+	}
 	DLT_TRY(dlt_ofile_open(&out, a->out ? a->out : "-"));
 	g.fp = out.fp;
-	DLT_TRY(dlt_infer_generate(x, ids, n, (size_t)a->generate, &sm, put_token, &g));
-	if (!a->json && isatty(fileno(out.fp)))
+	DLT_TRY(dlt_infer_generate_batch(x, p.n, (const uint32_t *const *)p.ids, p.n_ids, g.n_new,
+					 &sm, put_token, &g));
+	if (g.ids)
+		put_batch_text(&g, dlt_infer_tokenizer(x), p.text, p.len);
+	else if (!a->json && isatty(fileno(out.fp)))
 		fputc('\n', out.fp);	/* the shell's prompt on a line of its own */
 	if (fflush(out.fp) != 0 || ferror(out.fp)) {
 		rc = dlt_error_errno(DLT_EIO, "%s", g.name);
@@ -601,7 +772,8 @@ static int run_generate(const struct args *a)
 fail:
 	if (out.fp)
 		dlt_ofile_abort(&out);
-	free(ids);
+	free(g.ids);
+	prompts_free(&p);
 	dlt_infer_close(x);
 	return rc < 0 ? cli_fail(prog, rc) : 0;
 }

@@ -1,6 +1,8 @@
 #!/bin/sh
 # dlt-infer --generate and --score: a language model's text, the same for
-# a seed, printed as it is made; its loss on new text; bad input.  The
+# a seed, printed as it is made; batches of samples and of prompts, each
+# sequence the text of a run alone with its stream; its loss on new text;
+# bad input.  The
 # models are small random GPTs that test-infer writes (a context of 16,
 # the byte tokenizer with an eot); where dlt-train trains on token
 # archives, one trained model too.
@@ -100,6 +102,111 @@ fi
 test_expect_success '-o: the continuation to a file' '
 	dlt-infer -m gpt.dlt --generate 20 --seed 1 -o f.out "Hello" &&
 	test_cmp a.out f.out
+'
+
+# sample K of a batch's --json lines, as the lines of a run alone
+sample_lines() {
+	grep "^{\"sample\":$1," "$2" | sed "s/^{\"sample\":$1,/{/"
+}
+
+# The text of a batch: each sample's header, prompt, continuation, and a
+# newline where its text has none
+batch_text() {
+	prompt=$1
+	shift
+	k=0
+	for f in "$@"; do
+		echo "--- sample $k" &&
+		{ printf "%s" "$prompt" && cat "$f"; } >cont.tmp &&
+		cat cont.tmp &&
+		if test -s cont.tmp && test "$(tail -c 1 cont.tmp | od -An -c | tr -d " ")" != "\\n"; then
+			echo
+		fi
+		k=$((k + 1))
+	done
+}
+
+test_expect_success '--samples 3: one batch, each sample the run alone with its stream' '
+	dlt-infer -m gpt.dlt --generate 30 --seed 4 --samples 3 --json "Hello" >b3.jsonl &&
+	test $(wc -l <b3.jsonl) = 90 &&
+	for k in 0 1 2; do
+		dlt-infer -m gpt.dlt --generate 30 --seed 4 --stream $k --json "Hello" >s$k.jsonl &&
+		sample_lines $k b3.jsonl >b$k.jsonl &&
+		test_cmp s$k.jsonl b$k.jsonl || return 1
+	done &&
+	! cmp -s s0.jsonl s1.jsonl &&
+	dlt-infer -m gpt.dlt --generate 30 --seed 4 --samples 3 "Hello" >b3.out &&
+	for k in 0 1 2; do
+		dlt-infer -m gpt.dlt --generate 30 --seed 4 --stream $k "Hello" >s$k.out || return 1
+	done &&
+	batch_text Hello s0.out s1.out s2.out >b3.want &&
+	test_cmp b3.want b3.out
+'
+
+test_expect_success '--stream: a batch from stream 5 is the runs of streams 5 to 7, past the context' '
+	dlt-infer -m gpt.dlt -g 40 --seed 4 --top-k 5 --stream 5 --samples 3 --json "Hi" >b5.jsonl &&
+	for k in 0 1 2; do
+		dlt-infer -m gpt.dlt -g 40 --seed 4 --top-k 5 --stream $((5 + k)) --json "Hi" >s.jsonl &&
+		sample_lines $k b5.jsonl >b.jsonl &&
+		test_cmp s.jsonl b.jsonl || return 1
+	done
+'
+
+test_expect_success '--samples 1 is plain --generate, byte for byte' '
+	dlt-infer -m gpt.dlt --generate 20 --seed 1 --samples 1 "Hello" >one.out &&
+	test_cmp a.out one.out &&
+	dlt-infer -m gpt.dlt --generate 20 --seed 1 --samples 1 --json "Hello" >one.jsonl &&
+	test_cmp a.jsonl one.jsonl
+'
+
+test_expect_success '--prompts with 2 lines: each line the run of it alone, its stream its line' '
+	printf "Hello\nthe fox" >two.txt &&
+	dlt-infer -m gpt.dlt --generate 25 --seed 6 --prompts two.txt >p2.out &&
+	dlt-infer -m gpt.dlt --generate 25 --seed 6 "Hello" >l1.out &&
+	dlt-infer -m gpt.dlt --generate 25 --seed 6 --stream 1 "the fox" >l2.out &&
+	{ batch_text Hello l1.out && batch_text "the fox" l2.out | sed "s/^--- sample 0\$/--- sample 1/"; } >p2.want &&
+	test_cmp p2.want p2.out &&
+	printf "Hello\nthe fox\n" | dlt-infer -m gpt.dlt --generate 25 --seed 6 --prompts - --json >p2.jsonl &&
+	dlt-infer -m gpt.dlt --generate 25 --seed 6 --stream 1 --json "the fox" >l2.jsonl &&
+	sample_lines 1 p2.jsonl >b.jsonl &&
+	test_cmp l2.jsonl b.jsonl
+'
+
+test_expect_success '--samples and --prompts: bad input' '
+	test_must_fail 2 "dlt-infer: --samples: 0 is out of range [1, 1024]" \
+		dlt-infer -m gpt.dlt --generate 5 --samples 0 hi &&
+	test_must_fail 2 "dlt-infer: --samples: 1025 is out of range [1, 1024]" \
+		dlt-infer -m gpt.dlt --generate 5 --samples 1025 hi &&
+	test_must_fail 2 "dlt-infer: --samples: expected an integer, got '"'"'x'"'"'" \
+		dlt-infer -m gpt.dlt --generate 5 --samples x hi &&
+	test_must_fail 2 "dlt-infer: --stream: -1 is out of range" \
+		dlt-infer -m gpt.dlt --generate 5 --stream -1 hi &&
+	test_must_fail 2 "dlt-infer: --samples needs --generate" \
+		dlt-infer -m gpt.dlt --samples 2 --score text.txt &&
+	test_must_fail 2 "dlt-infer: --stream needs --generate" \
+		dlt-infer -m gpt.dlt --stream 2 --score text.txt &&
+	test_must_fail 2 "dlt-infer: --samples and --prompts: give one" \
+		dlt-infer -m gpt.dlt --generate 5 --samples 2 --prompts two.txt &&
+	test_must_fail 2 "dlt-infer: unexpected argument '"'"'hi'"'"' (--prompts reads FILE)" \
+		dlt-infer -m gpt.dlt --generate 5 --prompts two.txt hi &&
+	: >none.txt &&
+	test_must_fail 2 "dlt-infer: none.txt: no prompts (an empty file)" \
+		dlt-infer -m gpt.dlt --generate 5 --prompts none.txt &&
+	test_must_fail 2 "dlt-infer: nothere.txt" dlt-infer -m gpt.dlt --generate 5 --prompts nothere.txt &&
+	printf "HI\nhI\n" >bad.txt &&
+	test_must_fail 2 "dlt-infer: bad.txt:2: bare.dlt: token 0 of the text is id 104, beyond the model'"'"'s vocabulary of 100" \
+		dlt-infer -m bare.dlt --generate 5 --prompts bad.txt &&
+	printf "HI\n\nHI\n" >gap.txt &&
+	test_must_fail 2 "dlt-infer: gap.txt:2: an empty prompt, and the bytes tokenizer of bare.dlt has no end-of-text token to start from" \
+		dlt-infer -m bare.dlt --generate 5 --prompts gap.txt &&
+	printf "Hi\nthe quick brown fox jumps\n" >long.txt &&
+	test_must_fail 2 "dlt-infer: long.txt:2: 25 tokens, longer than the context of gpt.dlt (16)" \
+		dlt-infer -m gpt.dlt --generate 5 --prompts long.txt -o out.txt &&
+	test ! -e out.txt &&
+	perl -e "print qq(a\n) x 1025" >many.txt &&
+	test_must_fail 2 "dlt-infer: many.txt: 1025 prompts, more than a batch of 1024" \
+		dlt-infer -m gpt.dlt --generate 5 --prompts many.txt &&
+	test ! -s "$TRASH/.stdout"
 '
 
 test_expect_success '--score: loss and bits per byte of a text' '

@@ -8,6 +8,7 @@
 
 #include "infer/infer.h"
 #include "kernels/common/math.h"
+#include "kernels/common/philox.h"
 #include "nn/model.h"
 #include "train/ckpt.h"
 
@@ -25,8 +26,10 @@ struct dlt_infer {
 	uint32_t V;		/* outputs a position */
 	uint32_t n_sample;	/* ids sampled from: the vocabulary, or the
 				 * tokenizer's when it is smaller */
-	int cache;		/* every op runs a row at a time (run_rows) */
-	float *logits;		/* host: V, the last position's */
+	int cache;		/* every op runs a row at a time (run_span) */
+	float *logits;		/* host: max_batch x V, each sequence's last
+				 * position's */
+	int last;		/* the sequence of the token the callback has */
 	float *rows;		/* host: T x V, a scored window's */
 	int32_t *in;		/* host: T x max_batch ids */
 	uint32_t *cand;		/* V: top-k's candidates */
@@ -189,7 +192,7 @@ static int lm_setup(dlt_infer *x)
 		x->cache &= row_op(m, &m->layers[i]);
 	if (!dlt_mul_ok((size_t)x->T, (size_t)x->V, &tv_floats))
 		return dlt_error(DLT_ENOMEM, "%s: %d x %u logits are too many", x->path, x->T, x->V);
-	if (!(x->logits = dlt_malloc((size_t)x->V * sizeof(float))) ||
+	if (!(x->logits = dlt_malloc((size_t)m->max_batch * x->V * sizeof(float))) ||
 	    !(x->rows = dlt_malloc(tv_floats * sizeof(float))) ||
 	    !(x->in = dlt_calloc((size_t)x->T * m->max_batch, sizeof(int32_t))) ||
 	    !(x->cand = dlt_malloc((size_t)x->V * sizeof(uint32_t))) ||
@@ -277,15 +280,61 @@ static const float *pw(const dlt_model *m, int k)
 	return k >= 0 ? m->dev_w + m->params[k].off : NULL;
 }
 
-/* Op l on positions [r0, r1) of batch row 0, the positions before r0
- * done already (the cache): forward_op's arithmetic on those rows.
- * Returns the tensor it wrote, -1 if none. */
-static int row_forward(dlt_model *m, dlt_layer *l, int r0, int r1)
+/* The rows of one pass over the cache.  Either positions [p0, p0 + n)
+ * of sequence seq, in its own batch row (the positions before p0 done
+ * already), or (pos set) one new position of each of n sequences, packed
+ * in rows 0 .. n - 1 of every tensor: row i is position pos[i] of
+ * sequence seqs[i], so the per-position ops, the GEMMs above all, run
+ * once on the n rows.  Only attention's qkv holds a sequence's past (the
+ * cache); the other tensors' rows of the positions before are not read
+ * again, so the packed rows may overwrite them. */
+typedef struct span {
+	int seq, p0, n;
+	const int *seqs, *pos;
+} span;
+
+/* The first tensor row of a span */
+static size_t span_row(const dlt_model *m, const span *sp)
+{
+	return sp->pos ? 0 : (size_t)sp->seq * m->t[0].n + (size_t)sp->p0;	/* T ids a row */
+}
+
+/* Attention on a span: the packed rows' q, k and v are made in the
+ * gradient buffers (nothing goes backward here), then each row's k and v
+ * go to its sequence's cache and its query attends there */
+static void attention_span(dlt_model *m, dlt_layer *l, const span *sp, const float *x, float *y)
 {
 	const dlt_backend *be = m->be;
-	int n = r1 - r0, win = (int)width(m, l->in), wout = (int)width(m, l->out);
-	const float *x = dlt_tensor_a(m, l->in) + (size_t)r0 * win;
-	float *y = dlt_tensor_a(m, l->out) + (size_t)r0 * wout;
+	const int C = (int)width(m, l->in), n = sp->n;
+	const size_t row = span_row(m, sp), seq_qkv = m->t[0].n * 3 * C;
+	float *qkv = sp->pos ? l->dqkv : l->qkv + row * 3 * C;
+	float *att = sp->pos ? l->datt : l->att + row * C;
+
+	be->gemm(m->prec, 0, 1, n, 3 * C, C, 1.0f, x, C, pw(m, l->w), C, 0.0f, qkv, 3 * C);
+	be->bias_act(qkv, pw(m, l->b), n, 3 * C, DLT_ACT_NONE, 0.0f);
+	if (!sp->pos) {
+		be->attention_decode(l->qkv + (size_t)sp->seq * seq_qkv, att, sp->p0, n, C, l->heads);
+	} else {
+		for (int i = 0; i < n; i++) {
+			float *cache = l->qkv + (size_t)sp->seqs[i] * seq_qkv;
+			be->copy(cache + (size_t)sp->pos[i] * 3 * C, qkv + (size_t)i * 3 * C,
+				 (size_t)3 * C * sizeof(float));
+			be->attention_decode(cache, att + (size_t)i * C, sp->pos[i], 1, C, l->heads);
+		}
+	}
+	be->gemm(m->prec, 0, 1, n, C, C, 1.0f, att, C, pw(m, l->w2), C, 0.0f, y, C);
+	be->bias_act(y, pw(m, l->b2), n, C, DLT_ACT_NONE, 0.0f);
+}
+
+/* Op l on the rows of a span: forward_op's arithmetic on those rows.
+ * Returns the tensor it wrote, -1 if none. */
+static int row_forward(dlt_model *m, dlt_layer *l, const span *sp)
+{
+	const dlt_backend *be = m->be;
+	const size_t r0 = span_row(m, sp);
+	int n = sp->n, win = (int)width(m, l->in), wout = (int)width(m, l->out);
+	const float *x = dlt_tensor_a(m, l->in) + r0 * win;
+	float *y = dlt_tensor_a(m, l->out) + r0 * wout;
 
 	switch (l->kind) {
 	case DLT_LAYER_EMBEDDING:
@@ -293,7 +342,18 @@ static int row_forward(dlt_model *m, dlt_layer *l, int r0, int r1)
 				      (int)m->params[l->w].dims[1], (int)m->params[l->w].dims[0]);
 		break;
 	case DLT_LAYER_POSITIONAL:
-		be->positional_forward(x, pw(m, l->w) + (size_t)r0 * win, y, 1, n, win);
+		if (!sp->pos) {
+			be->positional_forward(x, pw(m, l->w) + (size_t)sp->p0 * win, y, 1, n, win);
+			break;
+		}
+		/* packed rows: a call for each run of rows at one position */
+		for (int i = 0, j; i < n; i = j) {
+			for (j = i + 1; j < n && sp->pos[j] == sp->pos[i]; j++)
+				;
+			be->positional_forward(x + (size_t)i * win, pw(m, l->w) +
+					       (size_t)sp->pos[i] * win, y + (size_t)i * win, j - i,
+					       1, win);
+		}
 		break;
 	case DLT_LAYER_LAYERNORM:
 		be->layernorm_forward(x, pw(m, l->w), pw(m, l->b), y, l->mean + r0,
@@ -304,23 +364,16 @@ static int row_forward(dlt_model *m, dlt_layer *l, int r0, int r1)
 		if (l->b >= 0 || l->act != DLT_ACT_NONE)
 			be->bias_act(y, pw(m, l->b), n, wout, l->act, l->slope);
 		break;
-	case DLT_LAYER_ATTENTION: {
-		int C = win;
-		float *qkv = l->qkv + (size_t)r0 * 3 * C, *att = l->att + (size_t)r0 * C;
-		be->gemm(m->prec, 0, 1, n, 3 * C, C, 1.0f, x, C, pw(m, l->w), C, 0.0f, qkv, 3 * C);
-		be->bias_act(qkv, pw(m, l->b), n, 3 * C, DLT_ACT_NONE, 0.0f);
-		be->attention_decode(l->qkv, att, r0, n, C, l->heads);
-		be->gemm(m->prec, 0, 1, n, C, C, 1.0f, att, C, pw(m, l->w2), C, 0.0f, y, C);
-		be->bias_act(y, pw(m, l->b2), n, C, DLT_ACT_NONE, 0.0f);
+	case DLT_LAYER_ATTENTION:
+		attention_span(m, l, sp, x, y);
 		break;
-	}
 	case DLT_LAYER_DROPOUT:	/* evaluation: the identity */
 		be->copy(y, x, (size_t)n * win * sizeof(*y));
 		break;
 	case DLT_OP_FORK:
 		return -1;
 	case DLT_OP_ADD:
-		be->add(x, dlt_tensor_a(m, l->in2) + (size_t)r0 * win, y, (size_t)n * win);
+		be->add(x, dlt_tensor_a(m, l->in2) + r0 * win, y, (size_t)n * win);
 		break;
 	default:	/* an activation */
 		if (l->fused)
@@ -330,43 +383,61 @@ static int row_forward(dlt_model *m, dlt_layer *l, int r0, int r1)
 	return l->out;
 }
 
-/* The model on positions [r0, r1) of batch row 0, whose ids are in the
- * input; the logits of position r1 - 1 to x->logits. */
-static void run_rows(dlt_infer *x, int r0, int r1)
+/* The model on a span, its ids in the input; the logits of its last row
+ * (a sequence's) or of each row (packed) to the sequences' x->logits */
+static void run_span(dlt_infer *x, const span *sp)
 {
 	dlt_model *m = &x->m;
+	const size_t r0 = span_row(m, sp), V = x->V;
+	const float *out = dlt_tensor_a(m, m->n_t - 1);
+
 	for (int i = 0; i < m->n_layers; i++) {
-		int t = row_forward(m, &m->layers[i], r0, r1);
+		int t = row_forward(m, &m->layers[i], sp);
 		size_t w;
 		if (t < 0 || m->prec == DLT_PREC_F32)
 			continue;
 		w = width(m, t);
-		m->be->round(dlt_tensor_a(m, t) + (size_t)r0 * w, (size_t)(r1 - r0) * w, m->prec);
+		m->be->round(dlt_tensor_a(m, t) + r0 * w, (size_t)sp->n * w, m->prec);
 	}
-	m->be->download(x->logits, dlt_tensor_a(m, m->n_t - 1) + (size_t)(r1 - 1) * x->V,
-			x->V * sizeof(float));
+	if (!sp->pos) {
+		m->be->download(x->logits + (size_t)sp->seq * V, out + (r0 + sp->n - 1) * V,
+				V * sizeof(float));
+		return;
+	}
+	/* a download for each run of rows of consecutive sequences */
+	for (int i = 0, j; i < sp->n; i = j) {
+		for (j = i + 1; j < sp->n && sp->seqs[j] == sp->seqs[i] + (j - i); j++)
+			;
+		m->be->download(x->logits + (size_t)sp->seqs[i] * V, out + (size_t)i * V,
+				(size_t)(j - i) * V * sizeof(float));
+	}
 }
 
-/* ids[0..n) to positions [r0, r0 + n) of the input's batch row 0 */
-static void put_ids(dlt_infer *x, const uint32_t *ids, int r0, int n)
+/* ids[0..n) to rows [r0, r0 + n) of the input */
+static void put_ids(dlt_infer *x, const uint32_t *ids, size_t r0, int n)
 {
 	for (int i = 0; i < n; i++)
 		x->in[i] = (int32_t)ids[i];
 	x->m.be->upload((int32_t *)dlt_model_input(&x->m) + r0, x->in, (size_t)n * sizeof(int32_t));
 }
 
-/* The reference: the whole model over the window ids[0..n), n <= T,
- * padded with id 0; the logits of position n - 1. */
-static int run_window(dlt_infer *x, const uint32_t *ids, int n)
+/* The reference: the whole model over the windows of n_seq sequences in
+ * one batch, window b (w[b] <= T ids at ids[b]) in batch row b padded
+ * with id 0; the logits of each window's last position. */
+static int run_windows(dlt_infer *x, int n_seq, const uint32_t *const *ids, const int *w)
 {
 	dlt_model *m = &x->m;
-	for (int i = 0; i < x->T; i++)
-		x->in[i] = i < n ? (int32_t)ids[i] : 0;
-	m->be->upload(dlt_model_input(m), x->in, (size_t)x->T * sizeof(int32_t));
-	if (!dlt_model_forward(m, 1, 0, 0))
+	const size_t T = (size_t)x->T, V = x->V;
+	const float *out;
+	for (int b = 0; b < n_seq; b++)
+		for (size_t i = 0; i < T; i++)
+			x->in[b * T + i] = i < (size_t)w[b] ? (int32_t)ids[b][i] : 0;
+	m->be->upload(dlt_model_input(m), x->in, (size_t)n_seq * T * sizeof(int32_t));
+	if (!(out = dlt_model_forward(m, n_seq, 0, 0)))
 		return DLT_EINPUT;
-	m->be->download(x->logits, dlt_tensor_a(m, m->n_t - 1) + (size_t)(n - 1) * x->V,
-			x->V * sizeof(float));
+	for (int b = 0; b < n_seq; b++)
+		m->be->download(x->logits + (size_t)b * V, out + ((size_t)b * T + w[b] - 1) * V,
+				V * sizeof(float));
 	return 0;
 }
 
@@ -427,21 +498,26 @@ static void select_top(const float *z, uint32_t *idx, size_t n, size_t k)
 	qsort_r(idx, k, sizeof(*idx), by_logit, (void *)z);
 }
 
-/* A uniform double in [0, 1), 53 bits of Philox(seed, position) */
-static double uniform(uint64_t seed, uint64_t pos)
+/* A uniform double in [0, 1), 53 bits of Philox(seed) at block
+ * position of stream: where the stream is 0, the first two words of
+ * dlt_rng_init(seed, position)'s first block (the position in the
+ * block's high half), so a sequence of stream 0 gets the text it got
+ * before there were streams */
+static double uniform(uint64_t seed, uint64_t stream, uint64_t pos)
 {
-	dlt_rng r;
+	uint32_t c[4];
 	uint64_t a, b;
-	dlt_rng_init(&r, seed, pos);
-	a = dlt_rng_u32(&r) >> 5;
-	b = dlt_rng_u32(&r) >> 6;
+	dlt_philox_block(seed, stream, pos << 32 | pos >> 32, c);
+	a = c[0] >> 5;
+	b = c[1] >> 6;
 	return ((double)a * 67108864.0 + (double)b) / 9007199254740992.0;
 }
 
-/* The token after position pos - 1, from x->logits */
-static uint32_t pick(dlt_infer *x, const dlt_sampling *s, uint64_t pos)
+/* The token after position pos - 1 of the sequence of stream, from its
+ * logits z */
+static uint32_t pick(dlt_infer *x, const dlt_sampling *s, const float *z, uint64_t stream,
+		     uint64_t pos)
 {
-	const float *z = x->logits;
 	size_t n = x->n_sample, k = n;
 	double total = 0, u, mx;
 	uint32_t best = 0;
@@ -466,7 +542,7 @@ static uint32_t pick(dlt_infer *x, const dlt_sampling *s, uint64_t pos)
 		x->w[i] = v == -INFINITY ? 0 : exp(((double)v - mx) / s->temperature);
 		total += x->w[i];
 	}
-	u = uniform(s->seed, pos) * total;
+	u = uniform(s->seed, stream, pos) * total;
 	for (size_t i = 0; i < k; i++) {
 		if (u < x->w[i])
 			return x->cand[i];
@@ -506,62 +582,176 @@ static int lm_ready(const dlt_infer *x)
 	return dlt_infer_need_lm(x);
 }
 
-int dlt_infer_generate(dlt_infer *x, const uint32_t *prompt, size_t n, size_t n_new,
-		       const dlt_sampling *s, dlt_infer_token_fn fn, void *arg)
+/* A generation in progress: its sequences, and room for a step's */
+typedef struct gen {
+	int n_seq;
+	struct gen_seq {
+		uint32_t *ids;	/* its prompt, then its new tokens */
+		size_t len;	/* ids so far */
+		size_t cached;	/* positions of its cache filled */
+	} *g;
+	uint32_t *ids;		/* the sequences' ids, one block */
+	int *seqs, *pos;	/* n_seq: the packed span's rows */
+	const uint32_t **win;	/* n_seq: the reference's windows */
+} gen;
+
+static void gen_free(gen *q)
 {
-	const int T = x->T;
-	uint32_t *seq;
-	size_t len = n, cached = 0;	/* positions of the cache filled */
-	int rc = 0;
+	free(q->g);
+	free(q->ids);
+	free(q->seqs);
+	free(q->win);
+}
+
+/* The arguments checked, each prompt copied to a buffer with room for
+ * its new tokens: all a generation allocates */
+static int gen_start(dlt_infer *x, gen *q, const uint32_t *const *prompts, const size_t *n,
+		     size_t n_new, const dlt_sampling *s)
+{
+	const int n_seq = q->n_seq;
+	size_t total = 0;
+	char what[32];
 
 	DLT_TRY_RC(lm_ready(x));
-	if (n == 0)
-		return dlt_error(DLT_EINPUT, "an empty prompt: give at least one token");
+	if (n_seq < 1 || n_seq > x->m.max_batch)
+		return dlt_error(DLT_EINPUT, "%d sequences, but %s is loaded for batches of 1 to %d",
+				 n_seq, x->path, x->m.max_batch);
 	if (!(s->temperature >= 0) || !isfinite(s->temperature) || s->top_k < 0)
 		return dlt_error(DLT_EINPUT, "bad sampling: temperature %g, top-k %d",
 				 s->temperature, s->top_k);
-	DLT_TRY_RC(check_ids(x, prompt, n, "prompt"));
-	if (n_new == 0)
-		return 0;
-	if (n + n_new < n || !(seq = dlt_calloc(n + n_new, sizeof(*seq))))
+	for (int b = 0; b < n_seq; b++) {
+		if (n[b] == 0 && n_seq == 1)
+			return dlt_error(DLT_EINPUT, "an empty prompt: give at least one token");
+		if (n[b] == 0)
+			return dlt_error(DLT_EINPUT, "prompt %d of the batch is empty: give at least "
+					 "one token", b);
+		snprintf(what, sizeof(what), n_seq == 1 ? "prompt" : "prompt %d", b);
+		DLT_TRY_RC(check_ids(x, prompts[b], n[b], what));
+		if (n[b] + n_new < n_new || total + n[b] + n_new < total)
+			return DLT_ENOMEM;
+		total += n[b] + n_new;
+	}
+	if (!(q->g = dlt_calloc((size_t)n_seq, sizeof(*q->g))) ||
+	    !(q->ids = dlt_malloc(total * sizeof(*q->ids))) ||
+	    !(q->seqs = dlt_malloc((size_t)n_seq * 2 * sizeof(*q->seqs))) ||
+	    !(q->win = dlt_malloc((size_t)n_seq * sizeof(*q->win))))
 		return DLT_ENOMEM;
-	memcpy(seq, prompt, n * sizeof(*seq));
-	for (size_t i = 0; i < n_new; i++) {
-		size_t start = len > (size_t)T ? len - (size_t)T : 0, w = len - start;
-		uint32_t id;
-		const uint8_t *bytes;
-		size_t blen;
-		if (s->recompute || !x->cache) {
-			DLT_TRY(run_window(x, seq + start, (int)w));
-		} else if (start == 0 && cached > 0) {
+	q->pos = q->seqs + n_seq;
+	total = 0;
+	for (int b = 0; b < n_seq; b++) {
+		q->g[b].ids = q->ids + total;
+		q->g[b].len = n[b];
+		memcpy(q->g[b].ids, prompts[b], n[b] * sizeof(*q->ids));
+		total += n[b] + n_new;
+	}
+	return 0;
+}
+
+/* The logits of every sequence's next token, over the cache: a sequence
+ * whose window moved (or its prompt) runs on its own rows, then the
+ * others' one new position each, packed in one span */
+static void gen_cached(dlt_infer *x, gen *q)
+{
+	const size_t T = (size_t)x->T;
+	span sp = { .seqs = q->seqs, .pos = q->pos };
+
+	for (int b = 0; b < q->n_seq; b++) {
+		struct gen_seq *g = &q->g[b];
+		size_t start = g->len > T ? g->len - T : 0, w = g->len - start;
+		if (start == 0 && g->cached > 0) {
 			/* one position more: the cache holds the ones before */
-			put_ids(x, seq + len - 1, (int)cached, 1);
-			run_rows(x, (int)cached, (int)len);
-			cached = len;
+			q->seqs[sp.n] = b;
+			q->pos[sp.n++] = (int)g->cached;
+			g->cached = g->len;
 		} else {
 			/* the prompt, or a window that moved: its positions shift */
-			put_ids(x, seq + start, 0, (int)w);
-			run_rows(x, 0, (int)w);
-			cached = w;
+			span one = { .seq = b, .p0 = 0, .n = (int)w };
+			put_ids(x, g->ids + start, (size_t)b * T, (int)w);
+			run_span(x, &one);
+			g->cached = w;
 		}
+	}
+	if (sp.n == 0)
+		return;
+	for (int i = 0; i < sp.n; i++) {
+		const struct gen_seq *g = &q->g[q->seqs[i]];
+		x->in[i] = (int32_t)g->ids[g->len - 1];
+	}
+	x->m.be->upload(dlt_model_input(&x->m), x->in, (size_t)sp.n * sizeof(int32_t));
+	run_span(x, &sp);
+}
+
+/* The reference's logits: the windows of all sequences in one batch */
+static int gen_windows(dlt_infer *x, gen *q)
+{
+	const size_t T = (size_t)x->T;
+	for (int b = 0; b < q->n_seq; b++) {
+		size_t start = q->g[b].len > T ? q->g[b].len - T : 0;
+		q->win[b] = q->g[b].ids + start;
+		q->pos[b] = (int)(q->g[b].len - start);
+	}
+	return run_windows(x, q->n_seq, q->win, q->pos);
+}
+
+int dlt_infer_generate_batch(dlt_infer *x, int n_seq, const uint32_t *const *prompts,
+			     const size_t *n, size_t n_new, const dlt_sampling *s,
+			     dlt_infer_seq_fn fn, void *arg)
+{
+	gen q = { .n_seq = n_seq };
+	int rc;
+
+	DLT_TRY(gen_start(x, &q, prompts, n, n_new, s));
+	for (size_t i = 0; i < n_new; i++) {
+		if (s->recompute || !x->cache)
+			DLT_TRY(gen_windows(x, &q));
+		else
+			gen_cached(x, &q);
 		if (dlt_model_error(&x->m)) {
 			rc = dlt_error(DLT_EIO, "%s: %s", x->m.be->name, dlt_model_error(&x->m));
 			goto fail;
 		}
-		id = pick(x, s, len);
-		seq[len++] = id;
-		bytes = dlt_tokenizer_token(x->tok, id, &blen);
-		DLT_TRY(fn(arg, id, bytes, blen, logprob(x->logits, x->V, id)));
+		for (int b = 0; b < n_seq; b++) {
+			struct gen_seq *g = &q.g[b];
+			const float *z = x->logits + (size_t)b * x->V;
+			uint32_t id = pick(x, s, z, s->stream + (uint64_t)b, g->len);
+			const uint8_t *bytes;
+			size_t blen;
+			g->ids[g->len++] = id;
+			bytes = dlt_tokenizer_token(x->tok, id, &blen);
+			x->last = b;
+			DLT_TRY(fn(arg, b, id, bytes, blen, logprob(z, x->V, id)));
+		}
 	}
 	rc = 0;
 fail:
-	free(seq);
+	gen_free(&q);
 	return rc;
+}
+
+/* dlt_infer_generate's callback, through the batch's */
+typedef struct one_fn {
+	dlt_infer_token_fn fn;
+	void *arg;
+} one_fn;
+
+static int call_one(void *arg, int seq, uint32_t id, const uint8_t *bytes, size_t len,
+		    double logprob)
+{
+	one_fn *o = arg;
+	(void)seq;
+	return o->fn(o->arg, id, bytes, len, logprob);
+}
+
+int dlt_infer_generate(dlt_infer *x, const uint32_t *prompt, size_t n, size_t n_new,
+		       const dlt_sampling *s, dlt_infer_token_fn fn, void *arg)
+{
+	one_fn o = { fn, arg };
+	return dlt_infer_generate_batch(x, 1, &prompt, &n, n_new, s, call_one, &o);
 }
 
 const float *dlt_infer_logits(const dlt_infer *x)
 {
-	return x->logits;
+	return x->logits + (size_t)x->last * x->V;
 }
 
 /* ---- scoring ---- */

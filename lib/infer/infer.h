@@ -5,23 +5,30 @@
  * generation and the scoring of new text.
  *
  * Generation runs the model a position at a time over a KV cache: the
- * model's own activations of one sequence (batch row 0) are the cache,
+ * model's own activations of a sequence (its batch row) are the cache,
  * every op but attention is per position and runs on the new row alone,
  * and attention's queries, keys and values of the positions before stay
  * in its qkv buffer, so a new token costs one position
- * (attention_decode, kernels.h, for the one query).  Past the context
- * length T the positions shift, so the cache is recomputed over the last
- * T tokens for each new token: the model never sees more than T, as in
- * training.  The reference (dlt_sampling.recompute) runs the whole model
- * over the last min(len, T) tokens for every token, padded with id 0 (the
- * attention is causal, so the padding after the last real position
+ * (attention_decode, kernels.h, for the one query).  A batch of
+ * sequences makes a token of each a step: their new rows packed
+ * together, so each GEMM runs once on the B rows, and each sequence's
+ * query attends over its own cache.  Past the context length T the
+ * positions shift, so the cache is recomputed over the last T tokens for
+ * each new token: the model never sees more than T, as in training.  The
+ * reference (dlt_sampling.recompute) runs the whole model over the last
+ * min(len, T) tokens of every sequence for every token, padded with id 0
+ * (the attention is causal, so the padding after the last real position
  * changes nothing before it); both give the same tokens.
  *
  * Sampling is on the host, from the logits of the last position: greedy
  * (temperature 0) or softmax at a temperature over the k most likely
  * tokens (a partial selection, not a sort of the vocabulary) or over all,
- * with a uniform number from Philox(seed, position): the same seed and
- * prompt give the same text on every run. */
+ * with a uniform number from Philox(seed) at (stream, position): the
+ * same seed, stream and prompt give the same text on every run.
+ * Sequence i of a batch draws from stream s.stream + i, and every op
+ * computes a row on its own, so it gets the tokens of generating it
+ * alone with that stream (on the CPU bit for bit; a GPU's GEMM may round
+ * another way for another number of rows). */
 #ifndef DLT_INFER_H
 #define DLT_INFER_H
 
@@ -78,14 +85,26 @@ typedef struct dlt_sampling {
 	double temperature;	/* 0: the most likely token (greedy), else > 0 */
 	int top_k;		/* sample among the k most likely; 0: all */
 	uint64_t seed;
+	uint64_t stream;	/* the random stream (of a batch's first sequence) */
 	int recompute;		/* the reference path: no KV cache */
 } dlt_sampling;
 
 /* n_new tokens after the n of prompt (n >= 1, each below the vocabulary). */
 int dlt_infer_generate(dlt_infer *ctx, const uint32_t *prompt, size_t n, size_t n_new,
 		       const dlt_sampling *s, dlt_infer_token_fn fn, void *arg);
+
+/* dlt_infer_token_fn for a token of sequence seq of a batch */
+typedef int (*dlt_infer_seq_fn)(void *arg, int seq, uint32_t id, const uint8_t *bytes,
+				size_t len, double logprob);
+/* n_seq sequences as one batch (1 to the loaded max_batch): n_new tokens
+ * after each of prompts[i] (n[i] >= 1 ids); a step makes one token of
+ * every sequence, passed to fn in the sequences' order.  Memory is
+ * allocated once, not a token. */
+int dlt_infer_generate_batch(dlt_infer *ctx, int n_seq, const uint32_t *const *prompts,
+			     const size_t *n, size_t n_new, const dlt_sampling *s,
+			     dlt_infer_seq_fn fn, void *arg);
 /* The logits that the last token was drawn from (host memory, vocab
- * floats), for the callback */
+ * floats; those of the token's sequence), for the callback */
 const float *dlt_infer_logits(const dlt_infer *ctx);
 
 /* The loss of n ids (n >= 2) under the model, every token after the

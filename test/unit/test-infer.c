@@ -1,7 +1,8 @@
 /* lib/infer: generation over the KV cache gives the tokens (and, to
  * rounding, the logits) of recomputing the whole window for each token,
  * greedy and sampled, before and past the context length; a seed gives
- * the same text again; top-k 1 is greedy; scoring's windows; bad input.
+ * the same text again; top-k 1 is greedy; a batch's sequences are their
+ * runs alone, each with its stream; scoring's windows; bad input.
  * Models are small random GPTs written to model files here.
  *
  *   test-infer --write-model PATH KIND
@@ -272,6 +273,103 @@ static void test_generate(void)
 	dlt_infer_close(x);
 }
 
+/* ---- batches ---- */
+
+#define NSEQ 5
+
+typedef struct batch_runs {
+	run r[NSEQ];
+} batch_runs;
+
+static int collect_seq(void *arg, int seq, uint32_t id, const uint8_t *bytes, size_t len,
+		       double logprob)
+{
+	batch_runs *b = arg;
+	return collect(&b->r[seq], id, bytes, len, logprob);
+}
+
+static int generate_batch(dlt_infer *x, batch_runs *br, int n_seq, const uint32_t *const *p,
+			  const size_t *n, size_t n_new, const dlt_sampling *s)
+{
+	for (int i = 0; i < n_seq && i < NSEQ; i++) {	/* more: refused before a token */
+		free(br->r[i].logits);
+		memset(&br->r[i], 0, sizeof(br->r[i]));
+		br->r[i].x = x;
+		if (!(br->r[i].logits = malloc(n_new * dlt_infer_vocab(x) * sizeof(float))))
+			return DLT_ENOMEM;
+	}
+	return dlt_infer_generate_batch(x, n_seq, p, n, n_new, s, collect_seq, br);
+}
+
+/* Sequence i of a batch is the run of its prompt alone with stream
+ * s.stream + i: the same tokens, log-probabilities and logits, to the
+ * bit, over the cache and on the reference path; prompts of other
+ * lengths (one longer than the context), sliding past it */
+static void test_batch(void)
+{
+	static const struct { double temp; int k; uint64_t seed, stream; } how[] = {
+		{ 0, 0, 0, 0 }, { 1.0, 0, 7, 0 }, { 0.8, 5, 11, 3 },
+	};
+	static const size_t n[NSEQ] = { 3, 1, 20, 7, 3 };
+	uint32_t ids[NSEQ][20];
+	const uint32_t *p[NSEQ];
+	batch_runs br = { 0 };
+	run one = { 0 };
+	dlt_infer *x;
+	uint32_t V;
+
+	if (!ok_rc(dlt_infer_open(&x, tpath("gpt.dlt")), 0, "opened for batches") ||
+	    !ok_rc(dlt_infer_load(x, dlt_backend_cpu(), NSEQ, 0), 0, "loaded for %d", NSEQ))
+		return;
+	V = dlt_infer_vocab(x);
+	for (int i = 0; i < NSEQ; i++) {
+		for (size_t j = 0; j < n[i]; j++)
+			ids[i][j] = (uint32_t)((i == 4 ? 0 : i) * 11 + j * 37 + 5) % 256;
+		p[i] = ids[i];
+	}
+	for (int recompute = 0; recompute < 2; recompute++)
+		for (size_t h = 0; h < sizeof(how) / sizeof(how[0]); h++) {
+			dlt_sampling s = { .temperature = how[h].temp, .top_k = how[h].k,
+					   .seed = how[h].seed, .stream = how[h].stream,
+					   .recompute = recompute };
+			int same = 1, rc = generate_batch(x, &br, NSEQ, p, n, 30, &s);
+			if (!ok_rc(rc, 0, "a batch of %d, temperature %g top-k %d%s", NSEQ,
+				   how[h].temp, how[h].k, recompute ? ", recomputing" : ""))
+				continue;
+			for (int i = 0; i < NSEQ; i++) {
+				dlt_sampling s1 = s;
+				s1.stream = s.stream + (uint64_t)i;
+				free(one.logits);
+				memset(&one, 0, sizeof(one));
+				one.x = x;
+				one.logits = malloc(30 * (size_t)V * sizeof(float));
+				rc = dlt_infer_generate(x, p[i], n[i], 30, &s1, collect, &one);
+				if (rc < 0 || !same_ids(&br.r[i], &one) ||
+				    memcmp(br.r[i].lp, one.lp, 30 * sizeof(one.lp[0])) ||
+				    memcmp(br.r[i].logits, one.logits, 30 * (size_t)V * sizeof(float))) {
+					diag("sequence %d: first difference at token %d", i,
+					     first_diff(&br.r[i], &one));
+					same = 0;
+				}
+			}
+			ok(same, "... each sequence is its run alone with its stream, to the bit");
+			if (how[h].temp > 0)
+				ok(!same_ids(&br.r[0], &br.r[4]), "... the same prompt in another "
+				   "stream gives other tokens");
+		}
+	ok(generate_batch(x, &br, NSEQ + 1, (const uint32_t *[NSEQ + 1]){ 0 },
+			  (size_t[NSEQ + 1]){ 0 }, 3, &(dlt_sampling){ 0 }) == DLT_EINPUT,
+	   "a batch larger than the loaded one is refused");
+	ok_msg("6 sequences, but", "... saying so");
+	ok(generate_batch(x, &br, 2, p, (size_t[2]){ 3, 0 }, 3, &(dlt_sampling){ 0 }) ==
+	   DLT_EINPUT, "an empty prompt in a batch is refused");
+	ok_msg("prompt 1 of the batch is empty", "... naming it");
+	for (int i = 0; i < NSEQ; i++)
+		free(br.r[i].logits);
+	free(one.logits);
+	dlt_infer_close(x);
+}
+
 static int score(const char *path, int batch, const uint32_t *ids, size_t n, dlt_score *r)
 {
 	dlt_infer *x;
@@ -403,6 +501,28 @@ static void test_cuda(void)
 	d = logit_diff(&a, &b, 257);
 	if (!ok(d < 1e-4, "... and its logits within 1e-4"))
 		diag("worst relative difference %g", d);
+	{	/* a batch there: its GEMMs on more rows may round otherwise */
+		static const size_t n[3] = { 4, 1, 20 };
+		const uint32_t *p[3] = { prompt, prompt + 2, NULL };
+		uint32_t long_p[20];
+		batch_runs br = { 0 };
+		int same = 1;
+		double worst = 0;
+		for (int i = 0; i < 20; i++)
+			long_p[i] = (uint32_t)(i * 13 + 7) % 256;
+		p[2] = long_p;
+		ok_rc(generate_batch(x, &br, 3, p, n, 30, &(dlt_sampling){ 0 }), 0,
+		      "%s: a batch of 3, greedy, past the context", be->name);
+		for (int i = 0; i < 3; i++) {
+			generate(x, &a, p[i], n[i], 30, 0, 0, 0, 0);
+			same &= same_ids(&br.r[i], &a);
+			worst = fmax(worst, logit_diff(&br.r[i], &a, 257));
+			free(br.r[i].logits);
+		}
+		ok(same, "... each sequence's tokens are its run alone");
+		if (!ok(worst < 1e-5, "... and its logits within 1e-5"))
+			diag("worst relative difference %g", worst);
+	}
 	free(a.logits);
 	free(b.logits);
 	dlt_infer_close(x);
@@ -418,6 +538,7 @@ int main(int argc, char **argv)
 		return rc < 0;
 	}
 	test_generate();
+	test_batch();
 	test_score();
 	test_errors();
 	test_cuda();
