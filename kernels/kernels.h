@@ -267,6 +267,13 @@ typedef struct dlt_backend {
 	 * machines differ): "dlt-avx2", "dlt-avx512-bf16", "openblas" ...;
 	 * NULL: nothing to say */
 	const char *(*gemm_name)(int prec);
+	/* Generation multiplies a few rows by the same weights token after
+	 * token: hold_weights(1) promises that gemm's B operands keep their
+	 * values until hold_weights(0), so the backend may keep them in its
+	 * own layout between calls (the CPU its packed panels: a batch of 1
+	 * would spend most of a GEMM packing B).  The same bits either way.
+	 * NULL: nothing to gain. */
+	void (*hold_weights)(int on);
 } dlt_backend;
 
 const dlt_backend *dlt_backend_cpu(void);

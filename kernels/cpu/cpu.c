@@ -386,7 +386,7 @@ static const dlt_backend cpu_backend = {
 	.host_alloc = dlt_host_alloc,
 	.host_free = dlt_host_free,
 	.upload_async = dlt_host_copy,
-	.gemm = dlt_cpu_sgemm,
+	.gemm = dlt_cpu_gemm_weights,
 	.bias_act = cpu_bias_act,
 	.act_forward = cpu_act_forward,
 	.act_backward = cpu_act_backward,
@@ -425,6 +425,7 @@ static const dlt_backend cpu_backend = {
 	.attention_decode = dlt_cpu_attention_decode,
 	.set_threads = dlt_cpu_set_threads,
 	.gemm_name = dlt_cpu_gemm_prec_name,
+	.hold_weights = dlt_cpu_hold_weights,
 };
 
 const dlt_backend *dlt_backend_cpu(void)

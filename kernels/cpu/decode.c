@@ -12,8 +12,9 @@
 /* Below this much work (query-head pairs times keys) one thread does it */
 #define PAR_MIN 8192
 
-__attribute__((target_clones("avx2", "default")))
-static float dot_f(const float *a, const float *b, int n)
+/* The helpers are inlined into decode_one's clones: called per key
+ * through target_clones' dispatch, they took half of a batch's step */
+static inline __attribute__((always_inline)) float dot_f(const float *a, const float *b, int n)
 {
 	float s = 0.0f;
 	#pragma omp simd reduction(+:s)
@@ -22,22 +23,24 @@ static float dot_f(const float *a, const float *b, int n)
 	return s;
 }
 
-__attribute__((target_clones("avx2", "default")))
-static void axpy_f(float *y, float a, const float *x, int n)
+static inline __attribute__((always_inline)) void axpy_f(float *y, float a, const float *x,
+							 int n)
 {
 	#pragma omp simd
 	for (int c = 0; c < n; c++)
 		y[c] += a * x[c];
 }
 
-static void scale_f(float *y, float a, int n)
+static inline __attribute__((always_inline)) void scale_f(float *y, float a, int n)
 {
+	#pragma omp simd
 	for (int c = 0; c < n; c++)
 		y[c] *= a;
 }
 
 /* One query (row t) of one head: base points at the head's columns of
  * row 0, o at the query's D outputs */
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static void decode_one(const float *base, float *o, int t, int C, int D, float scale)
 {
 	float s[KCHUNK], m = -INFINITY, l = 0.0f;

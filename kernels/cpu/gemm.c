@@ -501,6 +501,7 @@ typedef struct gemm_args {
 	int lda, ldb;
 	long ldc, cs;		/* C's element (i, j) is C[i ldc + j cs] */
 	int prec;		/* enum dlt_prec: A and B are rounded to it */
+	int weights;		/* B is the table's weights, which may be held */
 } gemm_args;
 
 /* bf16 by dlt_round_bf16's integer steps, 8 lanes at a time */
@@ -608,9 +609,66 @@ static int a_in_place(const impl *im, const gemm_args *g, int cols)
 	return im->ukr_sa && g->prec == DLT_PREC_F32 && cols <= 1024 && g->lda % 1024 != 0;
 }
 
+/* ---- weights held: B's panels packed once (dlt_cpu_hold_weights) ---- */
+
+typedef struct held_entry {
+	const float *B;
+	int tB, ldb, K, N, prec, nr, simd;
+	float *panels;
+} held_entry;
+
+/* The held weights: set and read by the thread that calls the backend
+ * table (generation's), never by the ones of a parallel loop */
+#define MAX_HELD 512
+static held_entry held_b[MAX_HELD];
+static int n_held, holding;
+
+void dlt_cpu_hold_weights(int on)
+{
+	holding = on;
+	if (!on) {
+		for (int i = 0; i < n_held; i++)
+			free(held_b[i].panels);
+		n_held = 0;
+	}
+}
+
+/* g's B as gemm_block packs it, every slice of K and every column: the
+ * slice at pc from round_up(N, NR) pc on, column j's panel j kc into it;
+ * packed on the first call while weights are held, NULL when they are
+ * not (or no memory: then gemm_block packs as always). */
+static const float *held_panels(const impl *im, const gemm_args *g)
+{
+	const float *p = NULL;
+	int kcmax = kc_step(g->K);
+	size_t npad = round_up((size_t)g->N, im->nr);
+	for (int i = 0; !p && i < n_held; i++) {
+		const held_entry *h = &held_b[i];
+		if (h->B == g->B && h->tB == g->tB && h->ldb == g->ldb && h->K == g->K &&
+		    h->N == g->N && h->prec == g->prec && h->nr == im->nr && h->simd == im->simd_pack)
+			p = h->panels;
+	}
+	if (!p && n_held < MAX_HELD) {
+		float *dst = aligned_alloc(64, round_up((npad * g->K + 16) * sizeof(float), 64));
+		for (int pc = 0; dst && pc < g->K; pc += kcmax) {
+			int kc = min_i(kcmax, g->K - pc);
+			pack_b(im->nr, im->simd_pack, g->tB, g->B, g->ldb, pc, kc, 0, g->N,
+			       dst + npad * pc);
+			round_panel(dst + npad * pc, npad * kc, g->prec);
+		}
+		if (dst)
+			held_b[n_held++] = (held_entry){ g->B, g->tB, g->ldb, g->K, g->N, g->prec, im->nr,
+						   im->simd_pack, dst };
+		p = dst;
+	}
+	return p;
+}
+
 /* Rows i0 .. i1, columns j0 .. j1 of C.  A's panels packed, or read where
- * they lie but for one short of MR rows (a_in_place); the same sums. */
-static void gemm_block(const impl *im, const gemm_args *g, int i0, int i1, int j0, int j1)
+ * they lie but for one short of MR rows (a_in_place); B's packed, or
+ * held's (held_panels); the same sums. */
+static void gemm_block(const impl *im, const gemm_args *g, const float *held, int i0, int i1,
+		       int j0, int j1)
 {
 	int mr = im->mr, nr = im->nr, kcmax = kc_step(g->K), simd = im->simd_pack;
 	int a_in = a_in_place(im, g, j1 - j0);
@@ -628,8 +686,12 @@ static void gemm_block(const impl *im, const gemm_args *g, int i0, int i1, int j
 		for (int pc = 0; pc < g->K; pc += kcmax) {
 			int kc = min_i(kcmax, g->K - pc);
 			int upd = pc ? UPD_ADD : g->beta == 0.0f ? UPD_ZERO : UPD_BETA;
-			pack_b(nr, simd, g->tB, g->B, g->ldb, pc, kc, jc, nc, bp);
-			round_panel(bp, round_up(nc, nr) * kc, g->prec);
+			if (held) {
+				bp = (float *)held + round_up((size_t)g->N, nr) * pc + (size_t)jc * kc;
+			} else {
+				pack_b(nr, simd, g->tB, g->B, g->ldb, pc, kc, jc, nc, bp);
+				round_panel(bp, round_up(nc, nr) * kc, g->prec);
+			}
 			for (int ic = i0; ic < i1; ic += MC) {
 				/* rows from full_m are packed, at ap */
 				int mc = min_i(MC, i1 - ic), full_m = a_in ? mc / mr * mr : 0;
@@ -703,17 +765,18 @@ static void gemm_ours(const impl *im, const gemm_args *g0)
 	 * logits).  Each element gets the same products in the same order,
 	 * so the same bits. */
 	gemm_args gt = { !g0->tB, !g0->tA, g0->N, g0->M, g0->K, g0->alpha, g0->beta, g0->B,
-			 g0->A, g0->C, g0->ldb, g0->lda, g0->cs, g0->ldc, g0->prec };
+			 g0->A, g0->C, g0->ldb, g0->lda, g0->cs, g0->ldc, g0->prec, 0 };
 	const gemm_args *g = g0->N < im->nr &&
 		tile_use(g0->N, g0->M, im->mr, im->nr) > 1.2 * tile_use(g0->M, g0->N, im->mr, im->nr)
 		? &gt : g0;
 	int tiles_m = (g->M + im->mr - 1) / im->mr, tiles_n = (g->N + im->nr - 1) / im->nr;
 	int threads = omp_in_parallel() ? 1 : omp_get_max_threads(), tm, tn;
+	const float *held = g0->weights && holding && g == g0 ? held_panels(im, g) : NULL;
 	if ((double)g->M * g->N * g->K < PAR_MIN_FMA)
 		threads = 1;
 	choose_grid(threads, tiles_m, tiles_n, im->mr, im->nr, &tm, &tn);
 	if (tm * tn == 1) {
-		gemm_block(im, g, 0, g->M, 0, g->N);
+		gemm_block(im, g, held, 0, g->M, 0, g->N);
 		return;
 	}
 	#pragma omp parallel num_threads(tm * tn)
@@ -721,7 +784,7 @@ static void gemm_ours(const impl *im, const gemm_args *g0)
 		int rm = r / tn, rn = r % tn;
 		int i0 = tiles_m * rm / tm * im->mr, i1 = min_i(g->M, tiles_m * (rm + 1) / tm * im->mr);
 		int j0 = tiles_n * rn / tn * im->nr, j1 = min_i(g->N, tiles_n * (rn + 1) / tn * im->nr);
-		gemm_block(im, g, i0, i1, j0, j1);
+		gemm_block(im, g, held, i0, i1, j0, j1);
 	}
 }
 
@@ -792,11 +855,13 @@ int dlt_cpu_gemm_supported(int kind)
 	return kind >= 0 && kind < DLT_GEMM_KINDS && supported[kind];
 }
 
-void dlt_cpu_sgemm_kind(int kind, int prec, int tA, int tB, int M, int N, int K, float alpha,
-			const float *A, int lda, const float *B, int ldb,
-			float beta, float *C, int ldc)
+/* dlt_cpu_sgemm_kind; weights: called through the backend table, whose B
+ * are weights that may be held */
+static void sgemm(int kind, int weights, int prec, int tA, int tB, int M, int N, int K,
+		  float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+		  float *C, int ldc)
 {
-	gemm_args g = { tA, tB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, prec };
+	gemm_args g = { tA, tB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, prec, weights };
 	pthread_once(&once, init);
 	if (M <= 0 || N <= 0)
 		return;
@@ -816,17 +881,37 @@ void dlt_cpu_sgemm_kind(int kind, int prec, int tA, int tB, int M, int N, int K,
 	gemm_ours(&impls[kind], &g);
 }
 
-void dlt_cpu_sgemm(int prec, int tA, int tB, int M, int N, int K, float alpha,
-		   const float *A, int lda, const float *B, int ldb,
-		   float beta, float *C, int ldc)
+void dlt_cpu_sgemm_kind(int kind, int prec, int tA, int tB, int M, int N, int K, float alpha,
+			const float *A, int lda, const float *B, int ldb,
+			float beta, float *C, int ldc)
+{
+	sgemm(kind, 0, prec, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void dispatch(int weights, int prec, int tA, int tB, int M, int N, int K, float alpha,
+		     const float *A, int lda, const float *B, int ldb, float beta, float *C,
+		     int ldc)
 {
 	int kind = dlt_cpu_gemm_kind();	/* and bf16_native */
 	if (prec == DLT_PREC_BF16 && bf16_native) {
 		dlt_cpu_sgemm_bf16(1, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 		return;
 	}
-	dlt_cpu_sgemm_kind(kind, prec, tA, tB, M, N, K, alpha, A, lda, B, ldb,
-			   beta, C, ldc);
+	sgemm(kind, weights, prec, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void dlt_cpu_sgemm(int prec, int tA, int tB, int M, int N, int K, float alpha,
+		   const float *A, int lda, const float *B, int ldb,
+		   float beta, float *C, int ldc)
+{
+	dispatch(0, prec, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void dlt_cpu_gemm_weights(int prec, int tA, int tB, int M, int N, int K, float alpha,
+			  const float *A, int lda, const float *B, int ldb, float beta, float *C,
+			  int ldc)
+{
+	dispatch(1, prec, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* ---- an A packed once, a B read in place ---- */

@@ -39,6 +39,15 @@ const char *dlt_cpu_gemm_name(void);
  * and DLT_GEMM does not name a kernel, else the converted path's. */
 const char *dlt_cpu_gemm_prec_name(int prec);
 const char *dlt_cpu_gemm_kind_name(int kind);
+/* kernels.h's hold_weights: B's packed panels kept between calls (of our
+ * kinds, not OpenBLAS's nor the native bf16 one), until it is called
+ * with 0, which frees them; for the calls of dlt_cpu_gemm_weights (the
+ * backend table's gemm) alone: dlt_cpu_sgemm's, from the other kernels,
+ * have activations for B. */
+void dlt_cpu_hold_weights(int on);
+void dlt_cpu_gemm_weights(int prec, int tA, int tB, int M, int N, int K, float alpha,
+			  const float *A, int lda, const float *B, int ldb, float beta, float *C,
+			  int ldc);
 /* Whether this CPU can run the kind. */
 int dlt_cpu_gemm_supported(int kind);
 /* dlt_cpu_sgemm with the given kind; a kind the CPU cannot run runs the

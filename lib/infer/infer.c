@@ -701,6 +701,9 @@ int dlt_infer_generate_batch(dlt_infer *x, int n_seq, const uint32_t *const *pro
 	int rc;
 
 	DLT_TRY(gen_start(x, &q, prompts, n, n_new, s));
+	/* the weights stay as they are until the last token */
+	if (x->m.be->hold_weights)
+		x->m.be->hold_weights(1);
 	for (size_t i = 0; i < n_new; i++) {
 		if (s->recompute || !x->cache)
 			DLT_TRY(gen_windows(x, &q));
@@ -724,6 +727,8 @@ int dlt_infer_generate_batch(dlt_infer *x, int n_seq, const uint32_t *const *pro
 	}
 	rc = 0;
 fail:
+	if (x->m.be->hold_weights)
+		x->m.be->hold_weights(0);
 	gen_free(&q);
 	return rc;
 }

@@ -438,6 +438,42 @@ static void test_bf16(void)
 	}
 }
 
+/* Held weights (generation's): a B packed once and kept gives the bits
+ * of packing it every call, in f32 and bf16 (where bf16 runs on our f32
+ * kernels; the native one holds nothing), over 1 and 2 threads and over
+ * K's slices; once let go, a B changed in place is read anew. */
+static void test_held(void)
+{
+	static const int shapes[][3] = { { 1, 1152, 384 }, { 8, 300, 700 }, { 3, 17, 5 } };
+	int threads = omp_get_max_threads();
+	for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+		for (int prec = DLT_PREC_F32; prec <= DLT_PREC_BF16; prec++) {
+			int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], same = 1;
+			float *A = randv((size_t)M * K), *B = randv((size_t)N * K);
+			float *want = calloc((size_t)M * N, sizeof(float));
+			float *C = calloc((size_t)M * N, sizeof(float));
+			dlt_cpu_sgemm(prec, 0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, want, N);
+			dlt_cpu_hold_weights(1);
+			for (int t = 1; t <= 2; t++) {	/* the first call packs, the second reads */
+				omp_set_num_threads(t);
+				dlt_cpu_gemm_weights(prec, 0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C, N);
+				same &= !memcmp(C, want, (size_t)M * N * sizeof(float));
+			}
+			omp_set_num_threads(threads);
+			dlt_cpu_hold_weights(0);
+			B[0] += 1.0f;
+			dlt_cpu_sgemm(prec, 0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, want, N);
+			dlt_cpu_gemm_weights(prec, 0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C, N);
+			ok(same && !memcmp(C, want, (size_t)M * N * sizeof(float)) && C[0] != 0.0f,
+			   "held weights %dx%dx%d %s: the bits of packing B every call; let go, B "
+			   "read anew", M, N, K, prec ? "bf16" : "f32");
+			free(A);
+			free(B);
+			free(want);
+			free(C);
+		}
+}
+
 int main(void)
 {
 	for (int k = DLT_GEMM_SCALAR; k < DLT_GEMM_KINDS; k++)
@@ -454,5 +490,6 @@ int main(void)
 	test_degenerate();
 	test_packed();
 	test_bf16();
+	test_held();
 	return done_testing();
 }
