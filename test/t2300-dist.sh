@@ -144,6 +144,26 @@ test_expect_success 'a rank stopped inside a sum it reached is named too' '
 	no_ranks_left
 '
 
+# Injected faults (DLT_TEST_FAULT): each ends every rank at once, exit
+# 1, naming the rank.  A rank that makes a collective the others do not
+# (an extra sum of its gradients, as from a micro-batch more) is caught
+# before MPI pairs the two (a read of the wrong size, which crashes it):
+# the ranks first agree on each collective's kind, size and number.
+test_expect_success 'a NaN on rank 1, or a sum more on rank 1 of 2 and rank 2 of 3: exit 1, rank named' '
+	DLT_TEST_FAULT=nan:1:5 dlt-train --ranks 2 -c mlp.yaml -o nan >out 2>err;
+	test $? = 1 && cat err &&
+	grep -q "^dlt-train: rank 1: step 5: the loss is nan" err && no_ranks_left &&
+	DLT_TEST_FAULT=extra:1:5 dlt-train --ranks 2 -c mlp.yaml -o extra2 >out 2>err;
+	test $? = 1 && cat err &&
+	grep -q "^dlt-train: rank 0: metrics sum: rank 1 makes another collective: its number [0-9]* is a gradient sum of 235146 values, the other ranks. a metrics sum of [0-9]* (it took another path" err &&
+	no_ranks_left &&
+	DLT_TEST_FAULT=extra:2:3 dlt-train --ranks 3 -c mlp.yaml -o extra3 >out 2>err;
+	test $? = 1 && cat err &&
+	grep -q "^dlt-train: rank 0: .*: rank 2 makes another collective" err &&
+	grep -q "^dlt-train: rank 1: .*: rank 2 makes another collective" err &&
+	! grep -q "Segmentation\|signal" err && no_ranks_left
+'
+
 test_expect_success '--restarts: kill -9 of a rank, the job restarts and ends as if never killed' '
 	dlt-train -q --ranks 2 -c mlp.yaml -o ref2 -s checkpoint.every="20 steps" &&
 	DLT_TEST_STEP_DELAY=0.05 dlt-train -q --ranks 2 --restarts 3 -c mlp.yaml -o restarted \

@@ -59,6 +59,8 @@ typedef struct run_state {
 	char *ckpt_dir;
 	dlt_train_result *res;
 	double step_delay;	/* DLT_TEST_STEP_DELAY */
+	int fault, fault_rank;	/* DLT_TEST_FAULT */
+	long long fault_step;
 	/* data parallelism: rank of ranks, comm NULL for one process */
 	dlt_comm *comm;
 	int rank, ranks, local_ranks;
@@ -647,6 +649,7 @@ static int setup(run_state *s)
 	s->st.epoch = 1;
 	s->st.epochs = c->train.epochs;
 	s->step_delay = dlt_env_test_step_delay();
+	s->fault = dlt_env_test_fault(&s->fault_rank, &s->fault_step);
 	return 0;
 fail:
 	return rc;
@@ -1078,6 +1081,12 @@ static int optim_step(run_state *s, double lr)
 	return 0;
 }
 
+/* Whether DLT_TEST_FAULT's fault is this rank's at this step */
+static int faulty(const run_state *s)
+{
+	return s->rank == s->fault_rank && s->opt.step + 1 == s->fault_step;
+}
+
 /* The loop, from wherever s->st stands. */
 static int train_loop(run_state *s)
 {
@@ -1125,6 +1134,8 @@ static int train_loop(run_state *s)
 					dlt_model_set_input(&s->m, x, mine);
 					dlt_model_forward(&s->m, mine, 1, s->opt.step);
 					l = dlt_model_loss(&s->m, y, mine, &correct) * mine;
+					if (s->fault == DLT_FAULT_NAN && faulty(s))
+						l = NAN;
 					if (dlt_model_error(&s->m))
 						return dlt_error(DLT_EFAIL, "step %lld: %s: %s",
 								 s->opt.step + 1, s->m.be->name,
@@ -1155,6 +1166,10 @@ static int train_loop(run_state *s)
 			b = taken;
 			if (s->comm)
 				DLT_TRY_RC(dlt_buckets_finish(&s->buckets));
+			if (s->comm && s->fault == DLT_FAULT_EXTRA && faulty(s)) {
+				DLT_TRY_RC(dlt_comm_sum_begin(s->comm, s->m.dev_g, s->m.n_weights));
+				DLT_TRY_RC(dlt_comm_sum_wait(s->comm));
+			}
 			DLT_TRY_RC(optim_step(s, lr));
 			ask = h && h->poll ? h->poll(h->ctx) : 0;
 			/* ZeRO's checkpoints gather from every rank: all decide */

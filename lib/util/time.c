@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,6 +62,15 @@ double dlt_env_test_step_delay(void)
 	if (!s || !*s || dlt_parse_f64(s, &v, "DLT_TEST_STEP_DELAY") < 0 || !(v > 0 && v < 10))
 		return 0;
 	return v;
+}
+
+int dlt_env_test_fault(int *rank, long long *step)
+{
+	const char *s = getenv("DLT_TEST_FAULT");
+	char kind[8];
+	if (!s || sscanf(s, "%7[a-z]:%d:%lld", kind, rank, step) != 3)
+		return 0;
+	return !strcmp(kind, "nan") ? DLT_FAULT_NAN : !strcmp(kind, "extra") ? DLT_FAULT_EXTRA : 0;
 }
 
 void dlt_sleep(double seconds)

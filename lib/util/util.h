@@ -188,6 +188,12 @@ int dlt_env_threads(void);
 int dlt_env_threads_shared(int local_ranks);
 /* DLT_TEST_STEP_DELAY, for tests: seconds to sleep after each step (0). */
 double dlt_env_test_step_delay(void);
+/* DLT_TEST_FAULT=KIND:RANK:STEP, for tests: a fault the training loop
+ * injects on that rank at that step (1-based): "nan" (its loss is NaN)
+ * or "extra" (one sum of the gradients more than the other ranks make).
+ * Returns the kind (DLT_FAULT_*), 0 when unset or unreadable. */
+enum { DLT_FAULT_NAN = 1, DLT_FAULT_EXTRA };
+int dlt_env_test_fault(int *rank, long long *step);
 void dlt_sleep(double seconds);
 
 /* Opens dlt's shared object soname: from the path in the environment

@@ -54,6 +54,9 @@ typedef struct mpi_state {
 	long long point;	/* the sync points this rank reached */
 	long long *seen;	/* rank 0: each rank's last point; others: [0] rank 0's */
 	long long *inbox;	/* a posted receive per peer */
+	MPI_Comm agree;		/* agree()'s */
+	long long ops;		/* the collectives begun */
+	long long *ops_all;	/* agree()'s every rank's (kind, size, number) */
 	double *heard;		/* when each peer's last beat was read */
 	double beat_at;		/* when this rank last told its point */
 	MPI_Request *recv;
@@ -156,24 +159,22 @@ static void name_stalled(dlt_comm *c, const char *what)
 			 "(a rank died or stalls)", what, c->timeout);
 }
 
-/* Every request done, or the deadline passed: the ranks that have not
- * joined died or stall.  Polls, at first busily, then every 100 us,
- * which leaves the cores to the ranks that are still computing, and
- * beats while it waits.  The
- * ranks after 0 wait a little longer, so that rank 0, which can name the
- * rank that stalls, is the one that ends the job. */
-static int wait_all(dlt_comm *c, const char *what)
+/* Every request of reqs done, or the deadline passed: the ranks that
+ * have not joined died or stall.  Polls, at first busily, then every
+ * 100 us, which leaves the cores to the ranks that are still computing,
+ * and beats while it waits.  The ranks after 0 wait a little longer, so
+ * that rank 0, which can name the rank that stalls, is the one that ends
+ * the job. */
+static int wait_reqs(dlt_comm *c, int n, MPI_Request *reqs, const char *what)
 {
 	mpi_state *st = c->impl;
 	double t0 = now(), limit = c->timeout + (c->rank ? 2 + c->timeout / 10 : 0);
 	for (long spin = 0;; spin++) {
-		int done = 0, err = MPI_Testall(st->n_req, st->req, &done, MPI_STATUSES_IGNORE);
+		int done = 0, err = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
 		if (err != MPI_SUCCESS)
 			return fail(c, what, err);
-		if (done) {
-			st->n_req = 0;
+		if (done)
 			return 0;
-		}
 		if (now() - t0 > limit) {
 			name_stalled(c, what);
 			return -1;
@@ -187,6 +188,68 @@ static int wait_all(dlt_comm *c, const char *what)
 			}
 		}
 	}
+}
+
+static int wait_all(dlt_comm *c, const char *what)
+{
+	mpi_state *st = c->impl;
+	if (wait_reqs(c, st->n_req, st->req, what) != 0)
+		return -1;
+	st->n_req = 0;
+	return 0;
+}
+
+/* Before each collective the ranks agree on what it is: its kind, its
+ * size and its number since the start, gathered from every rank on a
+ * communicator of their own.  A rank that took another path (a micro-
+ * batch more, a step skipped alone) would pair its collective with
+ * another one of the others, which MPI does not survive (a read of the
+ * wrong size, a crash); this names it instead. */
+enum { OP_SUM = 1, OP_METRICS, OP_BROADCAST, OP_SCATTER, OP_GATHER_ALL, OP_GATHER };
+
+static const char *op_name(long long kind)
+{
+	static const char *const names[] = { "?", "a gradient sum", "a metrics sum",
+					     "a broadcast", "a reduce-scatter", "an all-gather",
+					     "a gather" };
+	return kind >= OP_SUM && kind <= OP_GATHER ? names[kind] : names[0];
+}
+
+static int agree(dlt_comm *c, int kind, long long n, const char *what)
+{
+	mpi_state *st = c->impl;
+	long long mine[3] = { kind, n, ++st->ops };
+	const long long *ops = st->ops_all, *best = ops;
+	MPI_Request r;
+	int most = 0, err = MPI_Iallgather(mine, 3, MPI_LONG_LONG, st->ops_all, 3, MPI_LONG_LONG,
+				 st->agree, &r);
+	if (err != MPI_SUCCESS)
+		return fail(c, what, err);
+	if (wait_reqs(c, 1, &r, what) != 0)
+		return -1;
+	/* the collective most ranks make (ties: the lowest rank's, rank 0's
+	 * at 2 ranks) is the job's; the first rank that makes another is
+	 * named, by every rank alike */
+	for (int j = 0; j < c->size; j++) {
+		int same = 0;
+		for (int k = 0; k < c->size; k++)
+			same += !memcmp(ops + 3 * j, ops + 3 * k, 3 * sizeof(*ops));
+		if (same > most) {
+			most = same;
+			best = ops + 3 * j;
+		}
+	}
+	for (int j = 0; j < c->size; j++) {
+		const long long *o = ops + 3 * j;
+		if (!memcmp(o, best, 3 * sizeof(*o)))
+			continue;
+		snprintf(c->why, sizeof(c->why), "%s: rank %d makes another collective: its "
+			 "number %lld is %s of %lld values, the other ranks' %s of %lld (it "
+			 "took another path: a micro-batch more, a step of its own?)",
+			 what, j, o[2], op_name(o[0]), o[1], op_name(best[0]), best[1]);
+		return -1;
+	}
+	return 0;
 }
 
 /* The requests done: the pending sums added up, their memory free. */
@@ -278,6 +341,15 @@ static int *counts_of(dlt_comm *c, const size_t *counts, const char *what)
 	return a;
 }
 
+/* The values of a collective cut into counts */
+static long long values(const dlt_comm *c, const size_t *counts)
+{
+	long long n = 0;
+	for (int j = 0; j < c->size; j++)
+		n += (long long)counts[j];
+	return n;
+}
+
 /* A collective begun: its request and what is left to do when it is done */
 static void begun(mpi_state *st, int *arrays, float *out, size_t at, size_t n, int parts)
 {
@@ -295,7 +367,8 @@ static int reduce_scatter(dlt_comm *c, float *x, const size_t *counts, int order
 
 	for (int j = 0; j < c->rank; j++)
 		off += counts[j];
-	if (room(c, what) != 0 || !(a = counts_of(c, counts, what)))
+	if (agree(c, OP_SCATTER, values(c, counts), what) != 0 || room(c, what) != 0 ||
+	    !(a = counts_of(c, counts, what)))
 		return -1;
 	if (my > (size_t)(INT_MAX / (ordered ? size : 1))) {
 		free(a);
@@ -332,7 +405,8 @@ static int all_gather(dlt_comm *c, float *x, const size_t *counts)
 	mpi_state *st = c->impl;
 	int *a, err;
 
-	if (room(c, what) != 0 || !(a = counts_of(c, counts, what)))
+	if (agree(c, OP_GATHER_ALL, values(c, counts), what) != 0 || room(c, what) != 0 ||
+	    !(a = counts_of(c, counts, what)))
 		return -1;
 	err = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, a, a + c->size, MPI_FLOAT,
 			      MPI_COMM_WORLD, &st->req[st->n_req]);
@@ -350,7 +424,8 @@ static int gather(dlt_comm *c, const float *mine, float *all, const size_t *coun
 	mpi_state *st = c->impl;
 	int *a, err, me = c->rank;
 
-	if (room(c, what) != 0 || !(a = counts_of(c, counts, what)))
+	if (agree(c, OP_GATHER, values(c, counts), what) != 0 || room(c, what) != 0 ||
+	    !(a = counts_of(c, counts, what)))
 		return -1;
 	err = MPI_Igatherv(me == root && mine == all + a[c->size + me] ? MPI_IN_PLACE : mine,
 			   a[me], MPI_FLOAT, all, a, a + c->size, MPI_FLOAT, root,
@@ -366,6 +441,8 @@ static int gather(dlt_comm *c, const float *mine, float *all, const size_t *coun
 static int sum_begin(dlt_comm *c, float *x, size_t n)
 {
 	mpi_state *st = c->impl;
+	if (agree(c, OP_SUM, (long long)n, "gradient sum") != 0)
+		return -1;
 	while (n > 0) {
 		int k = n > INT_MAX ? INT_MAX : (int)n, err;
 		if (room(c, "gradient sum") != 0)
@@ -413,7 +490,7 @@ static int sum_f64(dlt_comm *c, double *x, int n)
 {
 	mpi_state *st = c->impl;
 	int err;
-	if (room(c, "metrics sum") != 0)
+	if (agree(c, OP_METRICS, n, "metrics sum") != 0 || room(c, "metrics sum") != 0)
 		return -1;
 	err = MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
 			     &st->req[st->n_req]);
@@ -427,6 +504,8 @@ static int broadcast(dlt_comm *c, void *p, size_t bytes)
 {
 	mpi_state *st = c->impl;
 	char *b = p;
+	if (agree(c, OP_BROADCAST, (long long)bytes, "broadcast from rank 0") != 0)
+		return -1;
 	while (bytes > 0) {
 		int k = bytes > INT_MAX ? INT_MAX : (int)bytes, err;
 		if (room(c, "broadcast from rank 0") != 0)
@@ -462,11 +541,14 @@ static void close_comm(dlt_comm *c)
 		MPI_Waitall(MAX_BEATS * peers(c), st->beat_req, MPI_STATUSES_IGNORE);
 	if (st->hb != MPI_COMM_NULL)
 		MPI_Comm_free(&st->hb);
+	if (st->agree != MPI_COMM_NULL)
+		MPI_Comm_free(&st->agree);
 	if (st->inited)
 		MPI_Finalize();
 	free(st->seen);
 	free(st->inbox);
 	free(st->heard);
+	free(st->ops_all);
 	free(st->recv);
 	free(st->beat_req);
 	for (int i = 0; i < st->n_pend; i++)
@@ -504,25 +586,27 @@ __attribute__((visibility("default"))) int dlt_comm_mpi_open(dlt_comm *c, int ab
 		return -1;
 	}
 	st->inited = !inited;
-	st->hb = MPI_COMM_NULL;
+	st->hb = st->agree = MPI_COMM_NULL;
 	c->name = "mpi";
 	c->impl = st;
 	n = peers(c);
 	st->seen = calloc(n, sizeof(*st->seen));
 	st->inbox = calloc(n, sizeof(*st->inbox));
 	st->heard = calloc(n, sizeof(*st->heard));
+	st->ops_all = calloc(3 * (size_t)c->size, sizeof(*st->ops_all));
 	st->recv = malloc(n * sizeof(*st->recv));
 	st->beat_req = malloc((size_t)n * MAX_BEATS * sizeof(*st->beat_req));
 	for (int i = 0; st->recv && i < n; i++)
 		st->recv[i] = MPI_REQUEST_NULL;
 	for (int i = 0; st->beat_req && i < n * MAX_BEATS; i++)
 		st->beat_req[i] = MPI_REQUEST_NULL;
-	if (!st->seen || !st->inbox || !st->heard || !st->recv || !st->beat_req) {
+	if (!st->seen || !st->inbox || !st->heard || !st->ops_all || !st->recv || !st->beat_req) {
 		snprintf(c->why, sizeof(c->why), "out of memory");
 		close_comm(c);
 		return -1;
 	}
-	if ((err = MPI_Comm_dup(MPI_COMM_WORLD, &st->hb)) != MPI_SUCCESS) {
+	if ((err = MPI_Comm_dup(MPI_COMM_WORLD, &st->hb)) != MPI_SUCCESS ||
+	    (err = MPI_Comm_dup(MPI_COMM_WORLD, &st->agree)) != MPI_SUCCESS) {
 		fail(c, "MPI_Comm_dup", err);
 		close_comm(c);
 		return -1;
