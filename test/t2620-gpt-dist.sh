@@ -116,6 +116,24 @@ test_expect_success 'two MPI ranks: every parameter of one process within 1e-5 r
 		END { exit bad }"
 '
 
+# Micro-batches over ranks: each rank sums its micro-batches' gradients,
+# and the ranks' sums begin once the step's are all in
+test_expect_success 'two ranks, 2 micro-batches of 4: the parameters of one process within 1e-5' '
+	if ! command -v mpirun >/dev/null; then
+		echo "# skipped: no mpirun (openmpi-bin)"; exit 0
+	fi &&
+	export DLT_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+		OMPI_MCA_rmaps_base_oversubscribe=1 &&
+	o="-s train.steps=50 -s train.optimizer.adamw.lr=1e-3 -s train.batch=4 -s train.accumulate=2" &&
+	dlt-train -q -c gpt.yaml -o runs/acc1 $o >/dev/null &&
+	with_ranks dlt-train -q --ranks 2 -c gpt.yaml -o runs/acc2 $o >/dev/null 2>err &&
+	dlt-ckpt diff runs/acc1/model.dlt runs/acc2/model.dlt >diff; cat diff &&
+	test $(grep -c "differs\|equal" diff) = 16 &&
+	awk "(\$2 == \"equal\" || \$2 == \"differs\") && \$1 != \"4.qkv.b\" && \$4 + 0 > 1e-5 {
+		print \"over 1e-5: \" \$0; bad = 1 } END { exit bad }" diff &&
+	dlt-ckpt diff runs/one/model.dlt runs/acc2/model.dlt | grep -q differs
+'
+
 test_expect_success 'bf16 and fp16: the validation loss finite, falling, within 0.05 of fp32 after 60 steps' '
 	want=$(field runs/ref val loss | tail -1) &&
 	for p in bf16 fp16; do

@@ -490,6 +490,11 @@ void dlt_buckets_scatter(dlt_buckets *b, const size_t *ranges, int during_backwa
 	b->at_finish = !during_backward;
 }
 
+void dlt_buckets_at_finish(dlt_buckets *b)
+{
+	b->at_finish = 1;
+}
+
 /* g[off..begun) is final: its sum begins.  A reduce-scatter in rank
  * order receives every rank's piece of this rank's range before it adds
  * them up: in collectives of bucket / ranks floats, whose pieces take a

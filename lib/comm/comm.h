@@ -169,7 +169,7 @@ typedef struct dlt_buckets {
 	/* ZeRO (dlt_buckets_scatter): the ranks' ranges of g; the buckets
 	 * are then reduce-scattered in rank order instead of summed */
 	const size_t *ranges;
-	int at_finish;		/* ... and only at finish, not during backward */
+	int at_finish;		/* sums begin at finish, not during backward */
 } dlt_buckets;
 
 void dlt_buckets_init(dlt_buckets *b, dlt_comm *c, float *g, size_t n, size_t bucket_bytes);
@@ -178,6 +178,9 @@ void dlt_buckets_init(dlt_buckets *b, dlt_comm *c, float *g, size_t n, size_t bu
  * was: during backward, bucket by bucket (ZeRO 2), or when all of g is
  * final (ZeRO 0 and 1). */
 void dlt_buckets_scatter(dlt_buckets *b, const size_t *ranges, int during_backward);
+/* The sums begin only when all of g is final (at finish): a step of
+ * several micro-batches, whose backward passes each see part of it. */
+void dlt_buckets_at_finish(dlt_buckets *b);
 /* Starts a step: nothing is summed yet. */
 void dlt_buckets_reset(dlt_buckets *b);
 /* g[off..n) is final. */

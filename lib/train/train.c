@@ -592,9 +592,6 @@ static int setup(run_state *s)
 		return dlt_error(DLT_EINPUT, "%s: train.eval_every is for token data; datasets are "
 				 "evaluated at each epoch's end", c->path ? c->path : "config");
 	if (c->train.accumulate > 1) {
-		if (s->comm)
-			return dlt_error(DLT_EINPUT, "train.accumulate with several ranks is not "
-					 "supported yet");
 		if (s->m.n_weights && !(s->acc_g = be->alloc(s->m.n_weights * sizeof(float))))
 			return dlt_error(DLT_ENOMEM, "out of memory for train.accumulate's sums");
 	}
@@ -639,6 +636,10 @@ static int setup(run_state *s)
 				 (size_t)(c->dist.bucket_mb * 1e6));
 		if (s->zero >= 0)
 			dlt_buckets_scatter(&s->buckets, s->ranges, s->zero == 2);
+		/* micro-batches: the sums begin when the step's gradients are
+		 * all in, not during each backward */
+		if (c->train.accumulate > 1)
+			dlt_buckets_at_finish(&s->buckets);
 		DLT_TRY(dlt_model_on_grads(&s->m, on_grads, &s->buckets));
 	}
 	s->opt.clip = c->train.clip;
