@@ -90,6 +90,10 @@ test_expect_success 'GPT, 3 ranks, 2 micro-batches a step: the same bits' '
 	stages 3 gpt.yaml a3_ -s dist.bucket_mb=0.01 -s train.accumulate=2
 '
 
+test_expect_success 'GPT, 4 ranks, 2 micro-batches a step: the same bits' '
+	stages 4 gpt.yaml a4_ -s dist.bucket_mb=0.01 -s train.accumulate=2
+'
+
 # Records: rank 0's last train record has each rank's bytes sent a step
 # ("sent") and peak memory ("peak_mib"); a step's sum of the gradients
 # (stage 0), or its reduce-scatter and all-gather (1, 2), is 2P(N-1)/N
