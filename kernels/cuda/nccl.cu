@@ -64,6 +64,7 @@ static int wait_for(dlt_comm *c, cudaEvent_t ev, const char *what)
 			return 0;
 		if (e != cudaSuccess && e != cudaErrorNotReady)
 			return fail(c, what, cudaGetErrorString(e));
+		dlt_beats_alive(c);
 		if (now() - t0 > c->timeout) {
 			snprintf(c->why, sizeof(c->why), "%s: no answer from every rank in %g s "
 				 "(a rank died or stalls)", what, c->timeout);

@@ -279,7 +279,7 @@ void dlt_comm_close(dlt_comm *c)
 		if (c->close)
 			c->close(c);
 		if (c->beats)
-			munmap(c->beats, (size_t)c->size * sizeof(*c->beats));
+			munmap(c->beats, 2 * (size_t)c->size * sizeof(*c->beats));
 		free(c);
 	}
 }
@@ -290,7 +290,7 @@ int dlt_beats_create(int size)
 	if (fd < 0)
 		return dlt_error_errno(DLT_EFAIL, "memfd_create");
 	/* a new file's bytes are zeros: no rank has reached a sync point */
-	if (ftruncate(fd, (off_t)size * (off_t)sizeof(long long)) != 0) {
+	if (ftruncate(fd, 2 * (off_t)size * (off_t)sizeof(long long)) != 0) {
 		rc = dlt_error_errno(DLT_EFAIL, "ftruncate");
 		close(fd);
 		return rc;
@@ -300,7 +300,7 @@ int dlt_beats_create(int size)
 
 int dlt_beats_attach(dlt_comm *c, int fd)
 {
-	size_t bytes = (size_t)c->size * sizeof(*c->beats);
+	size_t bytes = 2 * (size_t)c->size * sizeof(*c->beats);
 	struct stat st;
 	void *p;
 	int rc = 0;
@@ -325,24 +325,42 @@ static double reach(dlt_comm *c)
 {
 	c->point++;
 	if (c->beats)
-		__atomic_store_n(&c->beats[c->rank], c->point, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->beats[2 * c->rank], c->point, __ATOMIC_RELAXED);
+	dlt_beats_alive(c);
 	return dlt_now();
 }
 
+/* Ranks of the table that the wait of this rank's sync point blames:
+ * those that have not reached it (stale 0), or those that reached it and
+ * have not said they are alive in timeout / 4 (stale 1), in who */
+static int blamed(dlt_comm *c, int stale, char *who, size_t size)
+{
+	size_t len = 0;
+	int n = 0;
+	long long now = dlt_beats_ms();
+	for (int r = 0; c->beats && r < c->size && len < size - 16; r++) {
+		long long point = __atomic_load_n(&c->beats[2 * r], __ATOMIC_RELAXED);
+		long long alive = __atomic_load_n(&c->beats[2 * r + 1], __ATOMIC_RELAXED);
+		if (stale ? r != c->rank && point >= c->point &&
+				    (double)(now - alive) > c->timeout * 250
+			  : point < c->point) {
+			len += (size_t)snprintf(who + len, size - len, "%s%d", n ? ", " : "", r);
+			n++;
+		}
+	}
+	return n;
+}
+
 /* A sync point's wait failed: when the table shows ranks that have not
- * reached it, they are the ones to name. */
+ * reached it, they are the ones to name; after the deadline, else those
+ * silent inside it. */
 static int failed_at(dlt_comm *c, const char *what, double t0)
 {
 	char who[256] = "";
-	size_t len = 0;
-	int n = 0;
+	int n = blamed(c, 0, who, sizeof(who));
 
-	for (int r = 0; c->beats && r < c->size && len < sizeof(who) - 16; r++)
-		if (__atomic_load_n(&c->beats[r], __ATOMIC_RELAXED) < c->point) {
-			len += (size_t)snprintf(who + len, sizeof(who) - len, "%s%d",
-						n ? ", " : "", r);
-			n++;
-		}
+	if (!n && dlt_now() - t0 >= c->timeout)
+		n = blamed(c, 1, who, sizeof(who));
 	if (n && dlt_now() - t0 >= c->timeout)
 		return dlt_error(DLT_EFAIL, "%s: no answer from rank%s %s in %g s "
 				 "(it died or stalls)", what, n > 1 ? "s" : "", who, c->timeout);

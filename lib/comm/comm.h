@@ -16,6 +16,7 @@
 #define DLT_COMM_H
 
 #include <stddef.h>
+#include <time.h>
 
 /* Where a process stands in its job, from the launcher's environment. */
 typedef struct dlt_rank_info {
@@ -146,9 +147,27 @@ int dlt_comm_gather(dlt_comm *c, const float *mine, float *all, const size_t *ra
  * failed names the ranks behind it.  NCCL cannot say which rank it waits
  * for; MPI's comm asks with messages of its own and needs no table.
  * dlt-train --gpus makes the table and passes it in DLT_BEATS_FD, which
- * dlt_comm_open attaches.  create returns the table's fd or a DLT_E*. */
+ * dlt_comm_open attaches.  create returns the table's fd or a DLT_E*.
+ * Two numbers a rank: the last sync point it reached, beats[2 r], and
+ * when it last said it was alive, beats[2 r + 1] (CLOCK_MONOTONIC ms):
+ * at the point and while it waits there (dlt_beats_alive, from the
+ * comm's wait loop), so that a rank stopped inside a wait it had reached
+ * is named too. */
 int dlt_beats_create(int size);
 int dlt_beats_attach(dlt_comm *c, int fd);
+
+static inline long long dlt_beats_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static inline void dlt_beats_alive(dlt_comm *c)
+{
+	if (c->beats)
+		__atomic_store_n(&c->beats[2 * c->rank + 1], dlt_beats_ms(), __ATOMIC_RELAXED);
+}
 
 /* NCCL's unique id of a job started by dlt-train --gpus: made by the
  * launcher's rank 0 and read by the others from the pipe in DLT_NCCL_ID_FD. */

@@ -18,8 +18,9 @@ static int fake_wait(dlt_comm *c)
 	double t0 = dlt_now();
 	for (;;) {
 		int all = 1;
+		dlt_beats_alive(c);
 		for (int r = 0; r < c->size; r++)
-			all &= __atomic_load_n(&c->beats[r], __ATOMIC_RELAXED) >= c->point;
+			all &= __atomic_load_n(&c->beats[2 * r], __ATOMIC_RELAXED) >= c->point;
 		if (all)
 			return 0;
 		if (dlt_now() - t0 > c->timeout) {
@@ -28,6 +29,27 @@ static int fake_wait(dlt_comm *c)
 		}
 		usleep(1000);
 	}
+}
+
+/* A collective that never ends (NCCL's, with a peer stopped inside it),
+ * the waiting rank alive all along */
+static int fake_hang(dlt_comm *c)
+{
+	double t0 = dlt_now();
+	while (dlt_now() - t0 <= c->timeout) {
+		dlt_beats_alive(c);
+		usleep(1000);
+	}
+	strcpy(c->why, "fake: no answer from every rank");
+	return -1;
+}
+
+/* A rank stopped inside the wait (SIGSTOP): it says nothing for 1 s */
+static int fake_stopped(dlt_comm *c)
+{
+	(void)c;
+	usleep(1000000);
+	return 0;
 }
 
 /* A failure that comes at once (NCCL: "remote process exited"). */
@@ -74,7 +96,7 @@ int main(void)
 	ok_rc(dlt_comm_sum_wait(c), DLT_EFAIL, "sync point 3: rank 1 never comes");
 	ok(strcmp(dlt_errmsg(), "gradient sum: no answer from rank 1 in 0.3 s "
 		  "(it died or stalls)") == 0, "the timeout names rank 1: %s", dlt_errmsg());
-	ok(c->beats[0] == 3 && c->beats[1] == 2, "the table: rank 0 at 3, rank 1 at 2");
+	ok(c->beats[0] == 3 && c->beats[2] == 2, "the table: rank 0 at 3, rank 1 at 2");
 	ok_rc(dlt_comm_sum_f64(c, &x, 1), DLT_EFAIL, "a failure before the deadline");
 	ok(strcmp(dlt_errmsg(), "fake: a peer is gone (rank 1 had not come to the "
 		  "metrics sum)") == 0, "keeps the reason and names rank 1: %s", dlt_errmsg());
@@ -82,6 +104,32 @@ int main(void)
 
 	ok(!fake_comm(0, 3, fd), "a table of 2 ranks for a job of 3");
 	ok_msg("not a table of 3 ranks", "says so");
+	close(fd);
+
+	/* both reach the point and wait in it, rank 1 stopped there: named
+	 * by its silence; alive and waiting too, nobody is */
+	for (int stopped = 1; stopped >= 0; stopped--) {
+		fd = dlt_beats_create(2);
+		fflush(NULL);
+		if ((pid = fork()) == 0) {
+			dlt_comm *peer = fake_comm(1, 2, fd);
+			peer->sum_wait = stopped ? fake_stopped : fake_hang;
+			peer->timeout = 1.0;	/* outlives rank 0's wait */
+			_exit(!peer || dlt_comm_sum_wait(peer) != (stopped ? 0 : DLT_EFAIL));
+		}
+		c = fake_comm(0, 2, fd);
+		c->sum_wait = fake_hang;
+		usleep(100000);	/* rank 1 at the point first */
+		ok_rc(dlt_comm_sum_wait(c), DLT_EFAIL, "%s: the wait times out",
+		      stopped ? "stopped" : "alive");
+		ok(strcmp(dlt_errmsg(), stopped ? "gradient sum: no answer from rank 1 in 0.3 s "
+				  "(it died or stalls)" : "fake: no answer from every rank") == 0,
+		   "rank 1 %s inside the sum: %s", stopped ? "stopped" : "waiting", dlt_errmsg());
+		waitpid(pid, &st, 0);
+		dlt_comm_close(c);
+		close(fd);
+	}
+	fd = dlt_beats_create(2);
 
 	c = fake_comm(0, 2, -1);
 	ok_rc(dlt_comm_sum_f64(c, &x, 1), DLT_EFAIL, "without a table");
