@@ -252,6 +252,7 @@ bench: all $(BUILD)/bench/gemm $(BUILD)/bench/codec
 	@/usr/bin/python3 bench/run --mode $(BENCH) $(BENCH_ARGS)
 	-@/usr/bin/python3 bench/tasks --bin $(BIN)
 	-@/usr/bin/python3 bench/gpt --bin $(BIN) --build $(BUILD) $(if $(filter quick,$(BENCH)),--quick)
+	-@/usr/bin/python3 bench/dist --bin $(BIN) --build $(BUILD) $(if $(filter quick,$(BENCH)),--quick)
 	@bench/gpu
 	@$(if $(filter full,$(BENCH)),bench/search-asha,echo 'bench/search-asha: left out of BENCH=$(BENCH)')
 
