@@ -190,6 +190,61 @@ static void ukr_avx512bf16(int kp, const uint16_t *a, const uint16_t *b, float *
 
 /* ---- which one: cpuid, once ---- */
 
+/* Whole panels of whole pairs, with no test an element (the packing's
+ * time was most of a step's GEMMs): word q stride + r of dst (a pair of
+ * bf16, k even in the low half) from rows r < n of src, each along k
+ * (ld apart); or from the columns r < n of rows 2q and 2q + 1 (ld apart,
+ * each along r).  The bits of to_bf16.  A version for AVX-512, one for
+ * AVX2 and one for any CPU, chosen by init's CPUID (no target_clones:
+ * the emulated CPU of t0500 runs this file without ifunc). */
+static inline __attribute__((always_inline)) void pairs_of_rows(const float *src, long ld, int n,
+								 int kp, uint32_t *dst,
+								 int stride)
+{
+	uint32_t w[KC / 2];
+	for (int r = 0; r < n; r++) {
+		const float *row = src + (size_t)r * ld;
+		#pragma omp simd
+		for (int q = 0; q < kp; q++)
+			w[q] = (uint32_t)to_bf16(row[2 * q]) | (uint32_t)to_bf16(row[2 * q + 1]) << 16;
+		for (int q = 0; q < kp; q++)
+			dst[(size_t)q * stride + r] = w[q];
+	}
+}
+
+static inline __attribute__((always_inline)) void pairs_of_cols(const float *src, long ld, int n,
+								 int kp, uint32_t *dst,
+								 int stride)
+{
+	for (int q = 0; q < kp; q++) {
+		const float *lo = src + (size_t)2 * q * ld, *hi = lo + ld;
+		uint32_t *d = dst + (size_t)q * stride;
+		#pragma omp simd
+		for (int r = 0; r < n; r++)
+			d[r] = (uint32_t)to_bf16(lo[r]) | (uint32_t)to_bf16(hi[r]) << 16;
+	}
+}
+
+typedef void pairs_fn(int cols, const float *src, long ld, int n, int kp, uint32_t *dst,
+		      int stride);
+
+#define PAIRS(name, attr)                                                               \
+	attr static void name(int cols, const float *src, long ld, int n, int kp,      \
+			      uint32_t *dst, int stride)                                \
+	{                                                                               \
+		if (cols)                                                               \
+			pairs_of_cols(src, ld, n, kp, dst, stride);                     \
+		else                                                                    \
+			pairs_of_rows(src, ld, n, kp, dst, stride);                     \
+	}
+#if defined(__x86_64__)
+PAIRS(pairs_avx512, __attribute__((target("avx512f"))))
+PAIRS(pairs_avx2, __attribute__((target("avx2"))))
+#endif
+PAIRS(pairs_plain, )
+
+static pairs_fn *pairs = pairs_plain;
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int native;
 static pthread_key_t key_a, key_b;
@@ -197,7 +252,8 @@ static pthread_key_t key_a, key_b;
 /* AVX512_BF16 is CPUID.(EAX=7,ECX=1):EAX bit 5; AVX512F CPUID.(7,0):EBX
  * bit 16; and the OS must save the ZMM state: OSXSAVE (CPUID.1:ECX bit
  * 27), then XCR0 bits 1, 2 (SSE, AVX) and 5-7 (opmask, ZMM0-15 upper
- * halves, ZMM16-31). */
+ * halves, ZMM16-31).  AVX2 (the packing's pairs) is CPUID.(7,0):EBX bit
+ * 5 with XCR0 bits 1 and 2. */
 static void init(void)
 {
 	pthread_key_create(&key_a, free);
@@ -207,10 +263,15 @@ static void init(void)
 	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))
 		return;
 	__asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-	if ((lo & 0xe6) != 0xe6)
+	if ((lo & 0x6) != 0x6 || __get_cpuid_max(0, NULL) < 7 ||
+	    !__get_cpuid_count(7, 0, &a, &b, &c, &d))
 		return;
-	if (__get_cpuid_max(0, NULL) < 7 || !__get_cpuid_count(7, 0, &a, &b, &c, &d) ||
-	    !(b & (1u << 16)) || a < 1)
+	if (b & (1u << 5))	/* AVX2, the YMM state saved */
+		pairs = pairs_avx2;
+	if ((lo & 0xe6) != 0xe6 || !(b & (1u << 16)))
+		return;
+	pairs = pairs_avx512;
+	if (a < 1)
 		return;
 	__get_cpuid_count(7, 1, &a, &b, &c, &d);
 	native = !!(a & (1u << 5));
@@ -225,38 +286,41 @@ int dlt_cpu_bf16_native(void)
 
 /* ---- packing: bf16 pairs along k, zero-padded to whole panels ---- */
 
+/* A panel of w rows (or columns) of op(X), k p0 .. p0+kc, as kp pairs:
+ * whole pairs by the loops above when the panel is whole, the rest (a
+ * last odd k, a short panel, the padding) an element at a time */
+static void pack_panel(int t, const float *X, int ld, int r0, int m, int w, int p0, int kc,
+		       int kp, uint16_t *dst)
+{
+	int whole = m >= w ? kc / 2 : 0;
+	if (whole)
+		pairs(t, t ? X + (size_t)p0 * ld + r0 : X + (size_t)r0 * ld + p0, ld, w, whole,
+		      (uint32_t *)dst, w);
+	for (int q = whole; q < kp; q++)
+		for (int i = 0; i < w; i++)
+			for (int e = 0; e < 2; e++) {
+				int r = r0 + i, k = p0 + 2 * q + e;
+				float v = i < m && 2 * q + e < kc
+					? (t ? X[(size_t)k * ld + r] : X[(size_t)r * ld + k]) : 0.0f;
+				dst[(size_t)(q * w + i) * 2 + e] = to_bf16(v);
+			}
+}
+
 /* op(A)'s rows i0 .. i0+m, k p0 .. p0+kc, as MR-row panels of kp pairs. */
 static void pack_a(int tA, const float *A, int lda, int i0, int m, int p0, int kc, int kp,
 		   uint16_t *dst)
 {
 	for (int ip = 0; ip < m; ip += MR, dst += (size_t)2 * MR * kp)
-		for (int q = 0; q < kp; q++)
-			for (int i = 0; i < MR; i++)
-				for (int e = 0; e < 2; e++) {
-					int r = i0 + ip + i, k = p0 + 2 * q + e;
-					float v = ip + i < m && 2 * q + e < kc
-						? (tA ? A[(size_t)k * lda + r] : A[(size_t)r * lda + k])
-						: 0.0f;
-					dst[(size_t)(q * MR + i) * 2 + e] = to_bf16(v);
-				}
+		pack_panel(tA, A, lda, i0 + ip, m - ip, MR, p0, kc, kp, dst);
 }
 
-/* op(B)'s k p0 .. p0+kc, columns j0 .. j0+n, as NR-column panels. */
+/* op(B)'s k p0 .. p0+kc, columns j0 .. j0+n, as NR-column panels: B's
+ * transpose is an A (op(B)^T's rows are its columns) */
 static void pack_b(int tB, const float *B, int ldb, int p0, int kc, int kp, int j0, int n,
 		   uint16_t *dst)
 {
 	for (int jp = 0; jp < n; jp += NR, dst += (size_t)2 * NR * kp)
-		for (int q = 0; q < kp; q++)
-			for (int e = 0; e < 2; e++) {
-				int k = p0 + 2 * q + e;
-				for (int j = 0; j < NR; j++) {
-					int col = j0 + jp + j;
-					float v = jp + j < n && 2 * q + e < kc
-						? (tB ? B[(size_t)col * ldb + k] : B[(size_t)k * ldb + col])
-						: 0.0f;
-					dst[(size_t)(q * NR + j) * 2 + e] = to_bf16(v);
-				}
-			}
+		pack_panel(!tB, B, ldb, j0 + jp, n - jp, NR, p0, kc, kp, dst);
 }
 
 /* ---- the loops ---- */
