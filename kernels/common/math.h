@@ -239,11 +239,13 @@ DLT_HD static inline float dlt_dropout_mask(uint32_t bits, float rate, float sca
 }
 
 /* The factor of attention weight j of row r (kernels.h's dlt_attn_dropout):
- * 0 or 1 / (1 - rate) */
+ * 0 or 1 / (1 - rate); 1, with nothing drawn, at rate 0 */
 DLT_HD static inline float dlt_attn_keep(dlt_attn_dropout d, size_t r, int T, int j)
 {
 	uint64_t n = (uint64_t)r * (uint64_t)T + (uint64_t)j;
 	uint32_t bits[4];
+	if (!(d.rate > 0.0f))
+		return 1.0f;
 	dlt_philox_block(d.seed, d.stream, n >> 2, bits);
 	return dlt_dropout_mask(bits[n & 3], d.rate, dlt_dropout_scale(d.rate));
 }

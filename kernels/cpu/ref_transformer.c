@@ -111,12 +111,6 @@ static double dot_d(const float *a, const float *b, int n)
 	return s;
 }
 
-/* Weight j of row r's factor of dropout: 1 without */
-static double keep(dlt_attn_dropout drop, size_t r, int T, int j)
-{
-	return drop.rate > 0.0f ? dlt_attn_keep(drop, r, T, j) : 1.0;
-}
-
 /* Each query's row of scores in double: its maximum, the sum of the
  * exponentials, the weighted sum of the values (the weights times their
  * dropout's factors; the sum without). */
@@ -143,7 +137,7 @@ void dlt_ref_attention_forward(const float *qkv, float *out, float *lse, int B, 
 		for (int j = 0; j < n; j++) {
 			const float *v = base + j * ld + 2 * C;
 			double p = exp(s[j] - mx);
-			double pz = p * keep(drop, ((size_t)b * H + h) * T + t, T, j);
+			double pz = p * dlt_attn_keep(drop, ((size_t)b * H + h) * T + t, T, j);
 			sum += p;
 			for (int d = 0; d < D; d++)
 				o[d] += pz * v[d];
@@ -186,7 +180,7 @@ void dlt_ref_attention_backward(const float *qkv, const float *out, const float 
 				const float *k = base + j * ld + C, *v = base + j * ld + 2 * C;
 				double *dk = acc + (size_t)j * 3 * D + D, *dv = dk + D;
 				double p = exp(dot_d(q, k, D) * scale - l);
-				double z = keep(drop, ((size_t)b * H + h) * T + i, T, j);
+				double z = dlt_attn_keep(drop, ((size_t)b * H + h) * T + i, T, j);
 				double ds = p * (z * dot_d(g, v, D) - di);
 				for (int d = 0; d < D; d++) {
 					dq[d] += ds * scale * k[d];

@@ -485,7 +485,7 @@ static void attn_backward_head(const float *q, const float *o, const float *g,
 			       float scale, dlt_attn_dropout drop, size_t r0)
 {
 	float s[TQ * TK] __attribute__((aligned(64))), dp[TQ * TK] __attribute__((aligned(64)));
-	float di[TQ];
+	float di[TQ], z[TK];
 	size_t ld = (size_t)3 * C;
 	const float *k = q + C, *v = q + 2 * C;
 	float *dk = dq + C, *dv = dq + 2 * C;
@@ -505,12 +505,16 @@ static void attn_backward_head(const float *q, const float *o, const float *g,
 					lse[i0 + r]);
 			dlt_cpu_sgemm(DLT_PREC_F32, 0, 1, nq, nk, D, 1.0f, g + (size_t)i0 * C, C,
 				      v + j0 * ld, (int)ld, 0.0f, dp, TK);
-			if (drop.rate > 0.0f)
-				drop_tile(drop, dp, nq, nk, r0, i0, j0, T);
-			for (int r = 0; r < nq; r++)
-				ds_row(s + r * TK, dp + r * TK, nk, di[r]);
-			if (drop.rate > 0.0f)
-				drop_tile(drop, s, nq, nk, r0, i0, j0, T);
+			for (int r = 0; r < nq; r++) {
+				float *sr = s + r * TK, *dpr = dp + r * TK;
+				if (drop.rate > 0.0f) {	/* a row's mask drawn once */
+					keep_row(drop, r0 + (size_t)(i0 + r), T, j0, nk, z);
+					mul_row(dpr, z, nk);
+				}
+				ds_row(sr, dpr, nk, di[r]);
+				if (drop.rate > 0.0f)
+					mul_row(sr, z, nk);
+			}
 			dlt_cpu_sgemm(DLT_PREC_F32, 1, 0, nk, D, nq, 1.0f, s, TK, g + (size_t)i0 * C,
 				      C, 1.0f, dv + j0 * ld, (int)ld);
 			dlt_cpu_sgemm(DLT_PREC_F32, 0, 0, nq, D, nk, scale, dp, TK, k + j0 * ld,

@@ -281,12 +281,6 @@ static __device__ void lane_store(float *dst, const float *r, float a, int D, in
 	}
 }
 
-/* Weight j of row r's factor of dropout: 1 without */
-static __device__ float attn_keep(dlt_attn_dropout drop, size_t r, int T, int j)
-{
-	return drop.rate > 0.0f ? dlt_attn_keep(drop, r, T, j) : 1.0f;
-}
-
 static __global__ void attn_forward_kernel(const float *qkv, float *out, float *lse, int B,
 					   int T, int C, int H, int causal, float scale,
 					   dlt_attn_dropout drop)
@@ -313,7 +307,7 @@ static __global__ void attn_forward_kernel(const float *qkv, float *out, float *
 		#pragma unroll
 		for (int k = 0; k < PER_LANE; k++)
 			o[k] *= corr;
-		lane_axpy(o, p * attn_keep(drop, row, T, j), base + j * ld + 2 * C, D, lane);
+		lane_axpy(o, p * dlt_attn_keep(drop, row, T, j), base + j * ld + 2 * C, D, lane);
 		m = mx;
 	}
 	lane_store(out + ((size_t)a.b * T + a.t) * C + (size_t)a.h * D, o, 1.0f / l, D, lane);
@@ -387,7 +381,7 @@ static __global__ void attn_dkv_kernel(const float *qkv, const float *dout, cons
 	for (int i = causal ? a.t : 0; i < T; i++) {
 		const float *q = base + i * ld, *g = gbase + (size_t)i * C;
 		float p = expf(lane_dot(k, q, D, lane) * scale - lrow[i]);
-		float z = attn_keep(drop, row - a.t + i, T, a.t);
+		float z = dlt_attn_keep(drop, row - a.t + i, T, a.t);
 		float ds = p * (z * lane_dot(v, g, D, lane) - dbase[i * ld]);
 		lane_axpy(dk, ds * scale, q, D, lane);
 		lane_axpy(dv, p * z, g, D, lane);
@@ -425,7 +419,8 @@ static __global__ void attn_dq_kernel(const float *qkv, const float *dout, const
 	for (int j = 0; j < n; j++) {
 		const float *kj = base + j * ld + C;
 		float p = expf(lane_dot(q, kj, D, lane) * scale - l);
-		float ds = p * (attn_keep(drop, row, T, j) * lane_dot(g, kj + C, D, lane) - di);
+		float z = dlt_attn_keep(drop, row, T, j);
+		float ds = p * (z * lane_dot(g, kj + C, D, lane) - di);
 		lane_axpy(dq, ds * scale, kj, D, lane);
 	}
 	__syncwarp();	/* every lane has read D_i */

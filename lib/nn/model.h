@@ -58,8 +58,8 @@ struct dlt_layer {
 	int tied;		/* dense: w is an embedding's (tie:), not its own */
 	int ends_residual;	/* dense: the last of a residual block's (init) */
 	int shared;		/* embedding: a tied head writes its gradient first */
-	int remake;		/* backward: op remake - 1 runs forward again
-				 * first, remaking the input it did not keep */
+	int remade_in;		/* backward: its input, which the op before made
+				 * and the step did not keep, is made again first */
 	int heads, causal;	/* attention */
 	dlt_attn_dropout drop;	/* attention: the last forward's dropout */
 	int w2, b2;		/* attention: the output projection's params */

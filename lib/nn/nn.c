@@ -962,7 +962,7 @@ static int plan_acts(dlt_model *m, buf_life *g, int *order, int *n)
 			int o = m->layers[p].out;
 			keep[o] = 0;
 			m->t[o].pooled = 1;
-			m->layers[p + 1].remake = p + 1;
+			m->layers[p + 1].remade_in = 1;
 			g[o].lo2 = end - (p + 1);
 			g[o].hi2 = end - p;
 		}
@@ -981,14 +981,18 @@ static int plan_acts(dlt_model *m, buf_life *g, int *order, int *n)
  * tensors (plan_grads), and each attention's dqkv and datt, live at its
  * op in backward and in forward (where generation uses them).  lives:
  * the activations', then the gradients' (n_t on), then the attentions'. */
-static int make_pool(dlt_model *m, int n_attn)
+static int make_pool(dlt_model *m)
 {
-	int n = 0, ng = 0, k = 2 * m->n_t, rc;
+	int n = 0, ng = 0, k = 2 * m->n_t, n_attn = 0, rc;
 	size_t total;
-	buf_life *g = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(*g));
-	int *order = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(int));
-	int *live = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(int));
+	buf_life *g;
+	int *order, *live;
 
+	for (int i = 0; i < m->n_layers; i++)
+		n_attn += m->layers[i].kind == DLT_LAYER_ATTENTION;
+	g = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(*g));
+	order = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(int));
+	live = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(int));
 	if (!g || !order || !live) {
 		rc = DLT_ENOMEM;
 		goto out;
@@ -1040,15 +1044,13 @@ out:
 static int make_buffers(dlt_model *m)
 {
 	size_t work = 0;
-	int n_attn = 0, rc;
+	int rc;
 	/* sharing was planned a link at a time; point each at the owner */
 	for (int i = 0; i < m->n_t; i++) {
 		m->t[i].a_of = root(m, i, 0);
 		m->t[i].g_of = root(m, i, 1);
 	}
-	for (int i = 0; i < m->n_layers; i++)
-		n_attn += m->layers[i].kind == DLT_LAYER_ATTENTION;
-	if ((rc = make_pool(m, n_attn)) < 0)
+	if ((rc = make_pool(m)) < 0)
 		return rc;
 	for (int i = 0; i < m->n_t; i++) {
 		dlt_tensor *t = &m->t[i];
@@ -1100,7 +1102,6 @@ static int make_buffers(dlt_model *m)
 	}
 	if (work && !(m->work = alloc_rows(m, 1, work, sizeof(float))))
 		return DLT_ENOMEM;
-
 	if (!(m->labels = alloc_rows(m, m->max_batch, (size_t)m->out_rows, sizeof(int32_t))) ||
 	    !(m->in_buf[1] = alloc_rows(m, m->max_batch, m->t[0].n, sizeof(float))))
 		return DLT_ENOMEM;
@@ -1591,8 +1592,8 @@ void dlt_model_backward(dlt_model *m, int batch)
 		dlt_layer *l = &m->layers[i];
 		float *dx;
 		/* a layer norm or an activation, which does not draw: no step */
-		if (l->remake)
-			run_forward(m, &m->layers[l->remake - 1], batch, 1, 0);
+		if (l->remade_in)
+			run_forward(m, l - 1, batch, 1, 0);
 		dx = backward_op(m, l, batch);
 		if (dx && m->prec != DLT_PREC_F32)
 			m->be->round(dx, (size_t)batch * m->t[l->in].n, m->prec);

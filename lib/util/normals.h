@@ -70,7 +70,8 @@ static inline __attribute__((always_inline)) void NAME(sincos_turn)(float u, flo
 }
 
 /* A pair of normals from two numbers */
-static inline __attribute__((always_inline)) void NAME(normal_pair)(uint32_t x1, uint32_t x2, float std, float *p)
+static inline __attribute__((always_inline)) void NAME(normal_pair)(uint32_t x1, uint32_t x2,
+								 float std, float *p)
 {
 	float u1 = 1.0f - (float)(x1 >> 8) * (1.0f / 16777216.0f);
 	float u2 = (float)(x2 >> 8) * (1.0f / 16777216.0f);
@@ -81,8 +82,9 @@ static inline __attribute__((always_inline)) void NAME(normal_pair)(uint32_t x1,
 }
 
 /* Block b of the stream: its two pairs of normals into p[0..4) */
-static inline __attribute__((always_inline)) void NAME(normals_block)(float *p, float std, uint64_t seed, uint64_t stream,
-					  uint64_t b)
+static inline __attribute__((always_inline)) void NAME(normals_block)(float *p, float std,
+								   uint64_t seed,
+								   uint64_t stream, uint64_t b)
 {
 	uint32_t key[2] = { (uint32_t)seed, (uint32_t)(seed >> 32) };
 	uint64_t ctr = (stream << 32) + b;

@@ -331,9 +331,9 @@ static void check_gpt_memory(dlt_layer_cfg *layers, int n)
 		   "GPT memory: model builds"))
 		return;
 	for (int i = 0; i < m.n_layers; i++)
-		remakes += m.layers[i].remake > 0 &&
-			   (m.layers[m.layers[i].remake - 1].kind == DLT_LAYER_LAYERNORM ||
-			    m.layers[m.layers[i].remake - 1].kind == DLT_LAYER_GELU);
+		remakes += m.layers[i].remade_in &&
+			   (m.layers[i - 1].kind == DLT_LAYER_LAYERNORM ||
+			    m.layers[i - 1].kind == DLT_LAYER_GELU);
 	for (int i = 0; i < m.n_t; i++)
 		pooled += m.t[i].pooled;
 	ok(remakes == 4 && pooled == 7, "GPT memory: %d outputs made again in backward (4), "

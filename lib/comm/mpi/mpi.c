@@ -162,9 +162,9 @@ static void name_stalled(dlt_comm *c, const char *what)
 /* Every request of reqs done, or the deadline passed: the ranks that
  * have not joined died or stall.  Polls, at first busily (spins times),
  * then every 100 us, which leaves the cores to the ranks that are still
- * computing, and beats while it waits.  The ranks after 0 wait a little longer, so
- * that rank 0, which can name the rank that stalls, is the one that ends
- * the job. */
+ * computing, and beats while it waits.  The ranks after 0 wait a little
+ * longer, so that rank 0, which can name the rank that stalls, is the
+ * one that ends the job. */
 static int wait_reqs(dlt_comm *c, int n, MPI_Request *reqs, const char *what, long spins)
 {
 	mpi_state *st = c->impl;
