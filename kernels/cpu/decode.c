@@ -1,16 +1,22 @@
 /* Attention over a KV cache on the CPU: a task per (query, head), its
  * keys in chunks of KCHUNK, an online softmax between chunks (as flash
- * attention's), the weighted values summed in the output row itself.  A
- * query's sums run in key order on one thread, so the bits do not depend
- * on the number of threads.  Scratch: one chunk of scores on the stack. */
+ * attention's).  Head sizes of whole AVX-512 or AVX2 vectors take the
+ * register-blocked kernels of decode_simd.h; others the generic one
+ * below, which sums the weighted values in the output row itself.  A
+ * query's sums run in a fixed order on one thread, so the bits do not
+ * depend on the number of threads.  Scratch: one chunk of scores on the
+ * stack. */
+#include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
 #include "kernels/cpu/decode.h"
+#include "kernels/cpu/exp_neg.h"
+#include "kernels/cpu/transformer.h"
 
 #define KCHUNK 256
 /* Below this much work (query-head pairs times keys) one thread does it */
-#define PAR_MIN 8192
+#define PAR_MIN (1 << 19)
 
 /* The helpers are inlined into decode_one's clones: called per key
  * through target_clones' dispatch, they took half of a batch's step */
@@ -68,15 +74,36 @@ static void decode_one(const float *base, float *o, int t, int C, int D, float s
 	scale_f(o, 1.0f / l, D);
 }
 
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#define W 16
+#define SFX avx512
+#include "kernels/cpu/decode_simd.h"
+#undef SFX
+#undef W
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#define W 8
+#define SFX avx2
+#include "kernels/cpu/decode_simd.h"
+#undef SFX
+#undef W
+#pragma GCC pop_options
+
 void dlt_cpu_attention_decode(const float *qkv, float *out, int q0, int n, int C, int H)
 {
 	int D = C / H;
 	long tasks = (long)n * H;
 	float scale = (float)(1.0 / sqrt(D));
+	int lanes = dlt_cpu_attention_lanes(D);
+	void (*one)(const float *, float *, int, int, int, float) =
+		lanes == 16 ? decode_avx512 : lanes == 8 ? decode_avx2 : decode_one;
 	#pragma omp parallel for schedule(dynamic) if (tasks * (q0 + n) * D >= PAR_MIN && tasks > 1)
 	for (long task = 0; task < tasks; task++) {
 		int i = (int)(task / H), h = (int)(task % H);
-		decode_one(qkv + (size_t)h * D, out + (size_t)i * C + (size_t)h * D, q0 + i, C, D,
-			   scale);
+		one(qkv + (size_t)h * D, out + (size_t)i * C + (size_t)h * D, q0 + i, C, D,
+		    scale);
 	}
 }

@@ -58,12 +58,18 @@ typedef void ukr_sa_fn(int kc, const float *a, long ars, long acs, const float *
 		       float *c, long ldc, long cs, int m, int n, float alpha, float beta,
 		       int upd);
 
+/* One row of C: row 0 of a packed A panel (element k at a[k acs]) against
+ * np <= 4 adjacent B panels, n columns in all (UROW_DEFINE). */
+typedef void urow_fn(int kc, const float *a, long acs, const float *b, int np, float *c,
+		     long cs, int n, float alpha, float beta, int upd);
+
 typedef struct impl {
 	const char *name;
 	int mr, nr;
 	ukr_fn *ukr;
 	int simd_pack;		/* packs with AVX2 */
 	ukr_sa_fn *ukr_sa;	/* NULL: A is always packed */
+	urow_fn *urow;		/* NULL: a row takes the tile kernel */
 } impl;
 
 #define INLINE static inline __attribute__((always_inline))
@@ -303,6 +309,64 @@ static void ukr_avx512_sa(int kc, const float *restrict a, long ars, long acs,
 {
 	ukr_avx512_t(kc, a, ars, acs, b, ldb, c, ldc, cs, m, n, alpha, beta, upd);
 }
+
+/* ---- one row: the matrix-vector products of generation at batch 1 ----
+ *
+ * Row 0 of a packed A panel (element k at a[k acs]) against np <= 4
+ * adjacent B panels of NR = 2 W columns (n in all): the row's sums of
+ * the tile kernel in its order, so the same bits, without the MR - 1 rows
+ * of zeros the tile kernel would multiply.  Its 2 np chains of sums cover
+ * the FMA latency that one panel's 2 would leave bare. */
+
+#define UROW_DEFINE(SFX, W, TGT, VEC, SET1, LOADU, STOREU, FMADD, MUL)                     \
+	__attribute__((target(TGT), always_inline)) static inline void urow_##SFX##_t(      \
+		int kc, const float *restrict a, long acs, const float *restrict b,          \
+		float *restrict c, long cs, int n, float alpha, float beta, int upd,         \
+		const int NP)                                                                \
+	{                                                                                    \
+		const long ps = (long)kc * 2 * W;                                            \
+		VEC acc[8];                                                                  \
+		_Pragma("GCC unroll 8") for (int v = 0; v < 2 * NP; v++)                     \
+			acc[v] = SET1(0.0f);                                                 \
+		for (int k = 0; k < kc; k++, a += acs, b += 2 * W) {                         \
+			VEC ak = SET1(*a);                                                   \
+			_Pragma("GCC unroll 4") for (int p = 0; p < NP; p++) {               \
+				acc[2 * p] = FMADD(ak, LOADU(b + p * ps), acc[2 * p]);       \
+				acc[2 * p + 1] = FMADD(ak, LOADU(b + p * ps + W),            \
+						       acc[2 * p + 1]);                      \
+			}                                                                    \
+		}                                                                            \
+		if (n == 2 * W * NP && cs == 1) {                                            \
+			VEC va = SET1(alpha), vb = SET1(beta);                               \
+			_Pragma("GCC unroll 8") for (int v = 0; v < 2 * NP; v++) {           \
+				VEC prev = upd == UPD_ADD    ? LOADU(c + v * W)                  \
+					   : upd == UPD_BETA ? MUL(vb, LOADU(c + v * W))         \
+							     : SET1(0.0f);               \
+				STOREU(c + v * W, FMADD(va, acc[v], prev));                  \
+			}                                                                    \
+		} else {                                                                     \
+			float t[8 * W] __attribute__((aligned(64)));                         \
+			_Pragma("GCC unroll 8") for (int v = 0; v < 2 * NP; v++)             \
+				STOREU(t + v * W, acc[v]);                                   \
+			store_edge(t, n, c, 0, cs, 1, n, alpha, beta, upd);                  \
+		}                                                                            \
+	}                                                                                    \
+	__attribute__((target(TGT))) static void urow_##SFX(                               \
+		int kc, const float *a, long acs, const float *b, int np, float *c, long cs, \
+		int n, float alpha, float beta, int upd)                                     \
+	{                                                                                    \
+		switch (np) {                                                                \
+		case 1: urow_##SFX##_t(kc, a, acs, b, c, cs, n, alpha, beta, upd, 1); break; \
+		case 2: urow_##SFX##_t(kc, a, acs, b, c, cs, n, alpha, beta, upd, 2); break; \
+		case 3: urow_##SFX##_t(kc, a, acs, b, c, cs, n, alpha, beta, upd, 3); break; \
+		default: urow_##SFX##_t(kc, a, acs, b, c, cs, n, alpha, beta, upd, 4);       \
+		}                                                                            \
+	}
+
+UROW_DEFINE(avx2, 8, "avx2,fma", __m256, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps,
+	    _mm256_fmadd_ps, _mm256_mul_ps)
+UROW_DEFINE(avx512, 16, "avx512f", __m512, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps,
+	    _mm512_fmadd_ps, _mm512_mul_ps)
 
 /* ---- packing: zero-padded panels, so edge tiles run the full kernel ---- */
 
@@ -700,7 +764,13 @@ static void gemm_block(const impl *im, const gemm_args *g, const float *held, in
 					       pc, kc, ap);
 					round_panel(ap, round_up(mc - full_m, mr) * kc, g->prec);
 				}
-				for (int jr = 0; jr < nc; jr += nr) {
+				for (int jr = 0; mc == 1 && im->urow && jr < nc; jr += 4 * nr) {
+					int n = min_i(4 * nr, nc - jr);
+					im->urow(kc, ap, mr, bp + (size_t)jr * kc, (n + nr - 1) / nr,
+						 g->C + ic * g->ldc + (jc + jr) * g->cs, g->cs, n,
+						 g->alpha, g->beta, upd);
+				}
+				for (int jr = 0; !(mc == 1 && im->urow) && jr < nc; jr += nr) {
 					float *c = g->C + ic * g->ldc + (jc + jr) * g->cs;
 					const float *b = bp + (size_t)jr * kc;
 					for (int ir = 0; ir < mc; ir += mr) {
@@ -793,8 +863,8 @@ static void gemm_ours(const impl *im, const gemm_args *g0)
 static const impl impls[DLT_GEMM_KINDS] = {
 	[DLT_GEMM_OPENBLAS] = { "openblas", 0, 0, NULL, 0 },
 	[DLT_GEMM_SCALAR] = { "dlt-scalar", S_MR, S_NR, ukr_scalar, 0 },
-	[DLT_GEMM_AVX2] = { "dlt-avx2", 6, 16, ukr_avx2, 1, ukr_avx2_sa },
-	[DLT_GEMM_AVX512] = { "dlt-avx512", 8, 32, ukr_avx512, 1, ukr_avx512_sa },
+	[DLT_GEMM_AVX2] = { "dlt-avx2", 6, 16, ukr_avx2, 1, ukr_avx2_sa, urow_avx2 },
+	[DLT_GEMM_AVX512] = { "dlt-avx512", 8, 32, ukr_avx512, 1, ukr_avx512_sa, urow_avx512 },
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

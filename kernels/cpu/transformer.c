@@ -24,6 +24,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/common/math.h"
+#include "kernels/cpu/exp_neg.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/transformer.h"
 
@@ -229,31 +230,6 @@ static float row_max(const float *s, int n)
 	return m;
 }
 
-/* exp(x) for the x <= 0 of a score less its row's maximum (or lse), in
- * a form the compiler vectorises (expf is a call per element): 2^n e^f
- * with n = round(x log2 e), |f| <= ln 2 / 2, e^f by its degree-6 Taylor
- * polynomial (within 3 ulp of exp over [-87, 1]); below -87 it is 0, as
- * expf's underflow nearly is. */
-static inline float exp_neg(float x)
-{
-	float t = x * 1.44269504088896341f;
-	float n = (t + 12582912.0f) - 12582912.0f;	/* round to nearest */
-	float f = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
-	float p = 1.0f / 720.0f;
-	uint32_t bits;
-	float two_n;
-	p = p * f + 1.0f / 120.0f;
-	p = p * f + 1.0f / 24.0f;
-	p = p * f + 1.0f / 6.0f;
-	p = p * f + 0.5f;
-	p = p * f + 1.0f;
-	p = p * f + 1.0f;
-	n = n < -126.0f ? -126.0f : n;
-	bits = (uint32_t)((int32_t)n + 127) << 23;
-	memcpy(&two_n, &bits, sizeof(two_n));
-	return x < -87.0f ? 0.0f : p * two_n;
-}
-
 /* s[c] = exp(s[c] - m) for c < lim, 0 from lim to nk; returns their sum */
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static float exp_row(float *s, int lim, int nk, float m)
@@ -434,9 +410,7 @@ static void ds_row_scaled(const float *p, float *dp, int n, float di, float scal
 #undef W
 #pragma GCC pop_options
 
-/* The lanes of the tiles that serve head size D, 0 where none does (the
- * GEMM's tiles then): D a multiple of them, at most 8 vectors */
-static int simd_lanes(int D)
+int dlt_cpu_attention_lanes(int D)
 {
 	if (D % 16 == 0 && D <= 128 && __builtin_cpu_supports("avx512f"))
 		return 16;
@@ -532,7 +506,7 @@ void dlt_cpu_attention_forward(const float *qkv, float *out, float *lse, int B, 
 	int D = C / H, tiles = (T + TQ - 1) / TQ;
 	long tasks = (long)B * H * tiles;
 	float scale = (float)(1.0 / sqrt(D));
-	int lanes = drop.rate > 0.0f ? 0 : simd_lanes(D);
+	int lanes = drop.rate > 0.0f ? 0 : dlt_cpu_attention_lanes(D);
 	#pragma omp parallel for schedule(dynamic)
 	for (long task = 0; task < tasks; task++) {
 		int b = (int)(task / ((long)H * tiles)), h = (int)(task / tiles % H);
@@ -556,7 +530,7 @@ void dlt_cpu_attention_backward(const float *qkv, const float *out, const float 
 				const float *lse, float *dqkv, int B, int T, int C, int H,
 				int causal, dlt_attn_dropout drop)
 {
-	int D = C / H, lanes = drop.rate > 0.0f ? 0 : simd_lanes(D);
+	int D = C / H, lanes = drop.rate > 0.0f ? 0 : dlt_cpu_attention_lanes(D);
 	int tp = (T + TK - 1) / TK * TK;
 	float scale = (float)(1.0 / sqrt(D));
 	#pragma omp parallel for schedule(dynamic)

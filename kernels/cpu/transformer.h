@@ -27,6 +27,11 @@ void dlt_cpu_attention_backward(const float *qkv, const float *out, const float 
 				const float *lse, float *dqkv, int B, int T, int C, int H,
 				int causal, dlt_attn_dropout drop);
 
+/* The lanes of the CPU's register-blocked attention kernels (16 for
+ * AVX-512, 8 for AVX2 with FMA) that serve head size D, a multiple of
+ * them up to 8 vectors; 0 where none does (the generic paths then) */
+int dlt_cpu_attention_lanes(int D);
+
 void dlt_ref_layernorm_forward(const float *x, const float *gamma, const float *beta, float *y,
 			       float *mean, float *rstd, int rows, int C, float eps);
 void dlt_ref_layernorm_backward(const float *x, const float *dy, const float *gamma,
