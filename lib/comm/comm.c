@@ -448,7 +448,11 @@ static int ranged(dlt_comm *c, int op, float *block, const size_t *ranges, size_
 	for (size_t s = a; s < b && rc == 0; s += chunk) {
 		size_t e = b - s > chunk ? s + chunk : b;
 		pieces(c, ranges, s, e, counts);
-		c->sent += (e - s - counts[c->rank]) * sizeof(float);
+		/* a ring's: a reduce-scatter passes on every piece but the one it
+		 * ends with, its own; an all-gather every piece but the one the
+		 * next rank holds */
+		c->sent += (e - s - counts[op == OP_GATHER_ALL ? (c->rank + 1) % c->size : c->rank]) *
+			   sizeof(float);
 		if (op == OP_GATHER_ALL ? c->all_gather(c, block + s, counts)
 					: c->reduce_scatter(c, block + s, counts, op == OP_SCATTER_ORDERED))
 			rc = failed(c);
@@ -499,7 +503,7 @@ void dlt_buckets_init(dlt_buckets *b, dlt_comm *c, float *g, size_t n, size_t bu
 	b->g = g;
 	b->n = n;
 	b->bucket = bucket_bytes / sizeof(float) ? bucket_bytes / sizeof(float) : 1;
-	b->begun = n;
+	b->begun = b->flight = n;
 }
 
 void dlt_buckets_scatter(dlt_buckets *b, const size_t *ranges, int during_backward)
@@ -527,10 +531,27 @@ static int bucket_begin(dlt_buckets *b, size_t off)
 	return dlt_comm_sum_begin(b->c, b->g + off, b->begun - off);
 }
 
+void dlt_buckets_on_done(dlt_buckets *b, void (*done)(void *ctx, size_t a, size_t b),
+			 void *ctx)
+{
+	b->done = done;
+	b->done_ctx = ctx;
+}
+
 void dlt_buckets_reset(dlt_buckets *b)
 {
-	b->begun = b->n;
+	b->begun = b->flight = b->n;
 	b->err = 0;
+}
+
+/* Waits for what is in flight and reports it done */
+static int settle(dlt_buckets *b)
+{
+	int rc = dlt_comm_sum_wait(b->c);
+	if (rc == 0 && b->done && b->begun < b->flight)
+		b->done(b->done_ctx, b->begun, b->flight);
+	b->flight = b->begun;
+	return rc;
 }
 
 void dlt_buckets_ready(dlt_buckets *b, size_t off)
@@ -538,7 +559,10 @@ void dlt_buckets_ready(dlt_buckets *b, size_t off)
 	if (b->err)
 		return;
 	if (off < b->begun && b->begun - off >= b->bucket && !b->at_finish) {
-		b->err = bucket_begin(b, off);
+		if (b->done && b->begun < b->flight)
+			b->err = settle(b);
+		if (!b->err)
+			b->err = bucket_begin(b, off);
 		b->begun = off;
 	} else {
 		b->err = dlt_comm_progress(b->c);
@@ -552,6 +576,6 @@ int dlt_buckets_finish(dlt_buckets *b)
 		b->begun = 0;
 	}
 	if (!b->err)
-		b->err = dlt_comm_sum_wait(b->c);
+		b->err = settle(b);
 	return b->err;
 }

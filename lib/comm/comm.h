@@ -97,8 +97,9 @@ typedef struct dlt_comm {
 	long long point;
 	/* the bytes this rank has sent, counted by dlt_comm_* as the
 	 * bandwidth-optimal algorithm of each op sends them: a sum of n
-	 * values 2 n (N - 1) / N, a reduce-scatter or all-gather every piece
-	 * but its own, a gather its piece; the model's values only (not
+	 * values 2 n (N - 1) / N, a reduce-scatter every piece but its own,
+	 * an all-gather every piece but the next rank's (a ring's), a gather
+	 * its piece; the model's values only (not
 	 * sum_f64's metrics and flags, nor the broadcast that starts a run).
 	 * The library's own algorithm may send more: this is the volume the
 	 * parallel scheme asks for. */
@@ -189,6 +190,11 @@ typedef struct dlt_buckets {
 	 * are then reduce-scattered in rank order instead of summed */
 	const size_t *ranges;
 	int at_finish;		/* sums begin at finish, not during backward */
+	/* dlt_buckets_on_done's, and g[begun..flight), begun and not yet
+	 * reported done */
+	void (*done)(void *ctx, size_t a, size_t b);
+	void *done_ctx;
+	size_t flight;
 } dlt_buckets;
 
 void dlt_buckets_init(dlt_buckets *b, dlt_comm *c, float *g, size_t n, size_t bucket_bytes);
@@ -200,6 +206,12 @@ void dlt_buckets_scatter(dlt_buckets *b, const size_t *ranges, int during_backwa
 /* The sums begin only when all of g is final (at finish): a step of
  * several micro-batches, whose backward passes each see part of it. */
 void dlt_buckets_at_finish(dlt_buckets *b);
+/* Has the buckets call done(ctx, a, b) once the collectives over g[a, b)
+ * are over, so that ZeRO 2 and 3 let the other ranks' parts go: a
+ * bucket's collectives are then waited for before the next bucket's
+ * begin, so that only one bucket's parts are in flight at a time. */
+void dlt_buckets_on_done(dlt_buckets *b, void (*done)(void *ctx, size_t a, size_t b),
+			 void *ctx);
 /* Starts a step: nothing is summed yet. */
 void dlt_buckets_reset(dlt_buckets *b);
 /* g[off..n) is final. */

@@ -1049,7 +1049,7 @@ fail:
 	return rc;
 }
 
-/* dist: {timeout: seconds, bucket_mb: MB, zero: 0|1|2}, data
+/* dist: {timeout: seconds, bucket_mb: MB, zero: 0|1|2|3}, data
  * parallelism's: how long a rank waits for the others before it ends the
  * job, the size of the gradient buckets summed while backward goes on,
  * and the ZeRO stage. */
@@ -1065,7 +1065,7 @@ static int parse_dist(const dlt_node *root, dlt_config *c)
 	DLT_TRY(as_map(d, "dist", keys));
 	DLT_TRY(get_f64(d, "dist", "timeout", POSITIVE, &c->dist.timeout));
 	DLT_TRY(get_f64(d, "dist", "bucket_mb", POSITIVE, &c->dist.bucket_mb));
-	DLT_TRY(get_int(d, "dist", "zero", 0, 2, &c->dist.zero));
+	DLT_TRY(get_int(d, "dist", "zero", 0, 3, &c->dist.zero));
 	if (c->dist.timeout > 86400 || c->dist.bucket_mb > 4096)
 		rc = dlt_node_error(d, "dist: timeout is at most 86400 s, bucket_mb 4096");
 fail:
@@ -1116,6 +1116,12 @@ static int from_tree(dlt_config *c, const dlt_node *root)
 	DLT_TRY(parse_ckpt(root, c));
 	DLT_TRY(parse_dist(root, c));
 	DLT_TRY(parse_device(root, c));
+	/* a rank lets the weights outside its range go by giving their pages
+	 * back (madvise); a GPU's memory would need its virtual memory calls
+	 * (cuMemMap) for that */
+	if (c->dist.zero == 3 && c->device >= 0)
+		rc = dlt_node_error(get(get(root, "dist"), "zero"), "dist.zero 3 runs on CPU "
+				    "ranks only; on GPUs use dist.zero 2");
 fail:
 	return rc;
 }

@@ -187,7 +187,7 @@ typedef struct dlt_config {
 	struct {
 		double timeout;		/* s a rank waits for the others, default 300 */
 		double bucket_mb;	/* gradient bucket size, default 25 */
-		/* ZeRO stage, 0 to 2, which sums the gradients in rank order
+		/* ZeRO stage, 0 to 3, which sums the gradients in rank order
 		 * (the same bits for every stage); -1 when not set: summed by
 		 * the library's all-reduce */
 		int zero;

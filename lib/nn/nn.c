@@ -1378,9 +1378,46 @@ static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long lon
 }
 
 /* forward_op, its output rounded to the activations' precision */
+/* Param k (0: w, 1: b, 2 and 3: attention's projection) of op l, -1 if
+ * none: the ops of a residual block (FORK, ADD) carry no params of their
+ * own.  A tied head's weights are its embedding's: tied 0 leaves them
+ * out. */
+static int op_param(const dlt_layer *l, int k, int tied)
+{
+	if (l->kind == DLT_OP_FORK || l->kind == DLT_OP_ADD || (k == 0 && l->tied && !tied))
+		return -1;
+	return k == 0 ? l->w : k == 1 ? l->b : k == 2 ? l->w2 : l->b2;
+}
+
+/* dlt_model_on_params's calls for op l: its params' ranges, adjacent ones
+ * as one */
+static void use_params(dlt_model *m, const dlt_layer *l, int need)
+{
+	size_t a = 0, b = 0;
+	if (!m->params_use)
+		return;
+	for (int k = 0; k < 4; k++) {
+		int p = op_param(l, k, 1);
+		if (p < 0)
+			continue;
+		if (b > a && m->params[p].off != b) {
+			m->params_use(m->params_ctx, a, b, need);
+			a = b;
+		}
+		if (b == a)
+			a = m->params[p].off;
+		b = m->params[p].off + m->params[p].n;
+	}
+	if (b > a)
+		m->params_use(m->params_ctx, a, b, need);
+}
+
 static void run_forward(dlt_model *m, dlt_layer *l, int batch, int train, long long step)
 {
-	int t = forward_op(m, l, batch, train, step);
+	int t;
+	use_params(m, l, 1);
+	t = forward_op(m, l, batch, train, step);
+	use_params(m, l, 0);
 	if (t >= 0 && m->prec != DLT_PREC_F32)
 		m->be->round(dlt_tensor_a(m, t), (size_t)batch * m->t[t].n, m->prec);
 }
@@ -1594,7 +1631,9 @@ void dlt_model_backward(dlt_model *m, int batch)
 		/* a layer norm or an activation, which does not draw: no step */
 		if (l->remade_in)
 			run_forward(m, l - 1, batch, 1, 0);
+		use_params(m, l, 1);
 		dx = backward_op(m, l, batch);
+		use_params(m, l, 0);
 		if (dx && m->prec != DLT_PREC_F32)
 			m->be->round(dx, (size_t)batch * m->t[l->in].n, m->prec);
 		if (m->grads_ready && m->ready_at[i] != SIZE_MAX)
@@ -1602,20 +1641,34 @@ void dlt_model_backward(dlt_model *m, int batch)
 	}
 }
 
-/* Param k (0: w, 1: b, 2 and 3: attention's projection) of op l, -1 if
- * none: the ops of a residual block (FORK, ADD) carry no params of their
- * own, and a tied head's weights are its embedding's, whose gradient is
- * final only after the embedding's backward. */
-static int op_param(const dlt_layer *l, int k)
+void dlt_model_on_params(dlt_model *m, void (*use)(void *ctx, size_t a, size_t b, int need),
+			 void *ctx)
 {
-	if (l->kind == DLT_OP_FORK || l->kind == DLT_OP_ADD || (k == 0 && l->tied))
-		return -1;
-	return k == 0 ? l->w : k == 1 ? l->b : k == 2 ? l->w2 : l->b2;
+	m->params_use = use;
+	m->params_ctx = ctx;
+}
+
+void dlt_model_params_pass(dlt_model *m, int backward)
+{
+	for (int i = 0; i < m->n_layers; i++) {
+		use_params(m, &m->layers[i], 1);
+		use_params(m, &m->layers[i], 0);
+	}
+	for (int i = m->n_layers - 1; backward && i >= 0; i--) {
+		if (m->layers[i].remade_in) {
+			use_params(m, &m->layers[i - 1], 1);
+			use_params(m, &m->layers[i - 1], 0);
+		}
+		use_params(m, &m->layers[i], 1);
+		use_params(m, &m->layers[i], 0);
+	}
 }
 
 /* Where the gradients of ops i.. begin in the block: the smallest offset
  * of their params, if no op before i has a param beyond it (params are
- * made in op order, so that holds but where an op has none). */
+ * made in op order, so that holds but where an op has none).  A tied
+ * head's weights are left out: their gradient is final only after the
+ * embedding's backward. */
 int dlt_model_on_grads(dlt_model *m, void (*ready)(void *ctx, size_t off), void *ctx)
 {
 	size_t *at = dlt_calloc(m->n_layers ? m->n_layers : 1, sizeof(*at));
@@ -1626,7 +1679,7 @@ int dlt_model_on_grads(dlt_model *m, void (*ready)(void *ctx, size_t off), void 
 	for (int i = 0; i < m->n_layers; i++) {
 		at[i] = end;
 		for (int k = 0; k < 4; k++) {
-			int p = op_param(&m->layers[i], k);
+			int p = op_param(&m->layers[i], k, 0);
 			if (p >= 0 && m->params[p].off + m->params[p].n > end)
 				end = m->params[p].off + m->params[p].n;
 		}
@@ -1634,7 +1687,7 @@ int dlt_model_on_grads(dlt_model *m, void (*ready)(void *ctx, size_t off), void 
 	for (int i = m->n_layers - 1; i >= 0; i--) {
 		int own = 0;
 		for (int k = 0; k < 4; k++) {
-			int p = op_param(&m->layers[i], k);
+			int p = op_param(&m->layers[i], k, 0);
 			if (p >= 0) {
 				own = 1;
 				if (m->params[p].off < lo)

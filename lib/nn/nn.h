@@ -82,6 +82,9 @@ typedef struct dlt_model {
 	void (*grads_ready)(void *ctx, size_t off);
 	void *grads_ctx;
 	size_t *ready_at;	/* per op: the offset its backward finishes */
+	/* dlt_model_on_params's */
+	void (*params_use)(void *ctx, size_t a, size_t b, int need);
+	void *params_ctx;
 } dlt_model;
 
 /* Builds the model of c for samples of shape in and n_classes outputs;
@@ -126,6 +129,17 @@ void dlt_model_backward(dlt_model *m, int batch);
  * the end of the block are final (they become final from the end down),
  * so that data parallelism sums them while backward goes on. */
 int dlt_model_on_grads(dlt_model *m, void (*ready)(void *ctx, size_t off), void *ctx);
+/* Has every op that reads params call use(ctx, a, b, 1) for each run
+ * [a, b) of the weight block it reads (its own, a tied head's embedding)
+ * before it runs, in forward, in a remade forward and in backward, and
+ * use(ctx, a, b, 0) once it is done with them: ZeRO 3 gathers them for
+ * the op and lets them go after. */
+void dlt_model_on_params(dlt_model *m, void (*use)(void *ctx, size_t a, size_t b, int need),
+			 void *ctx);
+/* The calls to use of a forward (backward 0) or of a forward and a
+ * backward (1), in their order, without computing: a rank with no sample
+ * of a batch still takes part in the others' gathers. */
+void dlt_model_params_pass(dlt_model *m, int backward);
 /* The backend's first failure (a GPU's), NULL while none: the loss and
  * everything after it are then meaningless. */
 const char *dlt_model_error(const dlt_model *m);

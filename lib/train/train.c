@@ -72,6 +72,11 @@ typedef struct run_state {
 	 * of the parameter block (dlt_comm_ranges) */
 	int zero;
 	size_t *ranges;
+	/* ZeRO 3: the first failure of a gather for an op (op_params); the
+	 * peak bytes of weights, gradients and optimizer state this rank has
+	 * held in memory since the last record (note_state) */
+	int params_err;
+	size_t state_peak;
 	/* a new run's directory, opened on a thread of its own while the
 	 * first step runs (open_run_start) */
 	const char *rundir;
@@ -143,13 +148,19 @@ static int evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t n
 	if (!sums)
 		return DLT_ENOMEM;
 	dlt_loader_pass(l, order, n, NULL);
-	while (dlt_loader_next(l, &x, &y, &b) > 0) {
-		if (!b)
+	while (dlt_loader_next(l, &x, &y, &b) > 0 && !s->params_err) {
+		if (!b) {	/* ZeRO 3: the others' gathers all the same */
+			dlt_model_params_pass(&s->m, 0);
 			continue;
+		}
 		dlt_model_set_input(&s->m, x, b);
 		dlt_model_forward(&s->m, b, 0, 0);
 		sums[0] += dlt_model_loss(&s->m, y, b, &c) * b;
 		add_sums(s, 1, y, b, c, sums + 1);
+	}
+	if (s->params_err) {
+		free(sums);
+		return s->params_err;
 	}
 	if (s->comm)
 		rc = dlt_comm_sum_f64(s->comm, sums, ns);
@@ -367,6 +378,70 @@ static void on_grads(void *ctx, size_t off)
 	dlt_buckets_ready(ctx, off);
 }
 
+/* ZeRO 2 and 3: the pages of block[a, b) outside this rank's range go
+ * back to the system */
+static void release_outside(const run_state *s, float *block, size_t a, size_t b)
+{
+	size_t lo = s->ranges[s->rank], hi = s->ranges[s->rank + 1];
+	if (a < lo)
+		dlt_mem_release(block + a, ((b < lo ? b : lo) - a) * sizeof(float));
+	if (b > hi) {
+		size_t from = a > hi ? a : hi;
+		dlt_mem_release(block + from, (b - from) * sizeof(float));
+	}
+}
+
+/* The bytes of weights, gradients and optimizer state in memory now, by
+ * their pages (dlt_mem_resident), into the peak */
+static void note_state(run_state *s)
+{
+	size_t bytes = s->m.n_weights * sizeof(float), now = s->opt.state_bytes;
+	if (!s->m.be->host || !s->comm)
+		return;
+	now += dlt_mem_resident(s->m.dev_w, bytes) + dlt_mem_resident(s->m.dev_g, bytes);
+	if (s->acc_g)
+		now += dlt_mem_resident(s->acc_g, bytes);
+	if (now > s->state_peak)
+		s->state_peak = now;
+}
+
+/* ZeRO 3: an op's params [a, b) from every rank before it runs, and let
+ * go after */
+static void op_params(void *ctx, size_t a, size_t b, int need)
+{
+	run_state *s = ctx;
+	if (s->params_err)
+		return;
+	if (!need) {
+		release_outside(s, s->m.dev_w, a, b);
+		return;
+	}
+	s->params_err = dlt_comm_all_gather(s->comm, s->m.dev_w, s->ranges, a, b,
+					    s->buckets.bucket);
+	if (s->params_err == 0)
+		s->params_err = dlt_comm_sum_wait(s->comm);
+	note_state(s);
+}
+
+/* ZeRO 2 and 3: a bucket's gradients reduce-scattered, the other ranks'
+ * parts go */
+static void grads_done(void *ctx, size_t a, size_t b)
+{
+	run_state *s = ctx;
+	note_state(s);
+	release_outside(s, s->m.dev_g, a, b);
+}
+
+/* ZeRO 3: rank 0's whole weight block, for a checkpoint or the model
+ * (every rank takes part); let go again with release_outside */
+static int gather_params(run_state *s)
+{
+	size_t lo = s->ranges[s->rank];
+	DLT_TRY_RC(dlt_comm_gather(s->comm, s->m.dev_w + lo, s->rank ? NULL : s->m.dev_w,
+				   s->ranges, s->buckets.bucket, 0));
+	return dlt_comm_sum_wait(s->comm);
+}
+
 /* The optimiser's decisions over the ranks (ZeRO) */
 static int sum_ranks(void *ctx, double *x, int n)
 {
@@ -515,6 +590,9 @@ static int sync_start(run_state *s)
 	st->best_step = (long long)v[12];
 	memcpy(st->ep_m, v + 15, sizeof(st->ep_m));
 	memcpy(st->win_m, v + 15 + DLT_TRAIN_SUMS, sizeof(st->win_m));
+	/* ZeRO 3: from here on a rank holds its range of the weights alone */
+	if (s->zero == 3)
+		release_outside(s, m->dev_w, 0, m->n_weights);
 	return 0;
 }
 
@@ -635,7 +713,11 @@ static int setup(run_state *s)
 		dlt_buckets_init(&s->buckets, s->comm, s->m.dev_g, s->m.n_weights,
 				 (size_t)(c->dist.bucket_mb * 1e6));
 		if (s->zero >= 0)
-			dlt_buckets_scatter(&s->buckets, s->ranges, s->zero == 2);
+			dlt_buckets_scatter(&s->buckets, s->ranges, s->zero >= 2);
+		if (s->zero >= 2 && be->host)
+			dlt_buckets_on_done(&s->buckets, grads_done, s);
+		if (s->zero == 3)
+			dlt_model_on_params(&s->m, op_params, s);
 		/* micro-batches: the sums begin when the step's gradients are
 		 * all in, not during each backward */
 		if (c->train.accumulate > 1)
@@ -752,6 +834,10 @@ static int checkpoint(run_state *s, int best)
 	 * which alone writes */
 	if (s->zero >= 1 && (rc = gather_state(s, &state)) < 0)
 		return rc;
+	if (s->zero == 3 && (rc = gather_params(s)) < 0) {
+		release_state(s, state);
+		return rc;
+	}
 	if (!s->ckpt_dir || (s->zero >= 1 && s->rank))
 		return 0;
 	path = best ? dlt_run_file(&s->run, "ckpt/best.dlt") : ckpt_path(s, s->opt.step);
@@ -776,6 +862,8 @@ static int checkpoint(run_state *s, int best)
 	s->ckpt_at = dlt_now();
 	free(path);
 	release_state(s, state);
+	if (s->zero == 3)
+		release_outside(s, s->m.dev_w, 0, s->m.n_weights);
 	return rc == DLT_ENOMEM ? rc : 0;
 }
 
@@ -785,6 +873,8 @@ static int save_model(run_state *s)
 {
 	char *path;
 	int rc;
+	if (s->zero == 3)	/* every rank sends its range, at the run's end */
+		DLT_TRY_RC(gather_params(s));
 	if (!s->run.dir)
 		return 0;
 	if (!(path = dlt_run_file(&s->run, "model.dlt")))
@@ -801,15 +891,17 @@ static int save_model(run_state *s)
  * is reached by all. */
 static int rank_usage(run_state *s, dlt_json *j)
 {
-	double *v = dlt_calloc(2 * (size_t)s->ranks, sizeof(double));
+	double *v = dlt_calloc(3 * (size_t)s->ranks, sizeof(double));
 	long long steps = s->opt.step - s->win_step;
 	if (!v)
 		return DLT_ENOMEM;
 	v[s->rank] = steps > 0 ? (double)(s->comm->sent - s->win_sent) / (double)steps : 0;
 	v[s->ranks + s->rank] = dlt_mem_peak() / (1 << 20);
+	v[2 * s->ranks + s->rank] = (double)s->state_peak / (1 << 20);
 	s->win_sent = s->comm->sent;
 	s->win_step = s->opt.step;
-	if (dlt_comm_sum_f64(s->comm, v, 2 * s->ranks) < 0) {
+	s->state_peak = 0;
+	if (dlt_comm_sum_f64(s->comm, v, 3 * s->ranks) < 0) {
 		free(v);
 		return DLT_EFAIL;
 	}
@@ -821,6 +913,12 @@ static int rank_usage(run_state *s, dlt_json *j)
 	for (int r = 0; r < s->ranks; r++)
 		dlt_json_num(j, NULL, round(v[s->ranks + r] * 10) / 10);
 	dlt_json_array_end(j);
+	if (s->m.be->host) {
+		dlt_json_array_begin(j, "state_mib");
+		for (int r = 0; r < s->ranks; r++)
+			dlt_json_num(j, NULL, round(v[2 * s->ranks + r] * 10) / 10);
+		dlt_json_array_end(j);
+	}
 	free(v);
 	return 0;
 }
@@ -1064,7 +1162,8 @@ static int open_run_wait(run_state *s)
 
 /* The update from the summed gradients.  ZeRO 0: every rank's range,
  * summed in rank order, to every rank, and each updates the whole block;
- * 1 and 2: each updates its range, and the parameters go to every rank. */
+ * 1 and 2: each updates its range, and the parameters go to every rank;
+ * 3: each updates its range, which it alone holds. */
 static int optim_step(run_state *s, double lr)
 {
 	size_t n = s->m.n_weights, chunk = s->buckets.bucket;
@@ -1075,10 +1174,13 @@ static int optim_step(run_state *s, double lr)
 	}
 	if ((rc = dlt_optim_step(&s->opt, &s->m, lr)) < 0)
 		return rc;
-	if (s->zero >= 1 && rc) {	/* a step skipped by all changed nothing */
+	/* a step skipped by all changed nothing; ZeRO 3 gathers each op's
+	 * weights when it runs */
+	if (s->zero >= 1 && s->zero < 3 && rc) {
 		DLT_TRY_RC(dlt_comm_all_gather(s->comm, s->m.dev_w, s->ranges, 0, n, chunk));
 		DLT_TRY_RC(dlt_comm_sum_wait(s->comm));
 	}
+	note_state(s);
 	return 0;
 }
 
@@ -1150,7 +1252,10 @@ static int train_loop(run_state *s)
 					dlt_model_backward(&s->m, mine);
 				} else {	/* a rank with no sample of a small last batch */
 					s->m.be->zero(s->m.dev_g, s->m.n_weights * sizeof(float));
+					dlt_model_params_pass(&s->m, 1);
 				}
+				if (s->params_err)
+					return s->params_err;
 				taken += b;
 				if (acc > 1 && micro)
 					s->m.be->add(s->acc_g, s->m.dev_g, s->acc_g, s->m.n_weights);

@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -104,6 +105,40 @@ void dlt_free_aligned(void *p)
 {
 	if (p)
 		free(((void **)p)[-1]);
+}
+
+static uintptr_t page_size(void)
+{
+	long n = sysconf(_SC_PAGESIZE);
+	return n > 0 ? (uintptr_t)n : 4096;
+}
+
+/* MADV_DONTNEED: private anonymous memory, which every heap block is,
+ * reads as zero pages afterwards (the allocator assumes nothing of a
+ * block's contents it has handed out) */
+void dlt_mem_release(void *p, size_t n)
+{
+	uintptr_t ps = page_size(), a = ((uintptr_t)p + ps - 1) & ~(ps - 1);
+	uintptr_t b = ((uintptr_t)p + n) & ~(ps - 1);
+	if (b > a)
+		madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+size_t dlt_mem_resident(const void *p, size_t n)
+{
+	uintptr_t ps = page_size(), a = (uintptr_t)p & ~(ps - 1), end = (uintptr_t)p + n;
+	size_t bytes = 0;
+	unsigned char v[4096];
+	while (n && a < end) {
+		size_t pages = (end - a + ps - 1) / ps;
+		if (pages > sizeof(v))
+			pages = sizeof(v);
+		if (mincore((void *)a, pages * ps, v) == 0)
+			for (size_t i = 0; i < pages; i++)
+				bytes += (v[i] & 1) * ps;
+		a += pages * ps;
+	}
+	return bytes;
 }
 
 char *dlt_strdup(const char *s)

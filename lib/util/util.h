@@ -47,6 +47,12 @@ void *dlt_malloc_aligned(size_t n);	/* 64-byte aligned, free with free() */
  * gradients and moments start that way).  Free with dlt_free_aligned. */
 void *dlt_zalloc_aligned(size_t n);
 void dlt_free_aligned(void *p);
+/* ZeRO's params and gradients outside a rank's range: the pages wholly
+ * inside [p, p + n) go back to the system, and read as zeros (and take
+ * no memory) until written again. */
+void dlt_mem_release(void *p, size_t n);
+/* The bytes of the pages of [p, p + n) that are in memory now. */
+size_t dlt_mem_resident(const void *p, size_t n);
 char *dlt_strdup(const char *s);
 /* Makes room for n elements of size bytes in the array *(T **)array of
  * capacity *cap, doubling it as needed (at least 8); 0 or DLT_ENOMEM. */
