@@ -196,6 +196,7 @@ static void cpu_act_backward(const float *x, const float *y, const float *dy, fl
  * whatever the number of threads. */
 #define COLS_BLOCK 64
 
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static void bias_grad_block(const float *dy, float *db, int rows, int cols, int c0, int nc)
 {
 	double acc[COLS_BLOCK] = { 0 };
