@@ -22,8 +22,8 @@ static const char prog[] = "dlt-train";
 static const char usage[] =
 	"usage: dlt-train -c CONFIG [-o RUNDIR] [-s KEY=VALUE]... [--gpus N | --ranks N]\n"
 	"                 [--auto-resume] [--restarts N] [--json] [-q] [-v]\n"
-	"       dlt-train --resume RUNDIR [-s train.epochs=N | -s train.steps=N] [--gpus N | --ranks N]\n"
-	"                 [--restarts N] [--json] [-q] [-v]\n"
+	"       dlt-train --resume RUNDIR [-s train.epochs=N | -s train.steps=N] [-s dist.KEY=V]\n"
+	"                 [--gpus N | --ranks N] [--restarts N] [--json] [-q] [-v]\n"
 	"\n"
 	"  -c, --config FILE   the training config (YAML; - for stdin)\n"
 	"  -o, --output DIR    the run directory (default runs/CONFIG-DATE-TIME; in a\n"
@@ -31,7 +31,8 @@ static const char usage[] =
 	"  -s, --set KEY=VAL   override a config key, e.g. -s train.optimizer.adam.lr=3e-4\n"
 	"  -r, --resume DIR    continue the run in DIR from its newest valid checkpoint;\n"
 	"                      -s train.epochs=N (token data: train.steps=N) may raise\n"
-	"                      its epochs (steps), even when done\n"
+	"                      its epochs (steps), even when done; -s dist.KEY=V goes\n"
+	"                      on in another layout (ZeRO stage, pipeline)\n"
 	"      --auto-resume   continue RUNDIR's run of CONFIG when it holds one, else\n"
 	"                      start it (a job that Slurm requeues)\n"
 	"      --gpus N        data parallel on N GPUs of this machine (device: cuda)\n"
@@ -198,16 +199,26 @@ struct args {
  * -c's with the -s overrides. */
 static int job_config(const struct args *a, const char *resume, dlt_config *c)
 {
-	char *path;
-	int rc;
+	char *path, **dist;
+	int rc, n_dist = 0;
 
 	if (!resume)
 		return dlt_config_load(c, a->config, a->overrides, a->n_overrides);
-	if (!(path = dlt_malloc(strlen(resume) + 16)))
+	/* a --resume's -s dist.* (parse_args let only those and the length
+	 * through) */
+	if (!(dist = dlt_calloc((size_t)a->n_overrides + 1, sizeof(*dist))))
 		return DLT_ENOMEM;
+	for (int i = 0; a->resume && i < a->n_overrides; i++)
+		if (!strncmp(a->overrides[i], "dist.", 5))
+			dist[n_dist++] = a->overrides[i];
+	if (!(path = dlt_malloc(strlen(resume) + 16))) {
+		free(dist);
+		return DLT_ENOMEM;
+	}
 	sprintf(path, "%s/config.yaml", resume);
-	rc = dlt_config_load(c, path, NULL, 0);
+	rc = dlt_config_load(c, path, dist, n_dist);
 	free(path);
+	free(dist);
 	return rc;
 }
 
@@ -313,10 +324,13 @@ static int parse_args(struct args *a, int argc, char **argv)
 		return cli_usage(prog, "--resume takes the run's own config: no -c or -o");
 	if (a->resume && a->auto_resume)
 		return cli_usage(prog, "--auto-resume goes with -c CONFIG -o RUNDIR, not --resume");
-	/* a resume may go on for longer (dlt-search's promotions), not change
+	/* a resume may go on for longer (dlt-search's promotions), and on
+	 * other ranks (dist.*: a pipeline's stages, a ZeRO stage), not change
 	 * what it trains */
 	for (int i = 0; a->resume && i < a->n_overrides; i++) {
 		static const char epochs[] = "train.epochs=", steps[] = "train.steps=";
+		if (!strncmp(a->overrides[i], "dist.", 5))
+			continue;
 		if (!strncmp(a->overrides[i], steps, sizeof(steps) - 1)) {
 			if (dlt_parse_i64(a->overrides[i] + sizeof(steps) - 1, 1, INT64_MAX, &n,
 					  "train.steps") < 0)
@@ -389,9 +403,12 @@ static int train(const struct args *a, const dlt_rank_info *job, const char *run
 			resume = rundir;
 	}
 	/* a resumed run's config is the library's to read, unless the
-	 * ranks need its device and timeout for their comm first */
-	if ((!resume || dlt_comm_wanted(job)) && (rc = job_config(a, resume, &c)) < 0)
+	 * ranks need its device and timeout for their comm first, or a
+	 * --resume -s dist.* its layout */
+	if ((!resume || dlt_comm_wanted(job) || a->resume) && (rc = job_config(a, resume, &c)) < 0)
 		return cli_fail(prog, rc);
+	if (resume && (dlt_comm_wanted(job) || a->resume))
+		hooks.layout = &c;
 	if (dlt_comm_wanted(job) && (rc = dlt_comm_open(&comm, job, dlt_rank_device(job, c.device),
 							c.dist.timeout)) < 0) {
 		dlt_config_free(&c);

@@ -134,6 +134,31 @@ train:
 YAML
 }
 
+# gpt_close A B: two models of gpt_yaml's GPT, tensor by tensor within
+# 1e-5 relative L2 (dlt-ckpt diff).  The key third of the QKV bias gets
+# no gradient in exact arithmetic (softmax ignores a constant added to
+# every score of a row): what it holds is Adam's normalised rounding
+# noise, under 1e-4 either way, and is checked for being that, not
+# against the other run.
+gpt_close() {
+	dlt-ckpt diff "$1" "$2" >diff; cat diff &&
+	test $(awk "\$2 == \"equal\" || \$2 == \"differs\"" diff | wc -l) = 16 &&
+	awk "(\$2 == \"equal\" || \$2 == \"differs\") && \$1 != \"4.qkv.b\" && \$4 + 0 > 1e-5 {
+		print \"over 1e-5: \" \$0; bad = 1 } END { exit bad }" diff &&
+	rm -rf n1 n2 && dlt-ckpt export -f npy -o n1 "$1" && dlt-ckpt export -f npy -o n2 "$2" &&
+	perl -e "
+		sub load { open(my \$f, q(<:raw), \$_[0]) or die; local \$/; my \$d = <\$f>;
+			   return unpack(q(f<*), substr(\$d, 10 + unpack(q(v), substr(\$d, 8, 2)))) }
+		my @a = load(q(n1/4.qkv.b.npy)); my @b = load(q(n2/4.qkv.b.npy)); my \$C = @a / 3;
+		for my \$p (0, 2) {
+			my (\$d, \$n) = (0, 0);
+			for my \$i (\$p * \$C .. \$p * \$C + \$C - 1) {
+				\$d += (\$a[\$i] - \$b[\$i]) ** 2; \$n += \$a[\$i] ** 2 }
+			printf qq(4.qkv.b %s: relative L2 %g\n), \$p ? q(v) : q(q), sqrt(\$d / \$n);
+			exit 1 if sqrt(\$d / \$n) > 1e-5 }
+		for my \$i (\$C .. 2 * \$C - 1) { exit 1 if abs(\$a[\$i]) > 1e-4 || abs(\$b[\$i]) > 1e-4 }"
+}
+
 test_cmp() {
 	cmp -s "$1" "$2" || { diff -u "$1" "$2" | head -40; return 1; }
 }

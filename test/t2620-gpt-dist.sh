@@ -78,10 +78,7 @@ test_expect_success '--restarts 2: the training process killed with kill -9 is r
 # (3e-3, at the edge of this tiny model's stability) two ranks and one,
 # or two ranks and four, end 1e-5 to 3e-5 apart depending on the seed,
 # while at examples/gpt.yaml's 1e-3 they end ~1e-7 apart: that one is
-# tested.  The key third of the QKV bias gets no gradient in exact
-# arithmetic (softmax ignores a constant added to every score of a row):
-# what it holds is Adam's normalised rounding noise, under 1e-4 either
-# way, and is checked for being that, not against the other run.
+# tested (gpt_close).
 test_expect_success 'two MPI ranks: every parameter of one process within 1e-5 relative L2 after 50 steps' '
 	if ! command -v mpirun >/dev/null; then
 		echo "# skipped: no mpirun (openmpi-bin)"; exit 0
@@ -93,23 +90,7 @@ test_expect_success 'two MPI ranks: every parameter of one process within 1e-5 r
 	with_ranks dlt-train -q --ranks 2 -c gpt.yaml -o runs/two $o >/dev/null 2>err &&
 	grep -q "\"event\":\"done\"" runs/two/metrics.jsonl &&
 	test $(wc -l <runs/one/metrics.jsonl) = $(wc -l <runs/two/metrics.jsonl) &&
-	dlt-ckpt diff runs/one/model.dlt runs/two/model.dlt >diff; cat diff &&
-	test $(grep -c "differs\|equal" diff) = 16 &&
-	awk "(\$2 == \"equal\" || \$2 == \"differs\") && \$1 != \"4.qkv.b\" && \$4 + 0 > 1e-5 {
-		print \"over 1e-5: \" \$0; bad = 1 } END { exit bad }" diff &&
-	dlt-ckpt export -f npy -o n1 runs/one/model.dlt &&
-	dlt-ckpt export -f npy -o n2 runs/two/model.dlt &&
-	perl -e "
-		sub load { open(my \$f, q(<:raw), \$_[0]) or die; local \$/; my \$d = <\$f>;
-			   return unpack(q(f<*), substr(\$d, 10 + unpack(q(v), substr(\$d, 8, 2)))) }
-		my @a = load(q(n1/4.qkv.b.npy)); my @b = load(q(n2/4.qkv.b.npy)); my \$C = @a / 3;
-		for my \$p (0, 2) {
-			my (\$d, \$n) = (0, 0);
-			for my \$i (\$p * \$C .. \$p * \$C + \$C - 1) {
-				\$d += (\$a[\$i] - \$b[\$i]) ** 2; \$n += \$a[\$i] ** 2 }
-			printf qq(4.qkv.b %s: relative L2 %g\n), \$p ? q(v) : q(q), sqrt(\$d / \$n);
-			exit 1 if sqrt(\$d / \$n) > 1e-5 }
-		for my \$i (\$C .. 2 * \$C - 1) { exit 1 if abs(\$a[\$i]) > 1e-4 || abs(\$b[\$i]) > 1e-4 }" &&
+	gpt_close runs/one/model.dlt runs/two/model.dlt &&
 	grep "\"event\":\"train\"" runs/one/metrics.jsonl | sed "s/.*\"loss\":\([^,]*\).*/\1/" >l1 &&
 	grep "\"event\":\"train\"" runs/two/metrics.jsonl | sed "s/.*\"loss\":\([^,]*\).*/\1/" >l2 &&
 	paste l1 l2 | awk "{ d = (\$1 - \$2) / \$1; if (d < 0) d = -d; if (d > 1e-5) bad = 1 }
@@ -127,10 +108,7 @@ test_expect_success 'two ranks, 2 micro-batches of 4: the parameters of one proc
 	o="-s train.steps=50 -s train.optimizer.adamw.lr=1e-3 -s train.batch=4 -s train.accumulate=2" &&
 	dlt-train -q -c gpt.yaml -o runs/acc1 $o >/dev/null &&
 	with_ranks dlt-train -q --ranks 2 -c gpt.yaml -o runs/acc2 $o >/dev/null 2>err &&
-	dlt-ckpt diff runs/acc1/model.dlt runs/acc2/model.dlt >diff; cat diff &&
-	test $(grep -c "differs\|equal" diff) = 16 &&
-	awk "(\$2 == \"equal\" || \$2 == \"differs\") && \$1 != \"4.qkv.b\" && \$4 + 0 > 1e-5 {
-		print \"over 1e-5: \" \$0; bad = 1 } END { exit bad }" diff &&
+	gpt_close runs/acc1/model.dlt runs/acc2/model.dlt &&
 	dlt-ckpt diff runs/one/model.dlt runs/acc2/model.dlt | grep -q differs
 '
 

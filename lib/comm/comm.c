@@ -405,6 +405,21 @@ int dlt_comm_broadcast(dlt_comm *c, void *p, size_t bytes)
 	return c->broadcast(c, p, bytes) ? failed_at(c, "broadcast from rank 0", t0) : 0;
 }
 
+int dlt_comm_send(dlt_comm *c, const float *x, size_t n, int to)
+{
+	if (!c->send)
+		return dlt_error(DLT_EFAIL, "%s has no point to point", c->name);
+	c->sent += n * sizeof(float);
+	return c->send(c, x, n, to) ? failed(c) : 0;
+}
+
+int dlt_comm_recv(dlt_comm *c, float *x, size_t n, int from)
+{
+	if (!c->recv)
+		return dlt_error(DLT_EFAIL, "%s has no point to point", c->name);
+	return c->recv(c, x, n, from) ? failed(c) : 0;
+}
+
 void dlt_comm_abort(dlt_comm *c, int status)
 {
 	c->abort(c, status);

@@ -57,7 +57,7 @@ void dlt_batch_job_get(dlt_batch_job *j);
  * begun now and done at sum_wait, which waits for every begun one, and
  * each takes at most 2^31 - 1 floats a piece (dlt_comm_reduce_scatter
  * and the others below cut larger ones into several). */
-#define DLT_COMM_ABI 3
+#define DLT_COMM_ABI 4
 typedef struct dlt_comm {
 	const char *name;		/* "mpi", "nccl" */
 	int rank, size;
@@ -86,6 +86,13 @@ typedef struct dlt_comm {
 	 * of its piece (all: root's only; mine may be that place on root) */
 	int (*gather)(struct dlt_comm *c, const float *mine, float *all, const size_t *counts,
 		      int root);
+	/* A pipeline's point to point (NULL where the comm has none): n
+	 * floats of x to rank to, begun now and done by the next sum_wait
+	 * (x stays as it is until then); n floats from rank from into x,
+	 * done when it returns.  What one rank sends another arrives in the
+	 * order it was sent. */
+	int (*send)(struct dlt_comm *c, const float *x, size_t n, int to);
+	int (*recv)(struct dlt_comm *c, float *x, size_t n, int from);
 	/* ends every rank of the job at once */
 	void (*abort)(struct dlt_comm *c, int status);
 	void (*close)(struct dlt_comm *c);
@@ -122,6 +129,8 @@ int dlt_comm_progress(dlt_comm *c);
 int dlt_comm_sum_wait(dlt_comm *c);
 int dlt_comm_sum_f64(dlt_comm *c, double *x, int n);
 int dlt_comm_broadcast(dlt_comm *c, void *p, size_t bytes);
+int dlt_comm_send(dlt_comm *c, const float *x, size_t n, int to);
+int dlt_comm_recv(dlt_comm *c, float *x, size_t n, int from);
 void dlt_comm_abort(dlt_comm *c, int status);
 
 /* ZeRO's ranges: a block of n floats cut into c->size contiguous ranges,

@@ -1049,13 +1049,55 @@ fail:
 	return rc;
 }
 
-/* dist: {timeout: seconds, bucket_mb: MB, zero: 0|1|2|3}, data
- * parallelism's: how long a rank waits for the others before it ends the
- * job, the size of the gradient buckets summed while backward goes on,
- * and the ZeRO stage. */
+/* dist.pipeline: {stages: S, microbatches: M, schedule: 1f1b|gpipe,
+ * split: [layer, ...]}; M defaults to S */
+static int parse_pipeline(const dlt_node *d, dlt_config *c)
+{
+	static const char *const keys[] = { "stages", "microbatches", "schedule", "split", NULL };
+	static const char *const schedules[] = { "1f1b", "gpipe", NULL };
+	const dlt_node *p = get(d, "pipeline"), *sp;
+	int rc;
+
+	if (!p || is_null(p))
+		return 0;
+	DLT_TRY(as_map(p, "dist.pipeline", keys));
+	if (!get(p, "stages"))
+		return dlt_node_error(p, "dist.pipeline: stages is required");
+	DLT_TRY(get_int(p, "dist.pipeline", "stages", 2, DLT_MAX_STAGES, &c->dist.pipe.stages));
+	c->dist.pipe.micro = c->dist.pipe.stages;
+	DLT_TRY(get_int(p, "dist.pipeline", "microbatches", 1, 1 << 16, &c->dist.pipe.micro));
+	c->dist.pipe.schedule = DLT_PIPE_1F1B;
+	DLT_TRY(get_word(p, "dist.pipeline", "schedule", "1f1b or gpipe", schedules,
+			 &c->dist.pipe.schedule));
+	if (!(sp = get(p, "split")))
+		return 0;
+	if (sp->type != DLT_NODE_SEQ || sp->n != (size_t)c->dist.pipe.stages - 1)
+		return dlt_node_error(sp, "dist.pipeline.split: a list of stages - 1 = %d indices "
+				      "of the layers where stages 2 to %d begin",
+				      c->dist.pipe.stages - 1, c->dist.pipe.stages);
+	for (size_t i = 0; i < sp->n; i++) {
+		path_t path;
+		char index[24];
+		int *at = &c->dist.pipe.split[i];
+		snprintf(index, sizeof(index), "%zu", i);
+		DLT_TRY(to_i32(&sp->items[i], join(path, "dist.pipeline.split", index), 1, 1 << 20,
+			       at));
+		if (i && *at <= at[-1])
+			return dlt_node_error(&sp->items[i], "dist.pipeline.split: the layers must "
+					      "increase (%d after %d)", *at, at[-1]);
+	}
+	c->dist.pipe.n_split = (int)sp->n;
+fail:
+	return rc;
+}
+
+/* dist: {timeout: seconds, bucket_mb: MB, zero: 0|1|2|3, pipeline: ...},
+ * data parallelism's: how long a rank waits for the others before it
+ * ends the job, the size of the gradient buckets summed while backward
+ * goes on, and the ZeRO stage; and the pipeline of stages. */
 static int parse_dist(const dlt_node *root, dlt_config *c)
 {
-	static const char *const keys[] = { "timeout", "bucket_mb", "zero", NULL };
+	static const char *const keys[] = { "timeout", "bucket_mb", "zero", "pipeline", NULL };
 	const dlt_node *d = get(root, "dist");
 	int rc;
 
@@ -1066,6 +1108,7 @@ static int parse_dist(const dlt_node *root, dlt_config *c)
 	DLT_TRY(get_f64(d, "dist", "timeout", POSITIVE, &c->dist.timeout));
 	DLT_TRY(get_f64(d, "dist", "bucket_mb", POSITIVE, &c->dist.bucket_mb));
 	DLT_TRY(get_int(d, "dist", "zero", 0, 3, &c->dist.zero));
+	DLT_TRY(parse_pipeline(d, c));
 	if (c->dist.timeout > 86400 || c->dist.bucket_mb > 4096)
 		rc = dlt_node_error(d, "dist: timeout is at most 86400 s, bucket_mb 4096");
 fail:

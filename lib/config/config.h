@@ -14,6 +14,10 @@
 
 /* A YAML node.  Mappings keep their keys in order. */
 enum { DLT_NODE_SCALAR = 1, DLT_NODE_MAP, DLT_NODE_SEQ };
+/* dist.pipeline's stages at most, and its schedules */
+#define DLT_MAX_STAGES 64
+enum dlt_pipe_schedule { DLT_PIPE_1F1B = 1, DLT_PIPE_GPIPE };
+
 typedef struct dlt_node {
 	int type;
 	char *value;		/* scalar text */
@@ -191,6 +195,14 @@ typedef struct dlt_config {
 		 * (the same bits for every stage); -1 when not set: summed by
 		 * the library's all-reduce */
 		int zero;
+		/* dist.pipeline: stages (0: none), micro-batches a step, the
+		 * schedule (enum dlt_pipe_schedule), and the model's layers
+		 * (indices in model:) where stages 2 to S begin, n_split of
+		 * them (0: the stages balanced by cost) */
+		struct {
+			int stages, micro, schedule;
+			int split[DLT_MAX_STAGES - 1], n_split;
+		} pipe;
 	} dist;
 	int device;		/* -1: cpu (default); N: cuda:N */
 } dlt_config;

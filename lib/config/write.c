@@ -340,6 +340,14 @@ int dlt_config_write_yaml(const dlt_config *c, dlt_buf *buf)
 	 * (the sums in rank order) stays itself in a resumed run */
 	if (c->dist.zero >= 0)
 		put(&o, "  zero: %d\n", c->dist.zero);
+	if (c->dist.pipe.stages) {
+		put(&o, "  pipeline: {stages: %d, microbatches: %d, schedule: %s",
+		    c->dist.pipe.stages, c->dist.pipe.micro,
+		    c->dist.pipe.schedule == DLT_PIPE_GPIPE ? "gpipe" : "1f1b");
+		for (int i = 0; i < c->dist.pipe.n_split; i++)
+			put(&o, "%s%d", i ? ", " : ", split: [", c->dist.pipe.split[i]);
+		put(&o, "%s}\n", c->dist.pipe.n_split ? "]" : "");
+	}
 	if (c->device >= 0)
 		put(&o, "device: cuda:%d\n", c->device);
 	else

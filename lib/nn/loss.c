@@ -44,7 +44,8 @@ int dlt_loss_init(dlt_loss *l, int task, int outputs, int cfg_loss, double delta
 
 size_t dlt_loss_target_size(const dlt_loss *l)
 {
-	return l->task == DLT_TASK_CLASS ? sizeof(int32_t) : (size_t)l->outputs * sizeof(float);
+	return (size_t)l->rows *
+	       (l->task == DLT_TASK_CLASS ? sizeof(int32_t) : (size_t)l->outputs * sizeof(float));
 }
 
 int dlt_loss_metric_names(const dlt_loss *l, int eval, const char **names)

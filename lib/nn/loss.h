@@ -43,7 +43,7 @@ typedef struct dlt_loss {
  * own); an error naming the config when the two do not fit. */
 int dlt_loss_init(dlt_loss *l, int task, int outputs, int cfg_loss, double delta,
 		  const char *config);
-/* Bytes of one sample's target as the loader hands it over */
+/* Bytes of one sample's target as the loader hands it over (rows of them) */
 size_t dlt_loss_target_size(const dlt_loss *l);
 /* The metrics' names ("acc", "rmse", ...): training windows (eval 0) or
  * evaluations (1) */

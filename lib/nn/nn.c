@@ -1429,9 +1429,56 @@ float *dlt_model_forward(dlt_model *m, int batch, int train, long long step)
 			  batch, m->max_batch);
 		return NULL;
 	}
-	for (int i = 0; i < m->n_layers; i++)
-		run_forward(m, &m->layers[i], batch, train, step);
+	dlt_model_forward_ops(m, 0, m->n_layers, batch, train, step);
 	return dlt_tensor_a(m, m->n_t - 1);
+}
+
+void dlt_model_forward_ops(dlt_model *m, int from, int to, int batch, int train, long long step)
+{
+	for (int i = from; i < to; i++)
+		run_forward(m, &m->layers[i], batch, train, step);
+}
+
+int dlt_model_can_cut(const dlt_model *m, int i)
+{
+	const dlt_layer *l = &m->layers[i];
+	int open = 0;
+	if (i <= 0 || i >= m->n_layers)
+		return 0;
+	for (int j = 0; j < i; j++)
+		open += m->layers[j].kind == DLT_OP_FORK ? 1 : m->layers[j].kind == DLT_OP_ADD ? -1 : 0;
+	return !open && l->in == m->layers[i - 1].out && !l->remade_in && !l->fused &&
+	       !l->by_pool;
+}
+
+double dlt_model_op_cost(const dlt_model *m, int i)
+{
+	const dlt_layer *l = &m->layers[i];
+	const dlt_tensor *out = &m->t[l->out];
+	double rows = out->rows, params = 0.0;
+	if (l->kind == DLT_LAYER_EMBEDDING || l->kind == DLT_LAYER_POSITIONAL)
+		return (double)out->n;	/* a lookup, not a product */
+	for (int k = 0; k < 4; k++) {
+		int p = op_param(l, k, 1);
+		if (p >= 0)
+			params += (double)m->params[p].n;
+	}
+	if (l->kind == DLT_LAYER_CONV2D)
+		rows = (double)out->s.h * out->s.w;
+	if (l->kind == DLT_LAYER_ATTENTION)	/* scores and their weighted values */
+		params += 2.0 * out->rows * out->s.c;
+	return params > 0.0 ? params * rows : (double)out->n;
+}
+
+size_t dlt_model_params_from(const dlt_model *m, int op)
+{
+	for (int i = op; i < m->n_layers; i++)
+		for (int k = 0; k < 4; k++) {
+			int p = op_param(&m->layers[i], k, 0);
+			if (p >= 0)
+				return m->params[p].off;
+		}
+	return m->n_weights;
 }
 
 const char *dlt_model_error(const dlt_model *m)
@@ -1625,7 +1672,12 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 
 void dlt_model_backward(dlt_model *m, int batch)
 {
-	for (int i = m->n_layers - 1; i >= 0; i--) {
+	dlt_model_backward_ops(m, 0, m->n_layers, batch);
+}
+
+void dlt_model_backward_ops(dlt_model *m, int from, int to, int batch)
+{
+	for (int i = to - 1; i >= from; i--) {
 		dlt_layer *l = &m->layers[i];
 		float *dx;
 		/* a layer norm or an activation, which does not draw: no step */

@@ -109,6 +109,23 @@ float *dlt_model_input_grad(dlt_model *m);
  * batch statistics (and their running averages move); step (>= 0) keys
  * dropout's mask. */
 float *dlt_model_forward(dlt_model *m, int batch, int train, long long step);
+/* A pipeline's stage: ops [from, to) on batch rows, forward (the input
+ * of op from in its tensor) and backward (the gradient of op to - 1's
+ * output in its tensor); dlt_model_forward and _backward are all ops. */
+void dlt_model_forward_ops(dlt_model *m, int from, int to, int batch, int train, long long step);
+void dlt_model_backward_ops(dlt_model *m, int from, int to, int batch);
+/* Whether a stage may begin at op i: one tensor passes from the ops
+ * before (no residual block open, and op i neither an activation that the
+ * op before applies nor one whose input backward remakes by running the
+ * op before again). */
+int dlt_model_can_cut(const dlt_model *m, int i);
+/* Op i's multiply-adds a sample, roughly (its params times the positions
+ * they apply at; attention's scores too; a lookup or an element-wise op
+ * its outputs): what a pipeline balances its stages by. */
+double dlt_model_op_cost(const dlt_model *m, int i);
+/* Where the params of ops op, op + 1, ... begin in the weight block (a
+ * tied head's weights are its embedding's); n_weights if they have none. */
+size_t dlt_model_params_from(const dlt_model *m, int op);
 /* The last forward's logits (batch x out_features) copied to host memory. */
 void dlt_model_output(dlt_model *m, float *out, int batch);
 /* A language model's vocabulary: the rows of its first layer, an

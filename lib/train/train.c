@@ -21,6 +21,7 @@
 #include "prep/tokens.h"
 #include "rundir.h"
 #include "train/ckpt.h"
+#include "train/pipe.h"
 #include "train.h"
 
 /* Philox streams of the run's seed: one for the validation split, one per
@@ -64,9 +65,11 @@ typedef struct run_state {
 	/* data parallelism: rank of ranks, comm NULL for one process */
 	dlt_comm *comm;
 	int rank, ranks, local_ranks;
-	/* the comm's bytes sent and the step at the log window's start */
+	/* the comm's bytes sent, the step, the time and a pipeline stage's
+	 * waits at the log window's start */
 	unsigned long long win_sent;
 	long long win_step;
+	double win_t, win_waited;
 	dlt_buckets buckets;
 	/* dist.zero (-1 when not set, or one process) and the ranks' ranges
 	 * of the parameter block (dlt_comm_ranges) */
@@ -77,6 +80,14 @@ typedef struct run_state {
 	 * held in memory since the last record (note_state) */
 	int params_err;
 	size_t state_peak;
+	/* the data-parallel rank and ranks: rank and ranks, or 0 of 1 in a
+	 * pipeline, whose ranks are its stages */
+	int dp_rank, dp_ranks;
+	/* dist.pipeline (pipe.c's): stages 0 when none; whether the optimizer
+	 * state (ZeRO 1 to 3, a pipeline) and the weights (ZeRO 3, a
+	 * pipeline) are current on each rank only in its range */
+	dlt_pipe pipe;
+	int shard_state, shard_w;
 	/* a new run's directory, opened on a thread of its own while the
 	 * first step runs (open_run_start) */
 	const char *rundir;
@@ -136,6 +147,30 @@ static void add_sums(run_state *s, int eval, const void *y, int b, int hits, dou
 
 /* Mean loss and the task's metrics (dlt_loss_metric_names' for eval) of
  * the model on order[0..n) of a dataset; samples per second in *rate. */
+/* A pipeline's loss, on its last stage: rows [k0, k0 + n) of the batch
+ * whose targets are y, into loss and the task's sums */
+typedef struct pipe_loss {
+	run_state *s;
+	const void *y;
+	int eval;
+	double loss, *sums;
+} pipe_loss;
+
+static int pipe_loss_at(void *ctx, int k0, int n)
+{
+	pipe_loss *pl = ctx;
+	run_state *s = pl->s;
+	const void *y = (const char *)pl->y + (size_t)k0 * dlt_loss_target_size(&s->loss);
+	int correct;
+	double l = dlt_model_loss(&s->m, y, n, &correct) * n;
+	if (!pl->eval && !isfinite(l))
+		return dlt_error(DLT_EFAIL, "step %lld: the loss is %g (diverged; try a lower "
+				 "learning rate)", s->opt.step + 1, l / n);
+	pl->loss += l;
+	add_sums(s, pl->eval, y, n, correct, pl->sums);
+	return 0;
+}
+
 static int evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t n,
 		    double *loss, double *metrics, double *rate)
 {
@@ -149,6 +184,13 @@ static int evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t n
 		return DLT_ENOMEM;
 	dlt_loader_pass(l, order, n, NULL);
 	while (dlt_loader_next(l, &x, &y, &b) > 0 && !s->params_err) {
+		if (s->pipe.stages) {
+			pipe_loss pl = { .s = s, .y = y, .eval = 1, .sums = sums + 1 };
+			if ((rc = dlt_pipe_forward(&s->pipe, x, b, pipe_loss_at, &pl)) < 0)
+				break;
+			sums[0] += pl.loss;
+			continue;
+		}
 		if (!b) {	/* ZeRO 3: the others' gathers all the same */
 			dlt_model_params_pass(&s->m, 0);
 			continue;
@@ -158,9 +200,9 @@ static int evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t n
 		sums[0] += dlt_model_loss(&s->m, y, b, &c) * b;
 		add_sums(s, 1, y, b, c, sums + 1);
 	}
-	if (s->params_err) {
+	if (rc < 0 || s->params_err) {
 		free(sums);
-		return s->params_err;
+		return rc < 0 ? rc : s->params_err;
 	}
 	if (s->comm)
 		rc = dlt_comm_sum_f64(s->comm, sums, ns);
@@ -632,7 +674,9 @@ static int setup(run_state *s)
 	dlt_backend_cpu()->set_threads(threads);
 	DLT_TRY(open_backend(s, c, &be));
 	DLT_TRY(load_data(s));
-	if (c->train.batch < s->ranks)
+	s->dp_rank = c->dist.pipe.stages ? 0 : s->rank;
+	s->dp_ranks = c->dist.pipe.stages ? 1 : s->ranks;
+	if (c->train.batch < s->dp_ranks)
 		return dlt_error(DLT_EINPUT, "train.batch %d is the batch of all ranks: fewer "
 				 "samples than the %d ranks", c->train.batch, s->ranks);
 	if ((c->n_layers && c->layers[0].kind == DLT_LAYER_EMBEDDING) != s->tokens)
@@ -641,7 +685,7 @@ static int setup(run_state *s)
 				 : "the model starts with an embedding (token ids), but this is not "
 				   "a token archive (dlt-prep text)");
 	DLT_TRY(dlt_model_init(&s->m, c, be, s->train.sample, s->train.n_classes,
-			       (c->train.batch + s->ranks - 1) / s->ranks));
+			       (c->train.batch + s->dp_ranks - 1) / s->dp_ranks));
 	DLT_TRY(dlt_loss_init(&s->loss, s->train.task, s->train.n_classes, c->train.loss,
 			      c->train.huber_delta, c->path ? c->path : "config"));
 	s->loss.t_mean = s->train.t_mean;
@@ -674,7 +718,24 @@ static int setup(run_state *s)
 			return dlt_error(DLT_ENOMEM, "out of memory for train.accumulate's sums");
 	}
 	s->zero = s->comm ? c->dist.zero : -1;
-	if (s->zero >= 0) {
+	if (c->dist.pipe.stages) {
+		/* each stage updates its own params and keeps their state */
+		dlt_optim_ranks r = { .rank = s->rank, .size = s->ranks, .shard = 1,
+				      .sum = sum_ranks, .ctx = s->comm };
+		if (c->dist.zero >= 0 || c->train.accumulate > 1)
+			return dlt_error(DLT_EINPUT, "%s: dist.pipeline: its micro-batches are the "
+					 "step's, and its ranks its stages: no train.accumulate, "
+					 "no dist.zero", c->path ? c->path : "config");
+		DLT_TRY(dlt_pipe_init(&s->pipe, c, &s->m, s->comm, c->train.batch,
+				      c->path ? c->path : "config"));
+		if (!(s->ranges = dlt_malloc(((size_t)s->ranks + 1) * sizeof(size_t))))
+			return DLT_ENOMEM;
+		memcpy(s->ranges, s->pipe.ranges, ((size_t)s->ranks + 1) * sizeof(size_t));
+		r.ranges = s->ranges;
+		DLT_TRY(dlt_optim_init_ranks(&s->opt, &c->train.optim, &s->m,
+					     s->m.prec == DLT_PREC_F16 ? c->train.loss_scale.init : 0,
+					     c->train.loss_scale.growth_interval, &r));
+	} else if (s->zero >= 0) {
 		/* every rank sums its range in rank order; ZeRO 1 and 2 keep
 		 * its optimizer state alone */
 		dlt_optim_ranks r = { .rank = s->rank, .size = s->ranks, .shard = s->zero >= 1,
@@ -693,21 +754,22 @@ static int setup(run_state *s)
 	}
 	norm = dlt_dataset_normalise(&s->train);
 	DLT_TRY(dlt_loader_start(&s->train_ld, s->tokens ? s->tok_train : &s->train.src,
-				 s->tokens ? NULL : &norm, c->train.batch, s->rank, s->ranks, be));
+				 s->tokens ? NULL : &norm, c->train.batch, s->dp_rank, s->dp_ranks,
+				 be));
 	s->train_ld_up = 1;
 	if (s->tok_val) {
-		DLT_TRY(dlt_loader_start(&s->val_ld, s->tok_val, NULL, c->train.batch, s->rank,
-					 s->ranks, be));
+		DLT_TRY(dlt_loader_start(&s->val_ld, s->tok_val, NULL, c->train.batch, s->dp_rank,
+					 s->dp_ranks, be));
 		s->val_ld_up = 1;
 	}
 	if (s->have_test) {
 		norm = dlt_dataset_normalise(&s->test);
 		DLT_TRY(dlt_loader_start(&s->test_ld, s->tokens ? s->tok_test : &s->test.src,
-					 s->tokens ? NULL : &norm, c->train.batch, s->rank,
-					 s->ranks, be));
+					 s->tokens ? NULL : &norm, c->train.batch, s->dp_rank,
+					 s->dp_ranks, be));
 		s->test_ld_up = 1;
 	}
-	if (s->comm) {
+	if (s->comm && !s->pipe.stages) {
 		/* each rank's dropout masks its own samples */
 		s->m.seed += (uint64_t)s->rank * 0x9e3779b97f4a7c15ull;
 		dlt_buckets_init(&s->buckets, s->comm, s->m.dev_g, s->m.n_weights,
@@ -724,6 +786,8 @@ static int setup(run_state *s)
 			dlt_buckets_at_finish(&s->buckets);
 		DLT_TRY(dlt_model_on_grads(&s->m, on_grads, &s->buckets));
 	}
+	s->shard_state = s->zero >= 1 || s->pipe.stages;
+	s->shard_w = s->zero == 3 || s->pipe.stages;
 	s->opt.clip = c->train.clip;
 	/* a step takes accumulate batches */
 	s->spe = (long long)((s->n_train + (size_t)c->train.batch * c->train.accumulate - 1) /
@@ -752,6 +816,7 @@ static void teardown(run_state *s)
 	if (s->acc_g)
 		s->m.be->free(s->acc_g);
 	dlt_optim_free(&s->opt);
+	dlt_pipe_free(&s->pipe);
 	dlt_model_free(&s->m);
 	free(s->ranges);
 	free(s->out);
@@ -832,13 +897,13 @@ static int checkpoint(run_state *s, int best)
 	int rc;
 	/* ZeRO: every rank sends its range of the optimizer state to rank 0,
 	 * which alone writes */
-	if (s->zero >= 1 && (rc = gather_state(s, &state)) < 0)
+	if (s->shard_state && (rc = gather_state(s, &state)) < 0)
 		return rc;
-	if (s->zero == 3 && (rc = gather_params(s)) < 0) {
+	if (s->shard_w && (rc = gather_params(s)) < 0) {
 		release_state(s, state);
 		return rc;
 	}
-	if (!s->ckpt_dir || (s->zero >= 1 && s->rank))
+	if (!s->ckpt_dir || (s->shard_state && s->rank))
 		return 0;
 	path = best ? dlt_run_file(&s->run, "ckpt/best.dlt") : ckpt_path(s, s->opt.step);
 	if (!path) {
@@ -873,7 +938,7 @@ static int save_model(run_state *s)
 {
 	char *path;
 	int rc;
-	if (s->zero == 3)	/* every rank sends its range, at the run's end */
+	if (s->shard_w)	/* every rank sends its range, at the run's end */
 		DLT_TRY_RC(gather_params(s));
 	if (!s->run.dir)
 		return 0;
@@ -891,17 +956,21 @@ static int save_model(run_state *s)
  * is reached by all. */
 static int rank_usage(run_state *s, dlt_json *j)
 {
-	double *v = dlt_calloc(3 * (size_t)s->ranks, sizeof(double));
+	double *v = dlt_calloc(4 * (size_t)s->ranks, sizeof(double)), now = dlt_now();
 	long long steps = s->opt.step - s->win_step;
 	if (!v)
 		return DLT_ENOMEM;
+	if (now > s->win_t)
+		v[3 * s->ranks + s->rank] = (s->pipe.waited - s->win_waited) / (now - s->win_t);
+	s->win_t = now;
+	s->win_waited = s->pipe.waited;
 	v[s->rank] = steps > 0 ? (double)(s->comm->sent - s->win_sent) / (double)steps : 0;
 	v[s->ranks + s->rank] = dlt_mem_peak() / (1 << 20);
 	v[2 * s->ranks + s->rank] = (double)s->state_peak / (1 << 20);
 	s->win_sent = s->comm->sent;
 	s->win_step = s->opt.step;
 	s->state_peak = 0;
-	if (dlt_comm_sum_f64(s->comm, v, 3 * s->ranks) < 0) {
+	if (dlt_comm_sum_f64(s->comm, v, 4 * s->ranks) < 0) {
 		free(v);
 		return DLT_EFAIL;
 	}
@@ -917,6 +986,14 @@ static int rank_usage(run_state *s, dlt_json *j)
 		dlt_json_array_begin(j, "state_mib");
 		for (int r = 0; r < s->ranks; r++)
 			dlt_json_num(j, NULL, round(v[2 * s->ranks + r] * 10) / 10);
+		dlt_json_array_end(j);
+	}
+	/* a pipeline: the fraction of the window each stage waited for
+	 * another, its bubble */
+	if (s->pipe.stages) {
+		dlt_json_array_begin(j, "bubble");
+		for (int r = 0; r < s->ranks; r++)
+			dlt_json_num(j, NULL, round(v[3 * s->ranks + r] * 1000) / 1000);
 		dlt_json_array_end(j);
 	}
 	free(v);
@@ -1081,7 +1158,7 @@ static int done_record(run_state *s, double train_time, double startup, double s
 		put_metrics(s, &j, 1, "test.", s->test_metrics);
 	}
 	/* ZeRO: the optimizer state rank 0 holds (its range's) */
-	if (s->zero >= 0)
+	if (s->zero >= 0 || s->pipe.stages)
 		dlt_json_int(&j, "optim_state_bytes", (long long)s->opt.state_bytes);
 	timed = j.buf.len;
 	dlt_json_num(&j, "samples_per_s", samples / train_time);
@@ -1180,6 +1257,8 @@ static int optim_step(run_state *s, double lr)
 		DLT_TRY_RC(dlt_comm_all_gather(s->comm, s->m.dev_w, s->ranges, 0, n, chunk));
 		DLT_TRY_RC(dlt_comm_sum_wait(s->comm));
 	}
+	if (s->pipe.stages)
+		DLT_TRY_RC(dlt_pipe_after_step(&s->pipe));
 	note_state(s);
 	return 0;
 }
@@ -1203,6 +1282,8 @@ static int train_loop(run_state *s)
 	s->ckpt_at = t_start;
 	s->win_step = s->opt.step;
 	s->win_sent = s->comm ? s->comm->sent : 0;
+	s->win_t = dlt_now();
+	s->win_waited = s->pipe.waited;
 	for (int epoch = st->epoch; epoch <= c->train.epochs; epoch++) {
 		size_t first = (size_t)st->batch * c->train.batch * acc;
 		dlt_augment aug = { .crop = c->data.augment.crop, .flip = c->data.augment.flip,
@@ -1227,7 +1308,14 @@ static int train_loop(run_state *s)
 			lr = dlt_lr_at(&c->train.optim, &c->train.sched, s->opt.step, s->spe, s->total);
 			if (s->comm)
 				dlt_buckets_reset(&s->buckets);
-			for (;;) {	/* the step's micro-batches: train.accumulate of them */
+			if (s->pipe.stages) {	/* the micro-batches through the stages */
+				pipe_loss pl = { .s = s, .y = y, .sums = sums };
+				s->m.grad_batch = b;
+				DLT_TRY_RC(dlt_pipe_step(&s->pipe, x, b, s->opt.step, pipe_loss_at,
+							 &pl));
+				loss = pl.loss;
+				taken = b;
+			} else for (;;) {	/* the step's micro-batches: train.accumulate of them */
 				if (mine > 0) {
 					/* the gradient of the mean over the whole batch
 					 * (of every micro-batch), of which this rank has
@@ -1270,7 +1358,7 @@ static int train_loop(run_state *s)
 			if (acc > 1)
 				s->m.be->copy(s->m.dev_g, s->acc_g, s->m.n_weights * sizeof(float));
 			b = taken;
-			if (s->comm)
+			if (s->comm && !s->pipe.stages)
 				DLT_TRY_RC(dlt_buckets_finish(&s->buckets));
 			if (s->comm && s->fault == DLT_FAULT_EXTRA && faulty(s)) {
 				DLT_TRY_RC(dlt_comm_sum_begin(s->comm, s->m.dev_g, s->m.n_weights));
@@ -1279,7 +1367,7 @@ static int train_loop(run_state *s)
 			DLT_TRY_RC(optim_step(s, lr));
 			ask = h && h->poll ? h->poll(h->ctx) : 0;
 			/* ZeRO's checkpoints gather from every rank: all decide */
-			if (s->zero >= 1 && ckpt_due(s))
+			if (s->shard_state && ckpt_due(s))
 				ask |= DLT_POLL_CHECKPOINT;
 			if (s->comm)
 				DLT_TRY_RC(sync_step(s, &loss, sums, &ask));
@@ -1320,7 +1408,7 @@ static int train_loop(run_state *s)
 			}
 			if (s->step_delay > 0)
 				dlt_sleep(s->step_delay);
-			if (ask || (s->zero < 1 && ckpt_due(s)))
+			if (ask || (!s->shard_state && ckpt_due(s)))
 				DLT_TRY_RC(checkpoint(s, 0));
 			if (ask & DLT_POLL_STOP) {
 				s->res->stopped = 1;
@@ -1485,11 +1573,13 @@ int dlt_train_resume(const char *rundir, int epochs, long long steps, const dlt_
 		c.train.epochs = epochs;
 	if (steps)
 		c.train.steps = steps;
+	if (h && h->layout)
+		c.dist = h->layout->dist;
 	s.c = &c;
 	DLT_TRY(setup(&s));
 	if (k.a) {
 		DLT_TRY(dlt_ckpt_restore(&k, &s.m, &s.opt, &s.st));
-		if (s.zero >= 1)
+		if (s.shard_state)
 			DLT_TRY(restore_shard(&s, &k));
 		/* token data: the steps are one pass, and the checkpoint at its
 		 * end stands at the next epoch; a raised train.steps goes on
@@ -1526,9 +1616,9 @@ int dlt_train_resume(const char *rundir, int epochs, long long steps, const dlt_
 	DLT_TRY(dlt_run_reopen(&s.run, rundir, s.st.metrics.data ? s.st.metrics.data : "",
 			       &time_before));
 	s.run.start_mono = dlt_now() - time_before;
-	/* config.yaml says what the run now trains to, for dlt-runs and a
-	 * later resume without a checkpoint */
-	if (c.train.epochs != run_epochs || c.train.steps != run_steps)
+	/* config.yaml says what the run now trains to, and how, for
+	 * dlt-runs and a later resume without a checkpoint */
+	if (c.train.epochs != run_epochs || c.train.steps != run_steps || (h && h->layout))
 		DLT_TRY(dlt_run_write_config(&s.run, &c));
 	DLT_TRY(open_ckpt_dir(&s));
 	{

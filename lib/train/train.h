@@ -255,6 +255,10 @@ typedef struct dlt_train_hooks {
 	 * alone writes the run directory. */
 	const struct dlt_rank_info *ranks;
 	struct dlt_comm *comm;
+	/* dlt_train_resume: the config whose dist (ZeRO stage, pipeline)
+	 * the run goes on with, NULL for its checkpoint's: a run resumes on
+	 * other ranks in another layout */
+	const dlt_config *layout;
 } dlt_train_hooks;
 
 typedef struct dlt_train_result {

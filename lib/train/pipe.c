@@ -1,0 +1,328 @@
+/* dist.pipeline: stages, micro-batches and their order (pipe.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/model.h"
+#include "train/pipe.h"
+
+/* The stages' first ops where the config gives none: the cuts that make
+ * the costliest stage cheapest, by dynamic programming over the ops where
+ * a stage may begin.  best[k][j]: the cost of the costliest of k stages
+ * over the ops before cut j, at its cheapest. */
+static int balance(dlt_pipe *p, const char *where)
+{
+	const dlt_model *m = p->m;
+	int n = m->n_layers, S = p->stages, nc = 0, rc = 0;
+	int *cut = malloc(((size_t)n + 1) * sizeof(int)), *from = NULL;
+	double *pre = malloc(((size_t)n + 1) * sizeof(double)), *best = NULL;
+
+	if (!cut || !pre) {
+		rc = DLT_ENOMEM;
+		goto out;
+	}
+	pre[0] = 0.0;
+	for (int i = 0; i < n; i++)
+		pre[i + 1] = pre[i] + dlt_model_op_cost(m, i);
+	cut[nc++] = 0;
+	for (int i = 1; i < n; i++)
+		if (dlt_model_can_cut(m, i))
+			cut[nc++] = i;
+	cut[nc++] = n;
+	if (nc - 1 < S) {
+		rc = dlt_error(DLT_EINPUT, "%s: dist.pipeline.stages %d: the model has %d places "
+			       "where a stage may begin (between residual blocks and layers), for "
+			       "at most %d stages", where, S, nc - 2, nc - 1);
+		goto out;
+	}
+	best = malloc((size_t)(S + 1) * nc * sizeof(double));
+	from = malloc((size_t)(S + 1) * nc * sizeof(int));
+	if (!best || !from) {
+		rc = DLT_ENOMEM;
+		goto out;
+	}
+	for (int k = 0; k <= S; k++)
+		for (int j = 0; j < nc; j++)
+			best[k * nc + j] = k == 0 && j == 0 ? 0.0 : -1.0;
+	for (int k = 1; k <= S; k++)
+		for (int j = k; j < nc; j++)
+			for (int i = k - 1; i < j; i++) {
+				double prev = best[(k - 1) * nc + i], c;
+				if (prev < 0.0)
+					continue;
+				c = pre[cut[j]] - pre[cut[i]];
+				c = c > prev ? c : prev;
+				if (best[k * nc + j] < 0.0 || c < best[k * nc + j]) {
+					best[k * nc + j] = c;
+					from[k * nc + j] = i;
+				}
+			}
+	for (int k = S, j = nc - 1; k > 0; k--) {
+		p->first[k] = cut[j];
+		j = from[k * nc + j];
+	}
+	p->first[0] = 0;
+out:
+	free(cut);
+	free(pre);
+	free(best);
+	free(from);
+	return rc;
+}
+
+/* The stages' first ops from the config's split: the ops of those layers */
+static int split_at(dlt_pipe *p, const dlt_config *c, const char *where)
+{
+	const dlt_model *m = p->m;
+	p->first[0] = 0;
+	p->first[p->stages] = m->n_layers;
+	for (int k = 1; k < p->stages; k++) {
+		int want = c->dist.pipe.split[k - 1], i = 0;
+		while (i < m->n_layers && m->layers[i].index != want)
+			i++;
+		if (i == m->n_layers || !dlt_model_can_cut(m, i))
+			return dlt_error(DLT_EINPUT, "%s: dist.pipeline.split: a stage cannot begin at "
+					 "layer %d (%s)", where, want, i == m->n_layers
+					 ? "the model has no such layer"
+					 : "inside a residual block, or after a layer that backward "
+					   "needs with it");
+		p->first[k] = i;
+	}
+	return 0;
+}
+
+int dlt_pipe_init(dlt_pipe *p, const dlt_config *c, dlt_model *m, dlt_comm *comm, int batch,
+		  const char *where)
+{
+	int S = c->dist.pipe.stages;
+	size_t n_in, n_out, n_acc;
+
+	memset(p, 0, sizeof(*p));
+	p->tied = -1;
+	p->m = m;
+	p->c = comm;
+	p->stages = S;
+	p->micro = c->dist.pipe.micro;
+	p->schedule = c->dist.pipe.schedule;
+	if (!m->be->host)
+		return dlt_error(DLT_EINPUT, "%s: dist.pipeline runs on CPU ranks", where);
+	/* its forward runs twice a micro-batch: the running statistics would
+	 * move twice */
+	for (int i = 0; i < m->n_layers; i++)
+		if (m->layers[i].kind == DLT_LAYER_BATCHNORM)
+			return dlt_error(DLT_EINPUT, "%s: dist.pipeline: a model with batchnorm "
+					 "cannot run in a pipeline", where);
+	if (!(p->first = calloc((size_t)S + 1, sizeof(int))) ||
+	    !(p->ranges = calloc((size_t)S + 1, sizeof(size_t))))
+		return DLT_ENOMEM;
+	p->first[S] = m->n_layers;
+	DLT_TRY_RC(c->dist.pipe.n_split ? split_at(p, c, where) : balance(p, where));
+	if ((comm ? comm->size : 1) != S)
+		return dlt_error(DLT_EINPUT, "%s: dist.pipeline.stages %d runs on %d ranks, one a "
+				 "stage, not %d (data-parallel ranks beside a pipeline are to come)",
+				 where, S, S, comm ? comm->size : 1);
+	p->stage = comm->rank;
+	for (int k = 1; k < S; k++)
+		p->ranges[k] = dlt_model_params_from(m, p->first[k]);
+	p->ranges[S] = m->n_weights;
+	p->lo = p->first[p->stage];
+	p->hi = p->first[p->stage + 1];
+	for (int i = 0; i < m->n_layers; i++)
+		if (m->layers[i].kind == DLT_LAYER_DENSE && m->layers[i].tied)
+			p->tied = m->layers[i].w;
+	p->w_in = m->t[m->layers[p->lo].in].n;
+	p->w_out = m->t[m->layers[p->hi - 1].out].n;
+	n_in = (size_t)batch * p->w_in;
+	n_out = (size_t)batch * p->w_out;
+	n_acc = p->ranges[p->stage + 1] - p->ranges[p->stage];
+	if ((p->stage > 0 && (!(p->in = dlt_zalloc_aligned(n_in * sizeof(float))) ||
+			      !(p->gin = dlt_zalloc_aligned(n_in * sizeof(float))))) ||
+	    (p->stage < S - 1 && (!(p->out = dlt_zalloc_aligned(n_out * sizeof(float))) ||
+				  !(p->gout = dlt_zalloc_aligned(n_out * sizeof(float))))) ||
+	    (n_acc && !(p->acc = dlt_zalloc_aligned(n_acc * sizeof(float)))) ||
+	    (p->tied >= 0 && !(p->tied_acc = dlt_zalloc_aligned(m->params[p->tied].n *
+							       sizeof(float)))))
+		return dlt_error(DLT_ENOMEM, "out of memory for the pipeline's stashes");
+	return 0;
+}
+
+void dlt_pipe_free(dlt_pipe *p)
+{
+	free(p->first);
+	free(p->ranges);
+	dlt_free_aligned(p->in);
+	dlt_free_aligned(p->out);
+	dlt_free_aligned(p->gout);
+	dlt_free_aligned(p->gin);
+	dlt_free_aligned(p->acc);
+	dlt_free_aligned(p->tied_acc);
+	memset(p, 0, sizeof(*p));
+}
+
+/* n floats from stage from into x, the wait counted */
+static int receive(dlt_pipe *p, float *x, size_t n, int from)
+{
+	double t0 = dlt_now();
+	int rc = dlt_comm_recv(p->c, x, n, from);
+	p->waited += dlt_now() - t0;
+	return rc;
+}
+
+/* Micro-batch k of mb over b rows: rows [*k0, *k0 + *n), the first b % mb
+ * one row more */
+static void rows_of(int b, int mb, int k, int *k0, int *n)
+{
+	int base = b / mb, rem = b % mb;
+	*k0 = k * base + (k < rem ? k : rem);
+	*n = base + (k < rem);
+}
+
+static size_t bytes(size_t floats)
+{
+	return floats * sizeof(float);
+}
+
+/* The stage's input rows [k0, k0 + n) in its tensor: the batch's, or the
+ * ones it received */
+static void put_input(dlt_pipe *p, const float *x, int k0, int n)
+{
+	dlt_model *m = p->m;
+	if (p->stage == 0)
+		dlt_model_set_input(m, x + (size_t)k0 * m->in_features, n);
+	else
+		m->be->copy(dlt_tensor_a(m, m->layers[p->lo].in), p->in + (size_t)k0 * p->w_in,
+			    bytes((size_t)n * p->w_in));
+}
+
+/* A micro-batch's forward: its input received (stages after the first);
+ * its output computed and sent (stages before the last: the last
+ * computes its forward before its backward) */
+static int forward_one(dlt_pipe *p, const float *x, int k0, int n, long long step)
+{
+	dlt_model *m = p->m;
+	float *out = p->out + (size_t)k0 * p->w_out;
+	if (p->stage > 0)
+		DLT_TRY_RC(receive(p, p->in + (size_t)k0 * p->w_in, (size_t)n * p->w_in,
+				   p->stage - 1));
+	if (p->stage == p->stages - 1)
+		return 0;
+	put_input(p, x, k0, n);
+	dlt_model_forward_ops(m, p->lo, p->hi, n, 1, step);
+	m->be->copy(out, dlt_tensor_a(m, m->layers[p->hi - 1].out), bytes((size_t)n * p->w_out));
+	return dlt_comm_send(p->c, out, (size_t)n * p->w_out, p->stage + 1);
+}
+
+/* Adds (or, for the first micro-batch, copies) n floats of g into sum */
+static void accumulate(const dlt_model *m, float *sum, const float *g, size_t n, int first)
+{
+	if (first)
+		m->be->copy(sum, g, bytes(n));
+	else
+		m->be->add(sum, g, sum, n);
+}
+
+/* A micro-batch's backward: the output's gradient received (or the loss
+ * taken, on the last stage) after the forward computed again, the
+ * input's gradient sent, the weights' added up */
+static int backward_one(dlt_pipe *p, const float *x, int k0, int n, long long step, int first,
+			dlt_pipe_loss_fn *loss, void *ctx)
+{
+	dlt_model *m = p->m;
+	size_t lo = p->ranges[p->stage], hi = p->ranges[p->stage + 1];
+	float *gin = p->gin + (size_t)k0 * p->w_in;
+	int last = p->stage == p->stages - 1;
+
+	if (!last)
+		DLT_TRY_RC(receive(p, p->gout + (size_t)k0 * p->w_out, (size_t)n * p->w_out,
+				   p->stage + 1));
+	put_input(p, x, k0, n);
+	dlt_model_forward_ops(m, p->lo, p->hi, n, 1, step);
+	if (last)
+		DLT_TRY_RC(loss(ctx, k0, n));
+	else
+		m->be->copy(dlt_tensor_g(m, m->layers[p->hi - 1].out),
+			    p->gout + (size_t)k0 * p->w_out, bytes((size_t)n * p->w_out));
+	/* the embedding adds to what its tied head wrote, on another stage */
+	if (p->stage == 0 && p->tied >= 0)
+		m->be->zero(m->dev_g + m->params[p->tied].off, bytes(m->params[p->tied].n));
+	dlt_model_backward_ops(m, p->lo, p->hi, n);
+	if (hi > lo)
+		accumulate(m, p->acc, m->dev_g + lo, hi - lo, first);
+	if (last && p->tied >= 0)
+		accumulate(m, p->tied_acc, m->dev_g + m->params[p->tied].off,
+			   m->params[p->tied].n, first);
+	if (p->stage == 0)
+		return 0;
+	m->be->copy(gin, dlt_tensor_g(m, m->layers[p->lo].in), bytes((size_t)n * p->w_in));
+	return dlt_comm_send(p->c, gin, (size_t)n * p->w_in, p->stage - 1);
+}
+
+int dlt_pipe_step(dlt_pipe *p, const float *x, int b, long long step, dlt_pipe_loss_fn *loss,
+		  void *ctx)
+{
+	dlt_model *m = p->m;
+	int mb = p->micro < b ? p->micro : b, warm = mb, f = 0, k0, n, rc = 0;
+	size_t lo = p->ranges[p->stage], hi = p->ranges[p->stage + 1];
+
+	/* 1F1B: this many forwards before the first backward */
+	if (p->schedule == DLT_PIPE_1F1B && p->stages - p->stage - 1 < mb)
+		warm = p->stages - p->stage - 1;
+	for (; f < warm && rc == 0; f++) {
+		rows_of(b, mb, f, &k0, &n);
+		rc = forward_one(p, x, k0, n, step);
+	}
+	for (int k = 0; k < mb && rc == 0; k++) {
+		if (f < mb) {
+			rows_of(b, mb, f++, &k0, &n);
+			if ((rc = forward_one(p, x, k0, n, step)) < 0)
+				break;
+		}
+		rows_of(b, mb, k, &k0, &n);
+		rc = backward_one(p, x, k0, n, step, k == 0, loss, ctx);
+	}
+	if (rc < 0)
+		return rc;
+	if (hi > lo)
+		m->be->copy(m->dev_g + lo, p->acc, bytes(hi - lo));
+	/* the tied head's gradient to its embedding's stage, added there */
+	if (p->tied >= 0) {
+		const dlt_param *t = &m->params[p->tied];
+		if (p->stage == p->stages - 1)
+			DLT_TRY_RC(dlt_comm_send(p->c, p->tied_acc, t->n, 0));
+		if (p->stage == 0) {
+			DLT_TRY_RC(receive(p, p->tied_acc, t->n, p->stages - 1));
+			m->be->add(m->dev_g + t->off, p->tied_acc, m->dev_g + t->off, t->n);
+		}
+	}
+	/* every send done before the stashes are written again */
+	return dlt_comm_sum_wait(p->c);
+}
+
+int dlt_pipe_after_step(dlt_pipe *p)
+{
+	dlt_model *m = p->m;
+	if (p->tied < 0)
+		return 0;
+	if (p->stage == 0)
+		DLT_TRY_RC(dlt_comm_send(p->c, m->dev_w + m->params[p->tied].off,
+					 m->params[p->tied].n, p->stages - 1));
+	if (p->stage == p->stages - 1)
+		DLT_TRY_RC(receive(p, m->dev_w + m->params[p->tied].off, m->params[p->tied].n, 0));
+	return dlt_comm_sum_wait(p->c);
+}
+
+int dlt_pipe_forward(dlt_pipe *p, const float *x, int b, dlt_pipe_loss_fn *loss, void *ctx)
+{
+	dlt_model *m = p->m;
+	if (p->stage > 0)
+		DLT_TRY_RC(receive(p, p->in, (size_t)b * p->w_in, p->stage - 1));
+	put_input(p, x, 0, b);
+	dlt_model_forward_ops(m, p->lo, p->hi, b, 0, 0);
+	if (p->stage == p->stages - 1)
+		DLT_TRY_RC(loss(ctx, 0, b));
+	else {
+		m->be->copy(p->out, dlt_tensor_a(m, m->layers[p->hi - 1].out),
+			    bytes((size_t)b * p->w_out));
+		DLT_TRY_RC(dlt_comm_send(p->c, p->out, (size_t)b * p->w_out, p->stage + 1));
+	}
+	return dlt_comm_sum_wait(p->c);
+}

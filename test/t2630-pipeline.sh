@@ -1,0 +1,95 @@
+#!/bin/sh
+# Pipelines (dist.pipeline, issue 30 part 3): the GPT's ops cut into
+# stages, one an MPI rank, and each step's micro-batches through them in
+# 1F1B's or GPipe's order, each stage computing its forward again before
+# its backward.  The parameters end within 1e-5 of one process's after 50
+# steps (gpt_close) for M = 1, 3 and 8 at 2 stages, M < S and M not a
+# multiple of S at 3; the tied embedding and head, on the first and last
+# stage, get their gradients summed; evaluation runs through the stages;
+# checkpoints are any run's.
+. "$(dirname "$0")/lib.sh"
+mpi_tests
+
+gpt_text text
+gpt_yaml train.dlt val.dlt >gpt.yaml
+echo "checkpoint: {every: 20 steps}" >>gpt.yaml
+O="-s train.steps=50 -s train.optimizer.adamw.lr=1e-3"
+
+# pipe NAME NP PIPELINE ARGS...: the GPT at NP ranks as dist.pipeline
+pipe() {
+	name=$1 np=$2 p=$3 && shift 3 &&
+	with_ranks mpirun -np $np dlt-train -q -c gpt.yaml -o $name $O \
+		-s "dist.pipeline=$p" "$@" >out 2>err || { cat err; return 1; }
+}
+
+test_expect_success 'prepare the tokens and train one process' '
+	dlt-prep text text --split 0.9 -o train.dlt -o val.dlt &&
+	dlt-train -q -c gpt.yaml -o one $O >out
+'
+
+for m in 1 3 8; do
+	test_expect_success "2 stages, 1F1B, M = $m: the parameters of one process within 1e-5" '
+		pipe p2_'$m' 2 "{stages: 2, microbatches: '$m'}" &&
+		gpt_close one/model.dlt p2_'$m'/model.dlt
+	'
+done
+
+test_expect_success '2 stages, GPipe, M = 3: the bytes of 1F1B' '
+	pipe g2_3 2 "{stages: 2, microbatches: 3, schedule: gpipe}" &&
+	dlt-ckpt diff p2_3/model.dlt g2_3/model.dlt >d &&
+	test $(grep -c " equal " d) = 16 && ! grep -q differs d
+'
+
+test_expect_success '3 stages, M = 2 (fewer than the stages) and M = 4: within 1e-5' '
+	pipe p3_2 3 "{stages: 3, microbatches: 2}" && gpt_close one/model.dlt p3_2/model.dlt &&
+	pipe p3_4 3 "{stages: 3, microbatches: 4}" && gpt_close one/model.dlt p3_4/model.dlt
+'
+
+test_expect_success 'the records: the losses and the validation of one process, to rounding' '
+	for run in one p2_3; do
+		grep "\"split\":\"val\"" $run/metrics.jsonl | sed "s/.*\"loss\":\([^,]*\).*/\1/" >$run.val || return 1
+	done &&
+	test $(wc -l <one.val) = 3 && paste one.val p2_3.val |
+		awk "{ d = (\$1 - \$2) / \$1; if (d < 0) d = -d; if (d > 1e-5) bad = 1 } END { exit bad }"
+'
+
+test_expect_success 'split: the stages begin where the config says' '
+	pipe s2 2 "{stages: 2, microbatches: 2, split: [5]}" &&
+	gpt_close one/model.dlt s2/model.dlt
+'
+
+# The checkpoint of step 40 (rank 0 gathers the stages' weights and
+# optimizer state) goes on in one process, and at 3 stages
+test_expect_success 'a checkpoint of a pipeline resumes in one process and at 3 stages' '
+	for r in moved1 moved3; do
+		cp -r p2_3 $r && rm $r/model.dlt && echo "{\"status\":\"stopped\"}" >$r/status || return 1
+	done &&
+	grep -q "pipeline: {stages: 2, microbatches: 3, schedule: 1f1b}" moved1/config.yaml &&
+	dlt-train -q --resume moved1 -s dist.pipeline=null >out &&
+	! grep -q pipeline moved1/config.yaml &&
+	gpt_close p2_3/model.dlt moved1/model.dlt &&
+	with_ranks mpirun -np 3 dlt-train -q --resume moved3 -s "dist.pipeline={stages: 3}" >out &&
+	gpt_close p2_3/model.dlt moved3/model.dlt
+'
+
+test_expect_success 'bad pipelines: one-line errors, exit 2, no run directory' '
+	test_must_fail 2 "dist.pipeline.stages 3 runs on 3 ranks, one a stage, not 1" \
+		dlt-train -c gpt.yaml -o bad -s "dist.pipeline={stages: 3}" &&
+	test_must_fail 2 "dist.pipeline.stages: must be" \
+		dlt-train -c gpt.yaml -o bad -s "dist.pipeline={stages: 1}" &&
+	test_must_fail 2 "dist.pipeline.split: a stage cannot begin at layer 3 (inside a residual block" \
+		dlt-train -c gpt.yaml -o bad -s "dist.pipeline={stages: 2, split: [3]}" &&
+	test_must_fail 2 "dist.pipeline.split: a stage cannot begin at layer 99 (the model has no such layer)" \
+		dlt-train -c gpt.yaml -o bad -s "dist.pipeline={stages: 2, split: [99]}" &&
+	test_must_fail 2 "dist.pipeline.stages 9: the model has 4 places" \
+		dlt-train -c gpt.yaml -o bad -s "dist.pipeline={stages: 9}" &&
+	test_must_fail 2 "dist.pipeline: its micro-batches are the step'"'"'s, and its ranks its stages: no train.accumulate, no dist.zero" \
+		dlt-train -c gpt.yaml -o bad -s "dist.pipeline={stages: 2}" -s dist.zero=1 &&
+	test_must_fail 2 "dist.pipeline.split: a list of stages - 1 = 1" \
+		dlt-train -c gpt.yaml -o bad -s "dist.pipeline={stages: 2, split: [3, 6]}" &&
+	test_must_fail 2 "dist.pipeline.schedule: expected 1f1b or gpipe" \
+		dlt-train -c gpt.yaml -o bad -s "dist.pipeline={stages: 2, schedule: zb}" &&
+	! test -e bad
+'
+
+test_done
