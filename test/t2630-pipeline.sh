@@ -72,6 +72,25 @@ test_expect_success 'a checkpoint of a pipeline resumes in one process and at 3 
 	gpt_close p2_3/model.dlt moved3/model.dlt
 '
 
+# Resharding: the checkpoint of 4 ranks with ZeRO 3 (rank 0 gathers the
+# weights and the optimizer state into the layout of any run) goes on at 3
+# ranks with ZeRO 1, at 2 as a pipeline of 2 stages and in one process;
+# after 50 more steps each is within 1e-5 of the 4 ranks'
+test_expect_success 'ZeRO 3 at 4 ranks goes on with ZeRO 1 at 3, as 2 stages and in one process' '
+	with_ranks mpirun -np 4 dlt-train -q -c gpt.yaml -o z4 -s train.steps=100 \
+		-s train.optimizer.adamw.lr=1e-3 -s dist.zero=3 -s checkpoint.every="50 steps" >out &&
+	for r in r3 r2 r1; do
+		cp -r z4 $r && rm $r/model.dlt $r/ckpt/step-00000100.dlt &&
+		echo "{\"status\":\"stopped\"}" >$r/status || return 1
+	done &&
+	with_ranks mpirun -np 3 dlt-train -q --resume r3 -s dist.zero=1 >out &&
+	with_ranks mpirun -np 2 dlt-train -q --resume r2 -s dist.zero=null \
+		-s "dist.pipeline={stages: 2}" >out &&
+	dlt-train -q --resume r1 -s dist.zero=null >out &&
+	gpt_close z4/model.dlt r3/model.dlt && gpt_close z4/model.dlt r2/model.dlt &&
+	gpt_close z4/model.dlt r1/model.dlt
+'
+
 test_expect_success 'bad pipelines: one-line errors, exit 2, no run directory' '
 	test_must_fail 2 "dist.pipeline.stages 3 runs on 3 ranks, one a stage, not 1" \
 		dlt-train -c gpt.yaml -o bad -s "dist.pipeline={stages: 3}" &&
