@@ -1,6 +1,5 @@
 /* dlt-train: train a model from a YAML config on a dataset archive;
  * resume a run; supervise it and restart it after a crash. */
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -8,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -304,7 +302,8 @@ static int parse_args(struct args *a, int argc, char **argv)
 			break;
 		case 'G':
 		case 'N':
-			if (dlt_parse_i64(optarg, 1, 4096, &n, opt == 'G' ? "--gpus" : "--ranks") < 0)
+			if (dlt_parse_i64(optarg, 1, DLT_LAUNCH_MAX, &n,
+					  opt == 'G' ? "--gpus" : "--ranks") < 0)
 				return cli_usage(prog, "%s", dlt_errmsg());
 			a->ranks = (int)n;
 			a->gpus = opt == 'G';
@@ -444,46 +443,36 @@ static int train(const struct args *a, const dlt_rank_info *job, const char *run
 	return 0;
 }
 
-/* The children of the supervisor and of the launcher, forwarded the
- * signals that ask them to stop or checkpoint. */
-static pid_t children[4096];
-static volatile int n_children;
+/* What a process of the job runs: the job on this machine (the child of
+ * --restarts's supervisor) or one of its ranks. */
+struct job_args {
+	const struct args *a;
+	const char *rundir, *resume, *note;
+};
 
-static void forward_signal(int sig)
+static int train_rank(const dlt_rank_info *rank, void *ctx)
 {
-	for (int i = 0; i < n_children; i++)
-		if (children[i] > 0)
-			kill(children[i], sig);
+	const struct job_args *j = ctx;
+	return train(j->a, rank, j->rundir, j->resume, j->note);
 }
 
-static void reap(pid_t pid, int *status)
-{
-	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
-		;
-}
-
-/* CPU ranks, in the child of job(): becomes mpirun -np N of this program
- * with the run's options, less the launcher's; mpirun gives each rank its
- * rank and MPI.  Its exit status is the job's: 128 + the signal when a
+/* CPU ranks: mpirun -np N of this program with the run's options, less
+ * the launcher's.  Its exit status is the job's: 128 + the signal when a
  * rank was killed by one (mpirun names the rank and ends the others). */
-static void exec_mpirun(const struct args *a, const char *rundir, const char *resume)
+static int mpirun_ranks(const struct args *a, const char *rundir, const char *resume)
 {
-	char np[16], exe[PATH_MAX];
-	char **v = dlt_calloc((size_t)a->n_overrides * 2 + 24, sizeof(char *));
+	char exe[PATH_MAX];
+	char **v = dlt_calloc((size_t)a->n_overrides * 2 + 16, sizeof(char *));
 	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	int n = 0;
+	dlt_launch_status st;
+	int n = 0, rc;
 
-	if (!v || len <= 0)
-		_exit(cli_fail(prog, v ? dlt_error_errno(DLT_EFAIL, "/proc/self/exe")
-				       : DLT_ENOMEM));
+	if (!v || len <= 0) {
+		rc = v ? dlt_error_errno(DLT_EFAIL, "/proc/self/exe") : DLT_ENOMEM;
+		free(v);
+		return cli_fail(prog, rc);
+	}
 	exe[len] = '\0';
-	snprintf(np, sizeof(np), "%d", a->ranks);
-	v[n++] = "mpirun";
-	v[n++] = "-np";
-	v[n++] = np;
-	v[n++] = "--oversubscribe";
-	v[n++] = "--bind-to";
-	v[n++] = "none";
 	v[n++] = exe;
 	if (resume) {
 		v[n++] = "--resume";
@@ -508,143 +497,53 @@ static void exec_mpirun(const struct args *a, const char *rundir, const char *re
 		v[n++] = "-q";
 	if (a->verbose)
 		v[n++] = "-v";
-	/* mpirun refuses root unless told; containers and CI run as root */
-	setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-	setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-	execvp(v[0], v);
-	fprintf(stderr, "%s: --ranks %d of CPU ranks runs mpirun: %s (install openmpi-bin)\n",
-		prog, a->ranks, strerror(errno));
-	_exit(1);
+	rc = dlt_launch_mpirun(a->ranks, v, &st);
+	free(v);
+	if (st.exec_errno)
+		fprintf(stderr, "%s: --ranks %d of CPU ranks runs mpirun: %s (install openmpi-bin)\n",
+			prog, a->ranks, strerror(st.exec_errno));
+	else if (rc < 0 && st.rank < 0)
+		return cli_fail(prog, rc);
+	return st.exit;
 }
 
-/* Whether this machine has n GPUs, asked in a child: CUDA, once started,
- * does not survive the fork of the ranks.  0, or the exit status of the
- * error it reported. */
-static int probe_gpus(int n)
-{
-	char why[256];
-	pid_t pid;
-	int st;
-
-	fflush(NULL);
-	if ((pid = fork()) < 0)
-		return cli_fail(prog, dlt_error_errno(DLT_EFAIL, "fork"));
-	if (pid == 0) {
-		if (dlt_backend_cuda(n - 1, why, sizeof(why)))
-			_exit(0);
-		fprintf(stderr, "%s: --gpus %d: no CUDA device %d: %s\n", prog, n, n - 1, why);
-		_exit(1);
-	}
-	reap(pid, &st);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-}
-
-/* GPU ranks: a child process per GPU, which learns its rank from the
- * environment, NCCL's id from rank 0 through a pipe, and where the others
- * are from a table of their sync points (dlt_beats_create).  The first
- * rank that fails ends the others.  Returns the job's exit status, or
- * 128 + the signal that killed a rank. */
-static int fork_ranks(const struct args *a, const char *rundir, const char *resume,
-		      const char *note)
-{
-	int fds[2], beats, status = 0, failed = 0, left = a->ranks;
-
-	if ((status = probe_gpus(a->ranks)) != 0)
-		return status;
-	if ((beats = dlt_beats_create(a->ranks)) < 0)
-		return cli_fail(prog, beats);
-	if (pipe(fds) != 0) {
-		close(beats);
-		return cli_fail(prog, dlt_error_errno(DLT_EFAIL, "pipe"));
-	}
-	fflush(NULL);
-	for (int r = 0; r < a->ranks; r++) {
-		pid_t pid = fork();
-		char v[5][16];
-		if (pid < 0) {
-			dlt_error_errno(DLT_EFAIL, "fork");
-			forward_signal(SIGKILL);
-			return cli_fail(prog, DLT_EFAIL);
-		}
-		if (pid == 0) {
-			dlt_rank_info job = { .rank = r, .size = a->ranks, .local_rank = r,
-					      .local_size = a->ranks, .launcher = "dlt-train",
-					      .comm = a->job.comm };
-			snprintf(v[0], 16, "%d", r);
-			snprintf(v[1], 16, "%d", a->ranks);
-			snprintf(v[2], 16, "%d", fds[0]);
-			snprintf(v[4], 16, "%d", beats);
-			setenv("DLT_RANK", v[0], 1);
-			setenv("DLT_LOCAL_RANK", v[0], 1);
-			setenv("DLT_WORLD_SIZE", v[1], 1);
-			setenv("DLT_LOCAL_SIZE", v[1], 1);
-			setenv("DLT_NCCL_ID_FD", v[2], 1);
-			setenv("DLT_BEATS_FD", v[4], 1);
-			if (r == 0) {	/* rank 0 writes, the others read */
-				close(fds[0]);
-				snprintf(v[3], 16, "%d", fds[1]);
-				setenv("DLT_NCCL_ID_FD", v[3], 1);
-			} else {
-				close(fds[1]);
-			}
-			n_children = 0;
-			_exit(train(a, &job, rundir, resume, note));
-		}
-		children[r] = pid;
-		n_children = r + 1;
-	}
-	close(fds[0]);
-	close(fds[1]);
-	close(beats);
-	while (left > 0) {
-		int st, r;
-		pid_t pid = wait(&st);
-		if (pid < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		for (r = 0; r < a->ranks && children[r] != pid; r++)
-			;
-		if (r == a->ranks)
-			continue;
-		children[r] = 0;
-		left--;
-		if (failed || (WIFEXITED(st) && WEXITSTATUS(st) == 0))
-			continue;
-		failed = 1;
-		if (WIFSIGNALED(st)) {
-			fprintf(stderr, "%s: rank %d died of signal %d (%s); ending the job\n", prog,
-				r, WTERMSIG(st), strsignal(WTERMSIG(st)));
-			status = 128 + WTERMSIG(st);
-		} else {	/* the rank said why */
-			status = WEXITSTATUS(st);
-		}
-		forward_signal(SIGKILL);
-	}
-	return status;
-}
-
-/* The job on this machine: one process, or a->ranks of them. */
+/* The job on this machine: one process, or a->ranks of them (GPU ranks
+ * forked, after a probe of the GPUs; CPU ranks through mpirun). */
 static int job(const struct args *a, const char *rundir, const char *resume, const char *note)
 {
-	pid_t pid;
-	int st;
+	struct job_args j = { a, rundir, resume, note };
+	dlt_launch_status st;
+	int rc;
 
 	if (!a->ranks)
 		return train(a, &a->job, rundir, resume, note);
-	catch_signals(forward_signal);
-	if (a->gpus)
-		return fork_ranks(a, rundir, resume, note);
-	if ((pid = fork()) < 0)
-		return cli_fail(prog, dlt_error_errno(DLT_EFAIL, "fork"));
-	if (pid == 0)
-		exec_mpirun(a, rundir, resume);
-	children[0] = pid;
-	n_children = 1;
-	reap(pid, &st);
-	n_children = 0;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	catch_signals(dlt_launch_forward_signal);
+	if (!a->gpus)
+		return mpirun_ranks(a, rundir, resume);
+	if ((rc = dlt_launch_probe_gpus(a->ranks)) < 0) {
+		fprintf(stderr, "%s: --gpus %d: %s\n", prog, a->ranks, dlt_errmsg());
+		return dlt_exit_status(rc);
+	}
+	rc = dlt_launch_ranks(a->ranks, a->job.comm, train_rank, &j, &st);
+	/* a rank that exited with a failure has said why itself */
+	if (rc < 0 && (st.rank < 0 || st.signal))
+		fprintf(stderr, "%s: %s\n", prog, dlt_errmsg());
+	return st.exit;
+}
+
+/* The child of the supervisor: dies of the signal that killed a rank, so
+ * that the supervisor restarts the job as it would after its own crash. */
+static int supervised_job(void *ctx)
+{
+	const struct job_args *j = ctx;
+	int st = job(j->a, j->rundir, j->resume, j->note);
+
+	if (st > 128) {
+		fflush(NULL);
+		signal(st - 128, SIG_DFL);
+		raise(st - 128);
+	}
+	return st;
 }
 
 /* --restarts: runs the job in a child process and, when that dies of a
@@ -657,41 +556,25 @@ static int supervise(const struct args *a, const char *rundir)
 	char note[160] = "";
 	int restarts = 0;
 
-	catch_signals(forward_signal);
+	catch_signals(dlt_launch_forward_signal);
 	for (;;) {
-		int status, sig;
-		pid_t pid;
+		struct job_args j = { a, rundir, restarts || a->resume ? rundir : NULL,
+				      restarts ? note : NULL };
+		dlt_launch_status st;
+		int rc = dlt_launch_child(supervised_job, &j, &st);
 
-		fflush(NULL);
-		if ((pid = fork()) < 0) {
-			dlt_error_errno(DLT_EFAIL, "fork");
-			return cli_fail(prog, DLT_EFAIL);
-		}
-		if (pid == 0) {
-			int st = job(a, rundir, restarts || a->resume ? rundir : NULL,
-				     restarts ? note : NULL);
-			if (st > 128) {	/* a rank died of a signal: so did the job */
-				fflush(NULL);
-				signal(st - 128, SIG_DFL);
-				raise(st - 128);
-			}
-			_exit(st);
-		}
-		children[0] = pid;
-		n_children = 1;
-		reap(pid, &status);
-		n_children = 0;
-		if (WIFEXITED(status))
-			return WEXITSTATUS(status);
-		sig = WTERMSIG(status);
+		if (rc < 0 && st.rank < 0)
+			return cli_fail(prog, rc);
+		if (!st.signal)
+			return st.exit;
 		if (restarts == a->restarts) {
 			fprintf(stderr, "%s: the training process was killed by signal %d (%s); no restarts "
-				"left\n", prog, sig, strsignal(sig));
+				"left\n", prog, st.signal, strsignal(st.signal));
 			return 1;
 		}
 		restarts++;
 		snprintf(note, sizeof(note), "restart %d of %d: the training process was killed by "
-			 "signal %d (%s)", restarts, a->restarts, sig, strsignal(sig));
+			 "signal %d (%s)", restarts, a->restarts, st.signal, strsignal(st.signal));
 		fprintf(stderr, "%s: %s\n", prog, note);
 	}
 }

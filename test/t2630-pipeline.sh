@@ -1,12 +1,13 @@
 #!/bin/sh
 # Pipelines (dist.pipeline, issue 30 part 3): the GPT's ops cut into
-# stages, one an MPI rank, and each step's micro-batches through them in
-# 1F1B's or GPipe's order, each stage computing its forward again before
-# its backward.  The parameters end within 1e-5 of one process's after 50
-# steps (gpt_close) for M = 1, 3 and 8 at 2 stages, M < S and M not a
-# multiple of S at 3; the tied embedding and head, on the first and last
-# stage, get their gradients summed; evaluation runs through the stages;
-# checkpoints are any run's.
+# stages, one an MPI rank (times data-parallel replicas), and each step's
+# micro-batches through them in 1F1B's or GPipe's order, each stage
+# computing its forward again before its backward.  The parameters end
+# within 1e-5 of one process's after 50 steps (gpt_close) for M = 1, 3
+# and 8 at 2 stages, alone and times 2 replicas with ZeRO 1, M < S and M
+# not a multiple of S at 3; the tied embedding and head, on the first and
+# last stage, get their gradients summed; evaluation runs through the
+# stages; checkpoints are any run's.
 . "$(dirname "$0")/lib.sh"
 mpi_tests
 
@@ -31,6 +32,13 @@ for m in 1 3 8; do
 	test_expect_success "2 stages, 1F1B, M = $m: the parameters of one process within 1e-5" '
 		pipe p2_'$m' 2 "{stages: 2, microbatches: '$m'}" &&
 		gpt_close one/model.dlt p2_'$m'/model.dlt
+	'
+done
+
+for m in 1 3 8; do
+	test_expect_success "2 stages x 2 replicas, ZeRO 1, M = $m: within 1e-5 of one process" '
+		pipe d2_'$m' 4 "{stages: 2, microbatches: '$m'}" -s dist.zero=1 &&
+		gpt_close one/model.dlt d2_'$m'/model.dlt
 	'
 done
 
@@ -92,7 +100,7 @@ test_expect_success 'ZeRO 3 at 4 ranks goes on with ZeRO 1 at 3, as 2 stages and
 '
 
 test_expect_success 'bad pipelines: one-line errors, exit 2, no run directory' '
-	test_must_fail 2 "dist.pipeline.stages 3 runs on 3 ranks, one a stage, not 1" \
+	test_must_fail 2 "dist.pipeline.stages 3 runs on a multiple of 3 ranks (its stages times data-parallel replicas), not 1" \
 		dlt-train -c gpt.yaml -o bad -s "dist.pipeline={stages: 3}" &&
 	test_must_fail 2 "dist.pipeline.stages: must be" \
 		dlt-train -c gpt.yaml -o bad -s "dist.pipeline={stages: 1}" &&
@@ -102,8 +110,8 @@ test_expect_success 'bad pipelines: one-line errors, exit 2, no run directory' '
 		dlt-train -c gpt.yaml -o bad -s "dist.pipeline={stages: 2, split: [99]}" &&
 	test_must_fail 2 "dist.pipeline.stages 9: the model has 4 places" \
 		dlt-train -c gpt.yaml -o bad -s "dist.pipeline={stages: 9}" &&
-	test_must_fail 2 "dist.pipeline: its micro-batches are the step'"'"'s, and its ranks its stages: no train.accumulate, no dist.zero" \
-		dlt-train -c gpt.yaml -o bad -s "dist.pipeline={stages: 2}" -s dist.zero=1 &&
+	test_must_fail 2 "dist.pipeline: its micro-batches are the step'"'"'s, and its replicas shard the optimizer state (ZeRO 1): no train.accumulate, dist.zero 1 or none" \
+		dlt-train -c gpt.yaml -o bad -s "dist.pipeline={stages: 2}" -s dist.zero=2 &&
 	test_must_fail 2 "dist.pipeline.split: a list of stages - 1 = 1" \
 		dlt-train -c gpt.yaml -o bad -s "dist.pipeline={stages: 2, split: [3, 6]}" &&
 	test_must_fail 2 "dist.pipeline.schedule: expected 1f1b or gpipe" \

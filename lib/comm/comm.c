@@ -420,6 +420,22 @@ int dlt_comm_recv(dlt_comm *c, float *x, size_t n, int from)
 	return c->recv(c, x, n, from) ? failed(c) : 0;
 }
 
+int dlt_comm_split(dlt_comm *c, int color, int key, dlt_comm **out)
+{
+	dlt_comm *g;
+	*out = NULL;
+	if (!c->split)
+		return dlt_error(DLT_EFAIL, "%s has no groups of ranks", c->name);
+	if (!(g = dlt_calloc(1, sizeof(*g))))
+		return DLT_ENOMEM;
+	if (c->split(c, color, key, g) != 0) {
+		free(g);
+		return failed(c);
+	}
+	*out = g;
+	return 0;
+}
+
 void dlt_comm_abort(dlt_comm *c, int status)
 {
 	c->abort(c, status);

@@ -93,6 +93,10 @@ typedef struct dlt_comm {
 	 * order it was sent. */
 	int (*send)(struct dlt_comm *c, const float *x, size_t n, int to);
 	int (*recv)(struct dlt_comm *c, float *x, size_t n, int from);
+	/* The ranks of this color, ordered by key, as a comm of their own in
+	 * out (its rank and size set, the entries filled; NULL where the
+	 * comm has no groups): every rank calls it */
+	int (*split)(struct dlt_comm *c, int color, int key, struct dlt_comm *out);
 	/* ends every rank of the job at once */
 	void (*abort)(struct dlt_comm *c, int status);
 	void (*close)(struct dlt_comm *c);
@@ -131,6 +135,8 @@ int dlt_comm_sum_f64(dlt_comm *c, double *x, int n);
 int dlt_comm_broadcast(dlt_comm *c, void *p, size_t bytes);
 int dlt_comm_send(dlt_comm *c, const float *x, size_t n, int to);
 int dlt_comm_recv(dlt_comm *c, float *x, size_t n, int from);
+/* A group of c's ranks (split), closed with dlt_comm_close before c */
+int dlt_comm_split(dlt_comm *c, int color, int key, dlt_comm **out);
 void dlt_comm_abort(dlt_comm *c, int status);
 
 /* ZeRO's ranges: a block of n floats cut into c->size contiguous ranges,
@@ -227,5 +233,58 @@ void dlt_buckets_reset(dlt_buckets *b);
 void dlt_buckets_ready(dlt_buckets *b, size_t off);
 /* All of g is final: sums what is left and waits for every sum. */
 int dlt_buckets_finish(dlt_buckets *b);
+
+/* The launcher of a job's ranks on this machine (dlt-train --gpus and
+ * --ranks), in launch.c: the other half of the protocol of DLT_RANK,
+ * DLT_NCCL_ID_FD and DLT_BEATS_FD above.  The functions fork, and only a
+ * forked child exits (_exit, with its main's return value); the library
+ * prints nothing here either, a failure being the caller's to say.
+ *
+ * The children are kept in one table a process, so that the launcher's
+ * signals reach them: a caller installs dlt_launch_forward_signal as the
+ * handler of the signals that ask a job to stop or checkpoint. */
+#define DLT_LAUNCH_MAX 4096	/* ranks a job of this machine may have */
+
+/* How a job ended. */
+typedef struct dlt_launch_status {
+	/* its exit status: 0, the first failed child's own, or 128 + the
+	 * signal that killed it (as a shell says it); 1 when it could not
+	 * be started */
+	int exit;
+	/* the first child that failed: its rank (0 for the one child of
+	 * dlt_launch_child and dlt_launch_mpirun); -1 when none did, or none
+	 * was started */
+	int rank;
+	int signal;		/* the signal that killed it, 0 when it exited */
+	int exec_errno;		/* why mpirun could not be run, 0 when it ran */
+} dlt_launch_status;
+
+/* Each of these returns 0 when every child exited 0, else the error that
+ * says why not, with st saying how the job ended. */
+
+/* child_main(ctx) in a child process, waited for. */
+int dlt_launch_child(int (*child_main)(void *ctx), void *ctx, dlt_launch_status *st);
+/* Whether this machine has n GPUs, asked in a child, since CUDA started
+ * in the launcher would not survive the fork of its ranks: DLT_EFAIL with
+ * "no CUDA device N: why" when it has not. */
+int dlt_launch_probe_gpus(int n);
+/* n ranks of this machine, each a child process that runs
+ * rank_main(job, ctx) with job its rank, and DLT_COMM's comm (NULL: none);
+ * DLT_RANK, DLT_LOCAL_RANK, DLT_WORLD_SIZE and DLT_LOCAL_SIZE tell it the
+ * same, DLT_NCCL_ID_FD the pipe of NCCL's id and DLT_BEATS_FD the table
+ * of sync points (dlt_beats_create).  The first rank that fails ends the
+ * others: "rank R died of signal S (NAME); ending the job", or "rank R
+ * exited with status E; ending the job", a rank's own failure being
+ * something it has said itself. */
+int dlt_launch_ranks(int n, const char *comm, int (*rank_main)(const dlt_rank_info *job,
+							       void *ctx),
+		     void *ctx, dlt_launch_status *st);
+/* n CPU ranks of this machine: mpirun -np n of argv (a program and its
+ * options, NULL-terminated), which gives each rank its rank and MPI, and
+ * names a rank that dies and ends the others itself.  st->exec_errno
+ * when mpirun could not be run (it is not installed). */
+int dlt_launch_mpirun(int n, char *const argv[], dlt_launch_status *st);
+/* A signal handler: sig to every child of the table. */
+void dlt_launch_forward_signal(int sig);
 
 #endif

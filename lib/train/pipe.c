@@ -93,7 +93,7 @@ static int split_at(dlt_pipe *p, const dlt_config *c, const char *where)
 int dlt_pipe_init(dlt_pipe *p, const dlt_config *c, dlt_model *m, dlt_comm *comm, int batch,
 		  const char *where)
 {
-	int S = c->dist.pipe.stages;
+	int S = c->dist.pipe.stages, ranks = comm ? comm->size : 1;
 	size_t n_in, n_out, n_acc;
 
 	memset(p, 0, sizeof(*p));
@@ -116,11 +116,13 @@ int dlt_pipe_init(dlt_pipe *p, const dlt_config *c, dlt_model *m, dlt_comm *comm
 		return DLT_ENOMEM;
 	p->first[S] = m->n_layers;
 	DLT_TRY_RC(c->dist.pipe.n_split ? split_at(p, c, where) : balance(p, where));
-	if ((comm ? comm->size : 1) != S)
-		return dlt_error(DLT_EINPUT, "%s: dist.pipeline.stages %d runs on %d ranks, one a "
-				 "stage, not %d (data-parallel ranks beside a pipeline are to come)",
-				 where, S, S, comm ? comm->size : 1);
-	p->stage = comm->rank;
+	if (ranks % S)
+		return dlt_error(DLT_EINPUT, "%s: dist.pipeline.stages %d runs on a multiple of %d "
+				 "ranks (its stages times data-parallel replicas), not %d", where, S,
+				 S, ranks);
+	p->width = ranks / S;
+	p->stage = comm->rank / p->width;
+	p->replica = comm->rank % p->width;
 	for (int k = 1; k < S; k++)
 		p->ranges[k] = dlt_model_params_from(m, p->first[k]);
 	p->ranges[S] = m->n_weights;
@@ -145,6 +147,17 @@ int dlt_pipe_init(dlt_pipe *p, const dlt_config *c, dlt_model *m, dlt_comm *comm
 	return 0;
 }
 
+void dlt_pipe_rank_ranges(const dlt_pipe *p, size_t *ranges)
+{
+	for (int s = 0; s < p->stages; s++) {
+		size_t lo = p->ranges[s], n = p->ranges[s + 1] - lo;
+		size_t q = n / (size_t)p->width, rem = n % (size_t)p->width;
+		for (size_t r = 0; r < (size_t)p->width; r++)
+			ranges[(size_t)s * p->width + r] = lo + q * r + (r < rem ? r : rem);
+	}
+	ranges[p->stages * p->width] = p->ranges[p->stages];
+}
+
 void dlt_pipe_free(dlt_pipe *p)
 {
 	free(p->first);
@@ -158,11 +171,23 @@ void dlt_pipe_free(dlt_pipe *p)
 	memset(p, 0, sizeof(*p));
 }
 
-/* n floats from stage from into x, the wait counted */
+/* The rank of stage s in this rank's replica */
+static int rank_of(const dlt_pipe *p, int s)
+{
+	return s * p->width + p->replica;
+}
+
+/* n floats of x to stage stage of this replica */
+static int send_to(dlt_pipe *p, const float *x, size_t n, int stage)
+{
+	return dlt_comm_send(p->c, x, n, rank_of(p, stage));
+}
+
+/* n floats from stage from (of this replica) into x, the wait counted */
 static int receive(dlt_pipe *p, float *x, size_t n, int from)
 {
 	double t0 = dlt_now();
-	int rc = dlt_comm_recv(p->c, x, n, from);
+	int rc = dlt_comm_recv(p->c, x, n, rank_of(p, from));
 	p->waited += dlt_now() - t0;
 	return rc;
 }
@@ -208,7 +233,7 @@ static int forward_one(dlt_pipe *p, const float *x, int k0, int n, long long ste
 	put_input(p, x, k0, n);
 	dlt_model_forward_ops(m, p->lo, p->hi, n, 1, step);
 	m->be->copy(out, dlt_tensor_a(m, m->layers[p->hi - 1].out), bytes((size_t)n * p->w_out));
-	return dlt_comm_send(p->c, out, (size_t)n * p->w_out, p->stage + 1);
+	return send_to(p, out, (size_t)n * p->w_out, p->stage + 1);
 }
 
 /* Adds (or, for the first micro-batch, copies) n floats of g into sum */
@@ -253,7 +278,7 @@ static int backward_one(dlt_pipe *p, const float *x, int k0, int n, long long st
 	if (p->stage == 0)
 		return 0;
 	m->be->copy(gin, dlt_tensor_g(m, m->layers[p->lo].in), bytes((size_t)n * p->w_in));
-	return dlt_comm_send(p->c, gin, (size_t)n * p->w_in, p->stage - 1);
+	return send_to(p, gin, (size_t)n * p->w_in, p->stage - 1);
 }
 
 int dlt_pipe_step(dlt_pipe *p, const float *x, int b, long long step, dlt_pipe_loss_fn *loss,
@@ -263,6 +288,13 @@ int dlt_pipe_step(dlt_pipe *p, const float *x, int b, long long step, dlt_pipe_l
 	int mb = p->micro < b ? p->micro : b, warm = mb, f = 0, k0, n, rc = 0;
 	size_t lo = p->ranges[p->stage], hi = p->ranges[p->stage + 1];
 
+	/* a replica without a row of the batch: no gradient */
+	if (!mb) {
+		if (hi > lo)
+			m->be->zero(p->acc, bytes(hi - lo));
+		if (p->tied >= 0)
+			m->be->zero(p->tied_acc, bytes(m->params[p->tied].n));
+	}
 	/* 1F1B: this many forwards before the first backward */
 	if (p->schedule == DLT_PIPE_1F1B && p->stages - p->stage - 1 < mb)
 		warm = p->stages - p->stage - 1;
@@ -287,7 +319,7 @@ int dlt_pipe_step(dlt_pipe *p, const float *x, int b, long long step, dlt_pipe_l
 	if (p->tied >= 0) {
 		const dlt_param *t = &m->params[p->tied];
 		if (p->stage == p->stages - 1)
-			DLT_TRY_RC(dlt_comm_send(p->c, p->tied_acc, t->n, 0));
+			DLT_TRY_RC(send_to(p, p->tied_acc, t->n, 0));
 		if (p->stage == 0) {
 			DLT_TRY_RC(receive(p, p->tied_acc, t->n, p->stages - 1));
 			m->be->add(m->dev_g + t->off, p->tied_acc, m->dev_g + t->off, t->n);
@@ -303,7 +335,7 @@ int dlt_pipe_after_step(dlt_pipe *p)
 	if (p->tied < 0)
 		return 0;
 	if (p->stage == 0)
-		DLT_TRY_RC(dlt_comm_send(p->c, m->dev_w + m->params[p->tied].off,
+		DLT_TRY_RC(send_to(p, m->dev_w + m->params[p->tied].off,
 					 m->params[p->tied].n, p->stages - 1));
 	if (p->stage == p->stages - 1)
 		DLT_TRY_RC(receive(p, m->dev_w + m->params[p->tied].off, m->params[p->tied].n, 0));
@@ -313,6 +345,8 @@ int dlt_pipe_after_step(dlt_pipe *p)
 int dlt_pipe_forward(dlt_pipe *p, const float *x, int b, dlt_pipe_loss_fn *loss, void *ctx)
 {
 	dlt_model *m = p->m;
+	if (!b)		/* a replica without a row: the others' wait all the same */
+		return dlt_comm_sum_wait(p->c);
 	if (p->stage > 0)
 		DLT_TRY_RC(receive(p, p->in, (size_t)b * p->w_in, p->stage - 1));
 	put_input(p, x, 0, b);
@@ -322,7 +356,7 @@ int dlt_pipe_forward(dlt_pipe *p, const float *x, int b, dlt_pipe_loss_fn *loss,
 	else {
 		m->be->copy(p->out, dlt_tensor_a(m, m->layers[p->hi - 1].out),
 			    bytes((size_t)b * p->w_out));
-		DLT_TRY_RC(dlt_comm_send(p->c, p->out, (size_t)b * p->w_out, p->stage + 1));
+		DLT_TRY_RC(send_to(p, p->out, (size_t)b * p->w_out, p->stage + 1));
 	}
 	return dlt_comm_sum_wait(p->c);
 }

@@ -4,9 +4,10 @@
  * one forward and one backward by turns).  Before its backward a stage
  * computes its forward again from the input it kept (GPipe's re-
  * materialisation): it holds the activations of one micro-batch, and the
- * inputs of the ones in flight.  The ranks are the stages (no data-
- * parallel ranks beside them yet); activations and their gradients go
- * point to point (dlt_comm_send, _recv). */
+ * inputs of the ones in flight.  The ranks are S stages times W data-
+ * parallel replicas, rank r stage r / W of replica r % W; activations
+ * and their gradients go point to point within a replica (dlt_comm_send,
+ * _recv), and the caller sums each stage's gradients over its replicas. */
 #ifndef DLT_TRAIN_PIPE_H
 #define DLT_TRAIN_PIPE_H
 
@@ -16,6 +17,7 @@
 
 typedef struct dlt_pipe {
 	int stages, stage, micro, schedule;
+	int width, replica;	/* W, and this rank's replica */
 	int *first;		/* each stage's first op, then n_layers */
 	size_t *ranges;		/* each stage's params in the weight block, then n_weights */
 	int lo, hi;		/* this stage's ops */
@@ -30,13 +32,17 @@ typedef struct dlt_pipe {
 	dlt_comm *c;
 } dlt_pipe;
 
-/* The stages of c->dist.pipeline on comm c's ranks for m, whose model
- * must cut there (dlt_model_can_cut), balanced by cost where no split is
- * given; batch rows a step.  DLT_EINPUT (naming where, the config) for a
- * pipeline that does not fit the model or the ranks. */
+/* The stages of c->dist.pipeline on comm c's ranks (a multiple of the
+ * stages) for m, whose model must cut there (dlt_model_can_cut),
+ * balanced by cost where no split is given; batch rows a step at most
+ * (a replica's).  DLT_EINPUT (naming where, the config) for a pipeline
+ * that does not fit the model or the ranks. */
 int dlt_pipe_init(dlt_pipe *p, const dlt_config *c, dlt_model *m, dlt_comm *comm, int batch,
 		  const char *where);
 void dlt_pipe_free(dlt_pipe *p);
+/* Each rank's range of the weight block (stages x width + 1 entries):
+ * its stage's params cut into one range a replica, what it updates */
+void dlt_pipe_rank_ranges(const dlt_pipe *p, size_t *ranges);
 
 /* The loss of micro-batch rows [k0, k0 + n), on the last stage after its
  * forward: fills the output's gradient (dlt_model_loss) */

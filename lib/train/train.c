@@ -83,6 +83,9 @@ typedef struct run_state {
 	/* the data-parallel rank and ranks: rank and ranks, or 0 of 1 in a
 	 * pipeline, whose ranks are its stages */
 	int dp_rank, dp_ranks;
+	/* a pipeline's stage's replicas, which sum its gradients (NULL for
+	 * one replica) */
+	dlt_comm *group;
 	/* dist.pipeline (pipe.c's): stages 0 when none; whether the optimizer
 	 * state (ZeRO 1 to 3, a pipeline) and the weights (ZeRO 3, a
 	 * pipeline) are current on each rank only in its range */
@@ -674,8 +677,11 @@ static int setup(run_state *s)
 	dlt_backend_cpu()->set_threads(threads);
 	DLT_TRY(open_backend(s, c, &be));
 	DLT_TRY(load_data(s));
-	s->dp_rank = c->dist.pipe.stages ? 0 : s->rank;
-	s->dp_ranks = c->dist.pipe.stages ? 1 : s->ranks;
+	/* a pipeline's ranks: its stages times its replicas (pipe.h) */
+	s->dp_ranks = c->dist.pipe.stages ? s->ranks / c->dist.pipe.stages : s->ranks;
+	s->dp_rank = s->dp_ranks ? s->rank % s->dp_ranks : 0;
+	if (!s->dp_ranks)
+		s->dp_ranks = 1;	/* fewer ranks than stages: dlt_pipe_init says so */
 	if (c->train.batch < s->dp_ranks)
 		return dlt_error(DLT_EINPUT, "train.batch %d is the batch of all ranks: fewer "
 				 "samples than the %d ranks", c->train.batch, s->ranks);
@@ -722,16 +728,20 @@ static int setup(run_state *s)
 		/* each stage updates its own params and keeps their state */
 		dlt_optim_ranks r = { .rank = s->rank, .size = s->ranks, .shard = 1,
 				      .sum = sum_ranks, .ctx = s->comm };
-		if (c->dist.zero >= 0 || c->train.accumulate > 1)
+		if ((c->dist.zero >= 0 && c->dist.zero != 1) || c->train.accumulate > 1)
 			return dlt_error(DLT_EINPUT, "%s: dist.pipeline: its micro-batches are the "
-					 "step's, and its ranks its stages: no train.accumulate, "
-					 "no dist.zero", c->path ? c->path : "config");
-		DLT_TRY(dlt_pipe_init(&s->pipe, c, &s->m, s->comm, c->train.batch,
+					 "step's, and its replicas shard the optimizer state (ZeRO "
+					 "1): no train.accumulate, dist.zero 1 or none",
+					 c->path ? c->path : "config");
+		DLT_TRY(dlt_pipe_init(&s->pipe, c, &s->m, s->comm,
+				      (c->train.batch + s->dp_ranks - 1) / s->dp_ranks,
 				      c->path ? c->path : "config"));
 		if (!(s->ranges = dlt_malloc(((size_t)s->ranks + 1) * sizeof(size_t))))
 			return DLT_ENOMEM;
-		memcpy(s->ranges, s->pipe.ranges, ((size_t)s->ranks + 1) * sizeof(size_t));
+		dlt_pipe_rank_ranges(&s->pipe, s->ranges);
 		r.ranges = s->ranges;
+		if (s->pipe.width > 1)
+			DLT_TRY(dlt_comm_split(s->comm, s->pipe.stage, s->pipe.replica, &s->group));
 		DLT_TRY(dlt_optim_init_ranks(&s->opt, &c->train.optim, &s->m,
 					     s->m.prec == DLT_PREC_F16 ? c->train.loss_scale.init : 0,
 					     c->train.loss_scale.growth_interval, &r));
@@ -816,6 +826,7 @@ static void teardown(run_state *s)
 	if (s->acc_g)
 		s->m.be->free(s->acc_g);
 	dlt_optim_free(&s->opt);
+	dlt_comm_close(s->group);
 	dlt_pipe_free(&s->pipe);
 	dlt_model_free(&s->m);
 	free(s->ranges);
@@ -1237,6 +1248,21 @@ static int open_run_wait(run_state *s)
 	return 0;
 }
 
+/* A pipeline's replicas of this rank's stage: their gradients of the
+ * stage's params summed in replica order into each one's range (after
+ * 0), or each one's updated range to the others (1) */
+static int replicas(run_state *s, int weights)
+{
+	const dlt_pipe *p = &s->pipe;
+	const size_t *r = s->ranges + (size_t)p->stage * p->width;
+	size_t lo = p->ranges[p->stage], hi = p->ranges[p->stage + 1];
+	if (!s->group || hi == lo)
+		return 0;
+	DLT_TRY_RC(weights ? dlt_comm_all_gather(s->group, s->m.dev_w, r, lo, hi, 0)
+			   : dlt_comm_reduce_scatter(s->group, s->m.dev_g, r, lo, hi, 0, 1));
+	return dlt_comm_sum_wait(s->group);
+}
+
 /* The update from the summed gradients.  ZeRO 0: every rank's range,
  * summed in rank order, to every rank, and each updates the whole block;
  * 1 and 2: each updates its range, and the parameters go to every rank;
@@ -1257,6 +1283,8 @@ static int optim_step(run_state *s, double lr)
 		DLT_TRY_RC(dlt_comm_all_gather(s->comm, s->m.dev_w, s->ranges, 0, n, chunk));
 		DLT_TRY_RC(dlt_comm_sum_wait(s->comm));
 	}
+	if (s->pipe.stages && rc)
+		DLT_TRY_RC(replicas(s, 1));
 	if (s->pipe.stages)
 		DLT_TRY_RC(dlt_pipe_after_step(&s->pipe));
 	note_state(s);
@@ -1311,8 +1339,9 @@ static int train_loop(run_state *s)
 			if (s->pipe.stages) {	/* the micro-batches through the stages */
 				pipe_loss pl = { .s = s, .y = y, .sums = sums };
 				s->m.grad_batch = b;
-				DLT_TRY_RC(dlt_pipe_step(&s->pipe, x, b, s->opt.step, pipe_loss_at,
+				DLT_TRY_RC(dlt_pipe_step(&s->pipe, x, mine, s->opt.step, pipe_loss_at,
 							 &pl));
+				DLT_TRY_RC(replicas(s, 0));
 				loss = pl.loss;
 				taken = b;
 			} else for (;;) {	/* the step's micro-batches: train.accumulate of them */

@@ -1,7 +1,10 @@
 /* The table of sync points of a job's ranks (dlt_beats_*): the wait of a
  * rank whose peer stalls names the peer.  The ranks are two processes
  * here and their comm a fake one whose waits are the table itself, since
- * NCCL, whose failures the table names, needs two GPUs. */
+ * NCCL, whose failures the table names, needs two GPUs.  And the launcher
+ * of forked ranks (dlt_launch_*), whose ranks here train nothing. */
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -74,6 +77,108 @@ static dlt_comm *fake_comm(int rank, int size, int beats)
 	return c;
 }
 
+/* A rank of the launcher: its rank in job and in the protocol's
+ * variables, NCCL's pipe from rank 0 (a byte for each other rank) and the
+ * table of sync points there; else a status that says what was not. */
+static int rank_checks(const dlt_rank_info *job, void *ctx)
+{
+	const char *id = getenv("DLT_NCCL_ID_FD"), *beats = getenv("DLT_BEATS_FD");
+	dlt_rank_info env;
+	dlt_comm *c;
+	char b = 'x';
+
+	if (dlt_rank_info_get(&env) < 0 || env.rank != job->rank || env.size != 3 ||
+	    env.local_rank != job->rank || env.local_size != 3 ||
+	    strcmp(env.launcher, "dlt-train") || strcmp(job->comm, "") || !id || !beats)
+		return 10;
+	for (int i = 1; job->rank == 0 && i < job->size; i++)
+		if (write(atoi(id), &b, 1) != 1)
+			return 11;
+	if (job->rank != 0 && (read(atoi(id), &b, 1) != 1 || b != 'x'))
+		return 12;
+	if (!(c = fake_comm(job->rank, job->size, atoi(beats))))
+		return 13;
+	dlt_comm_close(c);
+	return 0;
+}
+
+/* Rank fail->rank fails, with status 3 or killed by fail->sig; the others
+ * would wait for 10 s, unless ended.  sig SIGALRM: every rank dies of the
+ * alarm that the launcher forwards. */
+struct fail {
+	int rank, sig;
+};
+
+static int rank_fails(const dlt_rank_info *job, void *ctx)
+{
+	const struct fail *f = ctx;
+
+	if (f->sig == SIGALRM)
+		signal(SIGALRM, SIG_DFL);
+	else if (job->rank == f->rank && f->sig)
+		raise(f->sig);
+	else if (job->rank == f->rank)
+		return 3;
+	sleep(10);
+	return 0;
+}
+
+static int child_exits_4(void *ctx)
+{
+	(void)ctx;
+	return 4;
+}
+
+static void test_launch(void)
+{
+	dlt_launch_status st;
+	struct fail f = { 1, 0 };
+	char *path = getenv("PATH") ? strdup(getenv("PATH")) : NULL;
+	char *argv[] = { "dlt-train", NULL };
+	double t0;
+
+	ok_rc(dlt_launch_ranks(3, NULL, rank_checks, NULL, &st), 0, "3 ranks, each told its rank");
+	ok(st.exit == 0 && st.rank == -1 && st.signal == 0, "the job's status 0, no rank failed");
+
+	t0 = dlt_now();
+	ok_rc(dlt_launch_ranks(3, "", rank_fails, &f, &st), DLT_EFAIL, "rank 1 exits with 3");
+	ok(st.exit == 3 && st.rank == 1 && st.signal == 0, "the job's status is rank 1's: %d",
+	   st.exit);
+	ok(strcmp(dlt_errmsg(), "rank 1 exited with status 3; ending the job") == 0, "says so: %s",
+	   dlt_errmsg());
+	ok(dlt_now() - t0 < 5, "the other ranks ended at once");
+
+	f = (struct fail){ 2, SIGKILL };
+	ok_rc(dlt_launch_ranks(3, "", rank_fails, &f, &st), DLT_EFAIL, "rank 2 killed");
+	ok(st.exit == 128 + SIGKILL && st.rank == 2 && st.signal == SIGKILL,
+	   "the job's status 128 + 9: %d", st.exit);
+	ok(strcmp(dlt_errmsg(), "rank 2 died of signal 9 (Killed); ending the job") == 0,
+	   "says so: %s", dlt_errmsg());
+
+	/* the launcher's handler reaches every rank */
+	f = (struct fail){ -1, SIGALRM };
+	signal(SIGALRM, dlt_launch_forward_signal);
+	alarm(1);
+	ok_rc(dlt_launch_ranks(2, "", rank_fails, &f, &st), DLT_EFAIL, "a forwarded SIGALRM");
+	ok(st.signal == SIGALRM && st.exit == 128 + SIGALRM, "ends the job: %s", dlt_errmsg());
+	signal(SIGALRM, SIG_DFL);
+
+	ok_rc(dlt_launch_ranks(0, "", rank_fails, &f, &st), DLT_EINPUT, "0 ranks");
+	ok(st.exit == 1 && st.rank == -1, "no job: status 1, no rank");
+
+	ok_rc(dlt_launch_child(child_exits_4, NULL, &st), DLT_EFAIL, "a child that exits with 4");
+	ok(st.exit == 4 && st.rank == 0 && st.signal == 0, "its status: %d", st.exit);
+
+	setenv("PATH", "/nonexistent", 1);
+	ok_rc(dlt_launch_mpirun(2, argv, &st), DLT_EFAIL, "no mpirun on PATH");
+	ok(st.exec_errno == ENOENT && st.exit == 1 && st.rank == -1, "the exec's errno, status 1");
+	ok(strcmp(dlt_errmsg(), "mpirun: No such file or directory") == 0, "says so: %s",
+	   dlt_errmsg());
+	if (path)
+		setenv("PATH", path, 1);
+	free(path);
+}
+
 int main(void)
 {
 	int fd = dlt_beats_create(2), st;
@@ -137,5 +242,7 @@ int main(void)
 	   dlt_errmsg());
 	dlt_comm_close(c);
 	close(fd);
+
+	test_launch();
 	return done_testing();
 }

@@ -50,6 +50,8 @@ typedef struct mpi_state {
 	float *scratch;		/* the pieces received, for pending's sums */
 	size_t scratch_cap, scratch_used;
 	int inited;		/* MPI_Init was ours, so MPI_Finalize is */
+	/* the ranks': MPI_COMM_WORLD, or a group of them (split) */
+	MPI_Comm world;
 	MPI_Comm hb;
 	long long point;	/* the sync points this rank reached */
 	long long *seen;	/* rank 0: each rank's last point; others: [0] rank 0's */
@@ -389,9 +391,9 @@ static int reduce_scatter(dlt_comm *c, float *x, const size_t *counts, int order
 			a[3 * size + j] = (int)my * j;
 		}
 		err = MPI_Ialltoallv(x, a, a + size, MPI_FLOAT, in, a + 2 * size, a + 3 * size,
-				     MPI_FLOAT, MPI_COMM_WORLD, &st->req[st->n_req]);
+				     MPI_FLOAT, st->world, &st->req[st->n_req]);
 	} else {
-		err = MPI_Ireduce_scatter(x, in, a, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+		err = MPI_Ireduce_scatter(x, in, a, MPI_FLOAT, MPI_SUM, st->world,
 					  &st->req[st->n_req]);
 	}
 	if (err != MPI_SUCCESS) {
@@ -412,7 +414,7 @@ static int all_gather(dlt_comm *c, float *x, const size_t *counts)
 	    !(a = counts_of(c, counts, what)))
 		return -1;
 	err = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, a, a + c->size, MPI_FLOAT,
-			      MPI_COMM_WORLD, &st->req[st->n_req]);
+			      st->world, &st->req[st->n_req]);
 	if (err != MPI_SUCCESS) {
 		free(a);
 		return fail(c, "MPI_Iallgatherv", err);
@@ -432,7 +434,7 @@ static int gather(dlt_comm *c, const float *mine, float *all, const size_t *coun
 		return -1;
 	err = MPI_Igatherv(me == root && mine == all + a[c->size + me] ? MPI_IN_PLACE : mine,
 			   a[me], MPI_FLOAT, all, a, a + c->size, MPI_FLOAT, root,
-			   MPI_COMM_WORLD, &st->req[st->n_req]);
+			   st->world, &st->req[st->n_req]);
 	if (err != MPI_SUCCESS) {
 		free(a);
 		return fail(c, "MPI_Igatherv", err);
@@ -450,7 +452,7 @@ static int sum_begin(dlt_comm *c, float *x, size_t n)
 		int k = n > INT_MAX ? INT_MAX : (int)n, err;
 		if (room(c, "gradient sum") != 0)
 			return -1;
-		err = MPI_Iallreduce(MPI_IN_PLACE, x, k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+		err = MPI_Iallreduce(MPI_IN_PLACE, x, k, MPI_FLOAT, MPI_SUM, st->world,
 				     &st->req[st->n_req]);
 		if (err != MPI_SUCCESS)
 			return fail(c, "MPI_Iallreduce", err);
@@ -495,7 +497,7 @@ static int sum_f64(dlt_comm *c, double *x, int n)
 	int err;
 	if (agree(c, OP_METRICS, n, "metrics sum") != 0 || room(c, "metrics sum") != 0)
 		return -1;
-	err = MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
+	err = MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, st->world,
 			     &st->req[st->n_req]);
 	if (err != MPI_SUCCESS)
 		return fail(c, "MPI_Iallreduce", err);
@@ -513,7 +515,7 @@ static int broadcast(dlt_comm *c, void *p, size_t bytes)
 		int k = bytes > INT_MAX ? INT_MAX : (int)bytes, err;
 		if (room(c, "broadcast from rank 0") != 0)
 			return -1;
-		err = MPI_Ibcast(b, k, MPI_BYTE, 0, MPI_COMM_WORLD, &st->req[st->n_req]);
+		err = MPI_Ibcast(b, k, MPI_BYTE, 0, st->world, &st->req[st->n_req]);
 		if (err != MPI_SUCCESS)
 			return fail(c, "MPI_Ibcast", err);
 		st->n_req++;
@@ -536,7 +538,7 @@ static int send(dlt_comm *c, const float *x, size_t n, int to)
 		int k = n > INT_MAX ? INT_MAX : (int)n, err;
 		if (room(c, "pipeline send") != 0)
 			return -1;
-		err = MPI_Isend(x, k, MPI_FLOAT, to, TAG_PIPE, MPI_COMM_WORLD, &st->req[st->n_req]);
+		err = MPI_Isend(x, k, MPI_FLOAT, to, TAG_PIPE, st->world, &st->req[st->n_req]);
 		if (err != MPI_SUCCESS)
 			return fail(c, "MPI_Isend", err);
 		st->n_req++;
@@ -548,16 +550,41 @@ static int send(dlt_comm *c, const float *x, size_t n, int to)
 
 static int recv(dlt_comm *c, float *x, size_t n, int from)
 {
+	mpi_state *st = c->impl;
 	while (n > 0) {
 		int k = n > INT_MAX ? INT_MAX : (int)n;
 		MPI_Request r;
-		int err = MPI_Irecv(x, k, MPI_FLOAT, from, TAG_PIPE, MPI_COMM_WORLD, &r);
+		int err = MPI_Irecv(x, k, MPI_FLOAT, from, TAG_PIPE, st->world, &r);
 		if (err != MPI_SUCCESS)
 			return fail(c, "MPI_Irecv", err);
 		if (wait_reqs(c, 1, &r, "pipeline receive", 1000) != 0)
 			return -1;
 		x += k;
 		n -= (size_t)k;
+	}
+	return 0;
+}
+
+static int open_on(dlt_comm *c, MPI_Comm world);
+
+/* The ranks of c's color, ordered by key, as out: a communicator split
+ * from c's, with sync points and agreement of its own */
+static int split(dlt_comm *c, int color, int key, dlt_comm *out)
+{
+	mpi_state *st = c->impl;
+	MPI_Comm group;
+	int err = MPI_Comm_split(st->world, color, key, &group);
+	if (err != MPI_SUCCESS)
+		return fail(c, "MPI_Comm_split", err);
+	MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN);
+	MPI_Comm_rank(group, &out->rank);
+	MPI_Comm_size(group, &out->size);
+	out->timeout = c->timeout;
+	if (open_on(out, group) != 0) {
+		snprintf(c->why, sizeof(c->why), "%s", out->why);
+		if (!out->impl)
+			MPI_Comm_free(&group);
+		return -1;
 	}
 	return 0;
 }
@@ -583,6 +610,8 @@ static void close_comm(dlt_comm *c)
 		MPI_Comm_free(&st->hb);
 	if (st->agree != MPI_COMM_NULL)
 		MPI_Comm_free(&st->agree);
+	if (st->world != MPI_COMM_WORLD && st->world != MPI_COMM_NULL)
+		MPI_Comm_free(&st->world);
 	if (st->inited)
 		MPI_Finalize();
 	free(st->seen);
@@ -599,8 +628,7 @@ static void close_comm(dlt_comm *c)
 
 __attribute__((visibility("default"))) int dlt_comm_mpi_open(dlt_comm *c, int abi)
 {
-	mpi_state *st;
-	int inited = 0, provided, rank, size, err, n;
+	int inited = 0, provided, rank, size, err;
 
 	if (abi != DLT_COMM_ABI) {
 		snprintf(c->why, sizeof(c->why), "libdlt-mpi.so is of another dlt (ABI %d, not %d)",
@@ -621,11 +649,26 @@ __attribute__((visibility("default"))) int dlt_comm_mpi_open(dlt_comm *c, int ab
 			MPI_Finalize();
 		return -1;
 	}
+	if (open_on(c, MPI_COMM_WORLD) != 0) {
+		if (!inited)
+			MPI_Finalize();
+		return -1;
+	}
+	((mpi_state *)c->impl)->inited = !inited;
+	return 0;
+}
+
+/* The state of a comm over world, c's rank and size its own */
+static int open_on(dlt_comm *c, MPI_Comm world)
+{
+	mpi_state *st;
+	int err, n;
+
 	if (!(st = calloc(1, sizeof(*st)))) {
 		snprintf(c->why, sizeof(c->why), "out of memory");
 		return -1;
 	}
-	st->inited = !inited;
+	st->world = world;
 	st->hb = st->agree = MPI_COMM_NULL;
 	c->name = "mpi";
 	c->impl = st;
@@ -645,8 +688,8 @@ __attribute__((visibility("default"))) int dlt_comm_mpi_open(dlt_comm *c, int ab
 		close_comm(c);
 		return -1;
 	}
-	if ((err = MPI_Comm_dup(MPI_COMM_WORLD, &st->hb)) != MPI_SUCCESS ||
-	    (err = MPI_Comm_dup(MPI_COMM_WORLD, &st->agree)) != MPI_SUCCESS) {
+	if ((err = MPI_Comm_dup(world, &st->hb)) != MPI_SUCCESS ||
+	    (err = MPI_Comm_dup(world, &st->agree)) != MPI_SUCCESS) {
 		fail(c, "MPI_Comm_dup", err);
 		close_comm(c);
 		return -1;
@@ -663,6 +706,7 @@ __attribute__((visibility("default"))) int dlt_comm_mpi_open(dlt_comm *c, int ab
 	c->gather = gather;
 	c->send = send;
 	c->recv = recv;
+	c->split = split;
 	c->abort = abort_job;
 	c->close = close_comm;
 	return 0;
