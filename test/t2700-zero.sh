@@ -87,6 +87,21 @@ test_expect_success 'MLP, 4 ranks, 2 micro-batches a step: the same bits' '
 	stages 4 mlp.yaml m4_ -s dist.bucket_mb=0.1 -s train.accumulate=2
 '
 
+# a small CNN (convolutions with their pools fused, a dense head), 2
+# micro-batches a step, clipping: 40 steps at 4 ranks
+cat >cnn.yaml <<'YAML'
+data: {train: train.dlt}
+model: [{conv2d: {filters: 8, kernel: 3, pad: 1}}, relu, {maxpool: 2},
+        {conv2d: {filters: 16, kernel: 3, pad: 1}}, relu, {maxpool: 2}, flatten, {dense: 10}]
+train: {epochs: 1, batch: 64, seed: 0, clip: 0.5, accumulate: 2, optimizer: {adam: {lr: 1e-3}}}
+dist: {timeout: 20}
+YAML
+
+test_expect_success 'CNN, 4 ranks, 2 micro-batches a step, clipping: the same bits' '
+	stages 4 cnn.yaml c4_ -s dist.bucket_mb=0.01 -s data.val_split=0.9 &&
+	test $(grep -c "\"event\":\"train\"" c4_0/metrics.jsonl) -ge 1
+'
+
 test_expect_success 'GPT (tied head, decay on matrices), 2 ranks: the same bits' '
 	stages 2 gpt.yaml g2_ -s dist.bucket_mb=0.01
 '
