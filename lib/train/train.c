@@ -60,6 +60,7 @@ typedef struct run_state {
 	char *ckpt_dir;
 	dlt_train_result *res;
 	double step_delay;	/* DLT_TEST_STEP_DELAY */
+	int ckpt_on_start;	/* DLT_TEST_CKPT_ON_RESUME, on a resumed run */
 	int fault, fault_rank;	/* DLT_TEST_FAULT */
 	long long fault_step;
 	/* data parallelism: rank of ranks, comm NULL for one process */
@@ -1308,6 +1309,8 @@ static int train_loop(run_state *s)
 	const int acc = c->train.accumulate;
 
 	s->ckpt_at = t_start;
+	if (s->ckpt_on_start)	/* what the checkpoint loaded gives, written again */
+		DLT_TRY_RC(checkpoint(s, 0));
 	s->win_step = s->opt.step;
 	s->win_sent = s->comm ? s->comm->sent : 0;
 	s->win_t = dlt_now();
@@ -1637,6 +1640,7 @@ int dlt_train_resume(const char *rundir, int epochs, long long steps, const dlt_
 		s.st.epochs = c.train.epochs;
 	}
 	DLT_TRY(sync_start(&s));
+	s.ckpt_on_start = k.a && dlt_env_test_ckpt_on_resume();
 	if (s.rank) {	/* rank 0 alone writes the run */
 		dlt_ckpt_close(&k);
 		rc = run(&s);

@@ -64,6 +64,12 @@ double dlt_env_test_step_delay(void)
 	return v;
 }
 
+int dlt_env_test_ckpt_on_resume(void)
+{
+	const char *s = getenv("DLT_TEST_CKPT_ON_RESUME");
+	return s && !strcmp(s, "1");
+}
+
 int dlt_env_test_fault(int *rank, long long *step)
 {
 	const char *s = getenv("DLT_TEST_FAULT");

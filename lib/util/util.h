@@ -200,6 +200,9 @@ double dlt_env_test_step_delay(void);
  * Returns the kind (DLT_FAULT_*), 0 when unset or unreadable. */
 enum { DLT_FAULT_NAN = 1, DLT_FAULT_EXTRA };
 int dlt_env_test_fault(int *rank, long long *step);
+/* DLT_TEST_CKPT_ON_RESUME=1, for tests: a resumed run writes the
+ * checkpoint it loaded again before its first step, in its own layout */
+int dlt_env_test_ckpt_on_resume(void);
 void dlt_sleep(double seconds);
 
 /* Opens dlt's shared object soname: from the path in the environment
