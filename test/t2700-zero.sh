@@ -234,24 +234,21 @@ test_expect_success 'its checkpoint resumes at 2 ranks and in one process (withi
 # and v), 8 ceil(P / N) on rank 0; the peak RSS of rank 1 falls by that
 # from stage 0 to stage 1 (rank 0 holds the whole state a moment when it
 # writes a checkpoint).  A GPT of 7.2 M parameters, 4 steps.
-cat >big.yaml <<'YAML'
-data: {train: gtrain.dlt}
-model:
-  - embedding: {vocab: 256, dim: 384, name: wte}
-  - positional: {max: 32}
-  - residual: [layernorm, attention: {heads: 4}]
-  - residual: [layernorm, dense: 1536, gelu: tanh, dense: 384]
-  - residual: [layernorm, attention: {heads: 4}]
-  - residual: [layernorm, dense: 1536, gelu: tanh, dense: 384]
-  - residual: [layernorm, attention: {heads: 4}]
-  - residual: [layernorm, dense: 1536, gelu: tanh, dense: 384]
-  - residual: [layernorm, attention: {heads: 4}]
-  - residual: [layernorm, dense: 1536, gelu: tanh, dense: 384]
-  - layernorm
-  - dense: {tie: wte, bias: false}
-train: {steps: 4, context: 32, batch: 8, seed: 1, clip: 1.0, optimizer: {adamw: {lr: 1e-3}}}
-dist: {timeout: 60, bucket_mb: 1}
-YAML
+# gpt_blocks N C H: N blocks of GPT-2's of width C and H heads
+gpt_blocks() {
+	for i in $(seq $1); do
+		echo "  - residual: [layernorm, attention: {heads: $3}]"
+		echo "  - residual: [layernorm, dense: $(($2 * 4)), gelu: tanh, dense: $2]"
+	done
+}
+{
+	printf "data: {train: gtrain.dlt}\nmodel:\n  - embedding: {vocab: 256, dim: 384, name: wte}\n"
+	printf "  - positional: {max: 32}\n"
+	gpt_blocks 4 384 4
+	printf "  - layernorm\n  - dense: {tie: wte, bias: false}\n"
+	printf "train: {steps: 4, context: 32, batch: 8, seed: 1, clip: 1.0, "
+	printf "optimizer: {adamw: {lr: 1e-3}}}\ndist: {timeout: 60, bucket_mb: 1}\n"
+} >big.yaml
 
 # rss RUN RANK: the peak RSS in bytes that rank's time(1) wrote
 rss() {
@@ -273,33 +270,21 @@ test_expect_success 'ZeRO 1 at 2 ranks: 8P/2 bytes of optimizer state a rank, an
 	echo "rank 1 peak RSS: stage 0 $r0, stage 1 $r1 bytes; saved $((r0 - r1)), 8P/2 = $((4 * p))" &&
 	perl -e "exit !(abs(($r0 - $r1) - 4 * $p) < 0.25 * 4 * $p)"
 '
+
 # The memory of weights, gradients and optimizer state, the pages of them
 # a rank holds (state_mib, its peak over the log window, mincore): fp32
 # Adam's 16P for stage 0, 8P + 8P/N for 1, 4P + 12P/N for 2 and 16P/N for
 # 3, at N = 4 on a GPT of 24.8 M parameters; stages 2 and 3 add one op's
 # working set, its weights and gradients (the largest op: 640 x 2560 + 2560
 # parameters) and a bucket (1 MB).  Each within 10 %, and stage 3 below 2.
-cat >huge.yaml <<'YAML'
-data: {train: gtrain.dlt}
-model:
-  - embedding: {vocab: 256, dim: 640, name: wte}
-  - positional: {max: 32}
-  - residual: [layernorm, attention: {heads: 5}]
-  - residual: [layernorm, dense: 2560, gelu: tanh, dense: 640]
-  - residual: [layernorm, attention: {heads: 5}]
-  - residual: [layernorm, dense: 2560, gelu: tanh, dense: 640]
-  - residual: [layernorm, attention: {heads: 5}]
-  - residual: [layernorm, dense: 2560, gelu: tanh, dense: 640]
-  - residual: [layernorm, attention: {heads: 5}]
-  - residual: [layernorm, dense: 2560, gelu: tanh, dense: 640]
-  - residual: [layernorm, attention: {heads: 5}]
-  - residual: [layernorm, dense: 2560, gelu: tanh, dense: 640]
-  - layernorm
-  - dense: {tie: wte, bias: false}
-train: {steps: 2, context: 32, batch: 8, seed: 1, clip: 1.0, log_every: 1,
-        optimizer: {adamw: {lr: 1e-3}}}
-dist: {timeout: 60, bucket_mb: 1}
-YAML
+{
+	printf "data: {train: gtrain.dlt}\nmodel:\n  - embedding: {vocab: 256, dim: 640, name: wte}\n"
+	printf "  - positional: {max: 32}\n"
+	gpt_blocks 5 640 5
+	printf "  - layernorm\n  - dense: {tie: wte, bias: false}\n"
+	printf "train: {steps: 2, context: 32, batch: 8, seed: 1, clip: 1.0, log_every: 1,\n"
+	printf "        optimizer: {adamw: {lr: 1e-3}}}\ndist: {timeout: 60, bucket_mb: 1}\n"
+} >huge.yaml
 
 test_expect_success 'ZeRO 0 to 3 at 4 ranks: the weights, gradients and optimizer state of the formula' '
 	for z in 0 1 2 3; do
