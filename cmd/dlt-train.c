@@ -358,8 +358,6 @@ static int parse_args(struct args *a, int argc, char **argv)
 	return 0;
 }
 
-/* One training process: a new run (note NULL, resume NULL) or the run in
- * resume continued.  Returns the exit status. */
 /* One rank's failure: said with its rank, and the job ended on every rank
  * (MPI_Abort), so that none waits for it until the timeout. */
 static int rank_fail(dlt_comm *comm, int rc)
@@ -374,6 +372,8 @@ static int rank_fail(dlt_comm *comm, int rc)
 	return status;
 }
 
+/* One training process: a new run (note NULL, resume NULL) or the run in
+ * resume continued.  Returns the exit status. */
 static int train(const struct args *a, const dlt_rank_info *job, const char *rundir,
 		 const char *resume, const char *note)
 {

@@ -6,8 +6,8 @@
  *
  * both opened only by jobs of several ranks, so that a one-process run
  * never pays their start-up.  The ranks come from the launcher's
- * environment: mpirun (OMPI_COMM_WORLD_*), srun (SLURM_*), or dlt-train
- * --gpus N (DLT_RANK, ...).
+ * environment: mpirun (OMPI_COMM_WORLD_*), srun (SLURM_*), or
+ * dlt_launch_ranks below (dlt-train --gpus N: DLT_RANK, ...).
  *
  * Every wait has a deadline: a rank that died or stalls ends the others'
  * waits with an error instead of a hang, and the caller ends the job
@@ -162,7 +162,7 @@ int dlt_comm_gather(dlt_comm *c, const float *mine, float *all, const size_t *ra
  * machine reached, in memory the ranks share, so that a rank whose wait
  * failed names the ranks behind it.  NCCL cannot say which rank it waits
  * for; MPI's comm asks with messages of its own and needs no table.
- * dlt-train --gpus makes the table and passes it in DLT_BEATS_FD, which
+ * dlt_launch_ranks makes the table and passes it in DLT_BEATS_FD, which
  * dlt_comm_open attaches.  create returns the table's fd or a DLT_E*.
  * Two numbers a rank: the last sync point it reached, beats[2 r], and
  * when it last said it was alive, beats[2 r + 1] (CLOCK_MONOTONIC ms):
@@ -185,8 +185,8 @@ static inline void dlt_beats_alive(dlt_comm *c)
 		__atomic_store_n(&c->beats[2 * c->rank + 1], dlt_beats_ms(), __ATOMIC_RELAXED);
 }
 
-/* NCCL's unique id of a job started by dlt-train --gpus: made by the
- * launcher's rank 0 and read by the others from the pipe in DLT_NCCL_ID_FD. */
+/* NCCL's unique id of a job that dlt_launch_ranks started: made by its
+ * rank 0 and read by the others from the pipe in DLT_NCCL_ID_FD. */
 #define DLT_NCCL_ID_BYTES 128
 
 /* Gradients in buckets: backward reports, layer by layer, from which

@@ -265,7 +265,7 @@ static void done_all(dlt_comm *c)
 	for (int i = 0; i < st->n_pend; i++) {
 		pending *p = &st->pend[i];
 		const float *in = st->scratch + p->at;
-		if (p->out) {
+		if (p->out && p->n) {	/* a rank with no piece may have no scratch */
 			memcpy(p->out, in, p->n * sizeof(float));
 			for (int j = 1; j < p->parts; j++)
 				for (size_t k = 0; k < p->n; k++)
