@@ -437,6 +437,30 @@ static void release_outside(const run_state *s, float *block, size_t a, size_t b
 	}
 }
 
+/* A pipeline's rank holds the weights of its stage alone, and the last
+ * stage its tied head's embedding too: the others' pages go back */
+static void release_stages(const run_state *s)
+{
+	const dlt_pipe *p = &s->pipe;
+	const dlt_model *m = &s->m;
+	size_t lo = p->ranges[p->stage], hi = p->ranges[p->stage + 1];
+	size_t keep_lo = lo, keep_hi = hi, out[2][2] = { { 0, lo }, { hi, m->n_weights } };
+	if (p->tied >= 0 && p->stage == p->stages - 1) {
+		keep_lo = m->params[p->tied].off;
+		keep_hi = keep_lo + m->params[p->tied].n;
+	}
+	for (int i = 0; i < 2; i++) {
+		size_t a = out[i][0], b = out[i][1];
+		size_t cut = keep_lo > a ? keep_lo : a, on = keep_hi < b ? keep_hi : b;
+		if (cut >= on) {	/* the kept range is not in [a, b) */
+			dlt_mem_release(m->dev_w + a, (b - a) * sizeof(float));
+			continue;
+		}
+		dlt_mem_release(m->dev_w + a, (cut - a) * sizeof(float));
+		dlt_mem_release(m->dev_w + on, (b - on) * sizeof(float));
+	}
+}
+
 /* The bytes of weights, gradients and optimizer state in memory now, by
  * their pages (dlt_mem_resident), into the peak */
 static void note_state(run_state *s)
@@ -636,9 +660,12 @@ static int sync_start(run_state *s)
 	st->best_step = (long long)v[12];
 	memcpy(st->ep_m, v + 15, sizeof(st->ep_m));
 	memcpy(st->win_m, v + 15 + DLT_TRAIN_SUMS, sizeof(st->win_m));
-	/* ZeRO 3: from here on a rank holds its range of the weights alone */
+	/* ZeRO 3: from here on a rank holds its range of the weights alone;
+	 * a pipeline's, its stage's */
 	if (s->zero == 3)
 		release_outside(s, m->dev_w, 0, m->n_weights);
+	if (s->pipe.stages)
+		release_stages(s);
 	return 0;
 }
 
@@ -941,6 +968,8 @@ static int checkpoint(run_state *s, int best)
 	release_state(s, state);
 	if (s->zero == 3)
 		release_outside(s, s->m.dev_w, 0, s->m.n_weights);
+	if (s->pipe.stages)
+		release_stages(s);
 	return rc == DLT_ENOMEM ? rc : 0;
 }
 
