@@ -134,6 +134,14 @@ train:
 YAML
 }
 
+# gpt_blocks N C H: N blocks of GPT-2's of width C and H heads
+gpt_blocks() {
+	for i in $(seq $1); do
+		echo "  - residual: [layernorm, attention: {heads: $3}]"
+		echo "  - residual: [layernorm, dense: $(($2 * 4)), gelu: tanh, dense: $2]"
+	done
+}
+
 # gpt_close A B: two models of gpt_yaml's GPT, tensor by tensor within
 # 1e-5 relative L2 (dlt-ckpt diff).  The key third of the QKV bias gets
 # no gradient in exact arithmetic (softmax ignores a constant added to

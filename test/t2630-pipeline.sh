@@ -115,6 +115,30 @@ print(json.dumps([d[k] for k in (\"step\", \"epoch\", \"batch\", \"loss_scale\",
 	gpt_close z4/model.dlt r1/model.dlt
 '
 
+# A stage's rank holds its own weights, gradients and optimizer state
+# (state_mib: the pages of them in memory): at 2 stages of a GPT of 3.2 M
+# parameters, each under 0.6 of what a data-parallel rank holds
+test_expect_success '2 stages: each rank holds its stage'"'"'s weights, gradients and state alone' '
+	{
+		printf "data: {train: train.dlt}\nmodel:\n  - embedding: {vocab: 256, dim: 256, name: wte}\n"
+		printf "  - positional: {max: 32}\n"
+		gpt_blocks 4 256 4
+		printf "  - layernorm\n  - dense: {tie: wte, bias: false}\n"
+		printf "train: {steps: 3, context: 32, batch: 8, seed: 1, log_every: 1, "
+		printf "optimizer: {adamw: {lr: 1e-3}}}\n"
+	} >mid.yaml &&
+	with_ranks mpirun -np 2 dlt-train -q -c mid.yaml -o mid_dp >out &&
+	with_ranks mpirun -np 2 dlt-train -q -c mid.yaml -o mid_pp -s "dist.pipeline={stages: 2}" >out &&
+	for r in mid_dp mid_pp; do
+		grep "\"event\":\"train\"" $r/metrics.jsonl | tail -1 |
+			sed -n "s/.*\"state_mib\":\[\([^]]*\)\].*/\1/p" >$r.state || return 1
+	done &&
+	echo "state MiB by rank: data parallel [$(cat mid_dp.state)], 2 stages [$(cat mid_pp.state)]" &&
+	perl -e "open my \$a, q(<), q(mid_dp.state); open my \$b, q(<), q(mid_pp.state);
+		my @d = split /,/, <\$a>; my @p = split /,/, <\$b>;
+		exit !(@d == 2 && @p == 2 && \$d[0] > 40 && !grep { \$_ > 0.6 * \$d[0] } @p)"
+'
+
 test_expect_success 'bad pipelines: one-line errors, exit 2, no run directory' '
 	test_must_fail 2 "dist.pipeline.stages 3 runs on a multiple of 3 ranks (its stages times data-parallel replicas), not 1" \
 		dlt-train -c gpt.yaml -o bad -s "dist.pipeline={stages: 3}" &&

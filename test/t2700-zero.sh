@@ -234,13 +234,6 @@ test_expect_success 'its checkpoint resumes at 2 ranks and in one process (withi
 # and v), 8 ceil(P / N) on rank 0; the peak RSS of rank 1 falls by that
 # from stage 0 to stage 1 (rank 0 holds the whole state a moment when it
 # writes a checkpoint).  A GPT of 7.2 M parameters, 4 steps.
-# gpt_blocks N C H: N blocks of GPT-2's of width C and H heads
-gpt_blocks() {
-	for i in $(seq $1); do
-		echo "  - residual: [layernorm, attention: {heads: $3}]"
-		echo "  - residual: [layernorm, dense: $(($2 * 4)), gelu: tanh, dense: $2]"
-	done
-}
 {
 	printf "data: {train: gtrain.dlt}\nmodel:\n  - embedding: {vocab: 256, dim: 384, name: wte}\n"
 	printf "  - positional: {max: 32}\n"
