@@ -134,6 +134,28 @@ train:
 YAML
 }
 
+# ours: the processes of this test's jobs (others may run dlt-train too)
+ours() {
+	for p in $(pgrep -x 'dlt-train|mpirun|orted'); do
+		[ "$(readlink /proc/$p/cwd 2>/dev/null)" = "$TRASH" ] && echo $p
+	done
+}
+
+# rank_pid R: the pid of rank R of the job running
+rank_pid() {
+	for p in $(ours); do
+		tr '\0' '\n' </proc/$p/environ 2>/dev/null |
+			grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo $p; return 0; }
+	done
+	return 1
+}
+
+# rel_l2 A B: the largest relative L2 difference of a tensor of A and B
+rel_l2() {
+	dlt-ckpt diff "$1" "$2" | awk '$2 == "equal" || $2 == "differs" {
+		if ($4 > m) m = $4 } END { print m + 0 }'
+}
+
 # gpt_blocks N C H: N blocks of GPT-2's of width C and H heads
 gpt_blocks() {
 	for i in $(seq $1); do

@@ -66,6 +66,18 @@ test_expect_success 'split: the stages begin where the config says' '
 	gpt_close one/model.dlt s2/model.dlt
 '
 
+test_expect_success '2 stages x 2 replicas stopped and resumed: the bytes of the run that never stopped' '
+	DLT_TEST_STEP_DELAY=0.05 with_ranks mpirun -np 4 -x DLT_TEST_STEP_DELAY dlt-train -q \
+		-c gpt.yaml -o stop $O -s "dist.pipeline={stages: 2, microbatches: 3}" \
+		-s dist.zero=1 >out 2>err & job=$! &&
+	test_wait_until 30 test -e stop/ckpt/step-00000020.dlt &&
+	kill -TERM $(rank_pid 0) && wait $job &&
+	grep -q "\"status\":\"stopped\"" stop/status &&
+	with_ranks mpirun -np 4 dlt-train -q --resume stop >out &&
+	cmp d2_3/ckpt/step-00000040.dlt stop/ckpt/step-00000040.dlt &&
+	cmp d2_3/model.dlt stop/model.dlt
+'
+
 # The checkpoint of step 40 (rank 0 gathers the stages' weights and
 # optimizer state) goes on in one process, and at 3 stages
 test_expect_success 'a checkpoint of a pipeline resumes in one process and at 3 stages' '

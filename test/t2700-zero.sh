@@ -48,20 +48,6 @@ stages() {
 	same_tensors ${name}0/model.dlt ${name}3/model.dlt
 }
 
-# ours, rank_pid: as in t2300
-ours() {
-	for p in $(pgrep -x 'dlt-train|mpirun|orted'); do
-		[ "$(readlink /proc/$p/cwd 2>/dev/null)" = "$TRASH" ] && echo $p
-	done
-}
-rank_pid() {
-	for p in $(ours); do
-		tr '\0' '\n' </proc/$p/environ 2>/dev/null |
-			grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo $p; return 0; }
-	done
-	return 1
-}
-
 test_expect_success 'prepare the images (94 batches) and a token stream' '
 	fmnist_12000 && gpt_text text &&
 	dlt-prep text text --split 0.9 -o gtrain.dlt -o gval.dlt
@@ -215,12 +201,6 @@ test_expect_success 'ZeRO 1 at 3 ranks stopped and resumed: the bytes of the run
 	cmp ref/model.dlt stopped/model.dlt &&
 	cmp ref/ckpt/step-00000080.dlt stopped/ckpt/step-00000080.dlt
 '
-
-# rel_l2 A B: the largest relative L2 difference of a tensor of A and B
-rel_l2() {
-	dlt-ckpt diff "$1" "$2" | awk '$2 == "equal" || $2 == "differs" {
-		if ($4 > m) m = $4 } END { print m + 0 }'
-}
 
 test_expect_success 'its checkpoint resumes at 2 ranks and in one process (within 1e-6)' '
 	mpirun -np 2 dlt-train -q --resume moved2 >out &&
