@@ -13,22 +13,7 @@
  * Each output element is summed in a fixed order: the same bits on any
  * number of threads. */
 
-#define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
-#define FN(name) CAT(name, SFX)
-
-typedef float FN(vf_) __attribute__((vector_size(W * 4)));
-typedef float FN(vu_) __attribute__((vector_size(W * 4), aligned(4)));
-#define VT FN(vf_)
-#define VU FN(vu_)
-#define LD(p) (*(const VU *)(p))
-#define ST(p, v) (*(VU *)(p) = (v))
-#if W == 16
-#define SPLAT(x) ((VT)_mm512_set1_ps(x))
-#else
-#define SPLAT(x) ((VT)_mm256_set1_ps(x))
-#endif
-#define UNROLL _Pragma("GCC unroll 16")
+#include "kernels/cpu/vec_begin.h"
 
 /* s[r][c] = alpha sum_d a[r][d] kt[d][c], rows r < nq (a's rows lda
  * apart), columns c < ncol (a multiple of 4 W, within the tile) */
@@ -268,12 +253,4 @@ static void FN(attn_backward_head_)(const float *q, const float *o, const float 
 
 #undef NV_CASE
 #undef MR_OF
-#undef UNROLL
-#undef SPLAT
-#undef ST
-#undef LD
-#undef VU
-#undef VT
-#undef FN
-#undef CAT
-#undef CAT_
+#include "kernels/cpu/vec_end.h"

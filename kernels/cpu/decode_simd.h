@@ -7,24 +7,7 @@
  * stay in registers over all the keys, in two sets (even and odd keys),
  * so that each addition need not wait for the one before. */
 
-#define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
-#define FN(name) CAT(name, SFX)
-
-typedef float FN(dvf_) __attribute__((vector_size(W * 4)));
-typedef float FN(dvu_) __attribute__((vector_size(W * 4), aligned(4)));
-#define VT FN(dvf_)
-#define VU FN(dvu_)
-#define LD(p) (*(const VU *)(p))
-#define ST(p, v) (*(VU *)(p) = (v))
-#define UNROLL _Pragma("GCC unroll 16")
-#if W == 16
-#define SPLAT(x) ((VT)_mm512_set1_ps(x))
-#define VMAX(a, b) ((VT)_mm512_max_ps((__m512)(a), (__m512)(b)))
-#else
-#define SPLAT(x) ((VT)_mm256_set1_ps(x))
-#define VMAX(a, b) ((VT)_mm256_max_ps((__m256)(a), (__m256)(b)))
-#endif
+#include "kernels/cpu/vec_begin.h"
 
 /* Lane i of the result: the sum of a[i]'s lanes */
 static inline __attribute__((always_inline)) VT FN(reduce_)(const VT *a)
@@ -154,13 +137,4 @@ static void FN(decode_)(const float *base, float *o, int t, int C, int D, float 
 	}
 }
 
-#undef VT
-#undef VU
-#undef LD
-#undef ST
-#undef UNROLL
-#undef SPLAT
-#undef VMAX
-#undef FN
-#undef CAT
-#undef CAT_
+#include "kernels/cpu/vec_end.h"
