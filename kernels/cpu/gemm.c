@@ -764,13 +764,17 @@ static void gemm_block(const impl *im, const gemm_args *g, const float *held, in
 					       pc, kc, ap);
 					round_panel(ap, round_up(mc - full_m, mr) * kc, g->prec);
 				}
-				for (int jr = 0; mc == 1 && im->urow && jr < nc; jr += 4 * nr) {
-					int n = min_i(4 * nr, nc - jr);
-					im->urow(kc, ap, mr, bp + (size_t)jr * kc, (n + nr - 1) / nr,
-						 g->C + ic * g->ldc + (jc + jr) * g->cs, g->cs, n,
-						 g->alpha, g->beta, upd);
+				if (mc == 1 && im->urow) {	/* one row: 4 panels a call */
+					for (int jr = 0; jr < nc; jr += 4 * nr) {
+						int n = min_i(4 * nr, nc - jr);
+						im->urow(kc, ap, mr, bp + (size_t)jr * kc,
+							 (n + nr - 1) / nr,
+							 g->C + ic * g->ldc + (jc + jr) * g->cs, g->cs,
+							 n, g->alpha, g->beta, upd);
+					}
+					continue;
 				}
-				for (int jr = 0; !(mc == 1 && im->urow) && jr < nc; jr += nr) {
+				for (int jr = 0; jr < nc; jr += nr) {
 					float *c = g->C + ic * g->ldc + (jc + jr) * g->cs;
 					const float *b = bp + (size_t)jr * kc;
 					for (int ir = 0; ir < mc; ir += mr) {
