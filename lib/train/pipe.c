@@ -218,10 +218,11 @@ static void put_input(dlt_pipe *p, const float *x, int k0, int n)
 			    bytes((size_t)n * p->w_in));
 }
 
-/* A micro-batch's forward: its input received (stages after the first);
- * its output computed and sent (stages before the last: the last
- * computes its forward before its backward) */
-static int forward_one(dlt_pipe *p, const float *x, int k0, int n, long long step)
+/* Rows [k0, k0 + n) forward (train: a micro-batch's, else evaluation's):
+ * the input received (stages after the first); the output computed and
+ * sent (stages before the last: the last computes its forward where it
+ * takes the loss) */
+static int forward_one(dlt_pipe *p, const float *x, int k0, int n, int train, long long step)
 {
 	dlt_model *m = p->m;
 	float *out = p->out + (size_t)k0 * p->w_out;
@@ -231,7 +232,7 @@ static int forward_one(dlt_pipe *p, const float *x, int k0, int n, long long ste
 	if (p->stage == p->stages - 1)
 		return 0;
 	put_input(p, x, k0, n);
-	dlt_model_forward_ops(m, p->lo, p->hi, n, 1, step);
+	dlt_model_forward_ops(m, p->lo, p->hi, n, train, step);
 	m->be->copy(out, dlt_tensor_a(m, m->layers[p->hi - 1].out), bytes((size_t)n * p->w_out));
 	return send_to(p, out, (size_t)n * p->w_out, p->stage + 1);
 }
@@ -300,12 +301,12 @@ int dlt_pipe_step(dlt_pipe *p, const float *x, int b, long long step, dlt_pipe_l
 		warm = p->stages - p->stage - 1;
 	for (; f < warm && rc == 0; f++) {
 		rows_of(b, mb, f, &k0, &n);
-		rc = forward_one(p, x, k0, n, step);
+		rc = forward_one(p, x, k0, n, 1, step);
 	}
 	for (int k = 0; k < mb && rc == 0; k++) {
 		if (f < mb) {
 			rows_of(b, mb, f++, &k0, &n);
-			if ((rc = forward_one(p, x, k0, n, step)) < 0)
+			if ((rc = forward_one(p, x, k0, n, 1, step)) < 0)
 				break;
 		}
 		rows_of(b, mb, k, &k0, &n);
@@ -347,16 +348,11 @@ int dlt_pipe_forward(dlt_pipe *p, const float *x, int b, dlt_pipe_loss_fn *loss,
 	dlt_model *m = p->m;
 	if (!b)		/* a replica without a row: the others' wait all the same */
 		return dlt_comm_sum_wait(p->c);
-	if (p->stage > 0)
-		DLT_TRY_RC(receive(p, p->in, (size_t)b * p->w_in, p->stage - 1));
-	put_input(p, x, 0, b);
-	dlt_model_forward_ops(m, p->lo, p->hi, b, 0, 0);
-	if (p->stage == p->stages - 1)
+	DLT_TRY_RC(forward_one(p, x, 0, b, 0, 0));
+	if (p->stage == p->stages - 1) {
+		put_input(p, x, 0, b);
+		dlt_model_forward_ops(m, p->lo, p->hi, b, 0, 0);
 		DLT_TRY_RC(loss(ctx, 0, b));
-	else {
-		m->be->copy(p->out, dlt_tensor_a(m, m->layers[p->hi - 1].out),
-			    bytes((size_t)b * p->w_out));
-		DLT_TRY_RC(send_to(p, p->out, (size_t)b * p->w_out, p->stage + 1));
 	}
 	return dlt_comm_sum_wait(p->c);
 }
