@@ -78,9 +78,11 @@ typedef struct run_state {
 	size_t *ranges;
 	/* ZeRO 3: the first failure of a gather for an op (op_params); the
 	 * peak bytes of weights, gradients and optimizer state this rank has
-	 * held in memory since the last record (note_state) */
+	 * held in memory since the last record (note_state), measured in the
+	 * first step after it (state_step) */
 	int params_err;
 	size_t state_peak;
+	int state_step;
 	/* the data-parallel rank and ranks: rank and ranks, or 0 of 1 in a
 	 * pipeline, whose ranks are its stages */
 	int dp_rank, dp_ranks;
@@ -424,17 +426,21 @@ static void on_grads(void *ctx, size_t off)
 	dlt_buckets_ready(ctx, off);
 }
 
-/* ZeRO 2 and 3: the pages of block[a, b) outside this rank's range go
- * back to the system */
-static void release_outside(const run_state *s, float *block, size_t a, size_t b)
+/* The pages of block[a, b) outside [lo, hi) go back to the system */
+static void release_except(float *block, size_t a, size_t b, size_t lo, size_t hi)
 {
-	size_t lo = s->ranges[s->rank], hi = s->ranges[s->rank + 1];
 	if (a < lo)
 		dlt_mem_release(block + a, ((b < lo ? b : lo) - a) * sizeof(float));
 	if (b > hi) {
 		size_t from = a > hi ? a : hi;
 		dlt_mem_release(block + from, (b - from) * sizeof(float));
 	}
+}
+
+/* ZeRO 2 and 3: the pages of block[a, b) outside this rank's range */
+static void release_outside(const run_state *s, float *block, size_t a, size_t b)
+{
+	release_except(block, a, b, s->ranges[s->rank], s->ranges[s->rank + 1]);
 }
 
 /* A pipeline's rank holds the weights of its stage alone, and the last
@@ -444,29 +450,24 @@ static void release_stages(const run_state *s)
 	const dlt_pipe *p = &s->pipe;
 	const dlt_model *m = &s->m;
 	size_t lo = p->ranges[p->stage], hi = p->ranges[p->stage + 1];
-	size_t keep_lo = lo, keep_hi = hi, out[2][2] = { { 0, lo }, { hi, m->n_weights } };
+	size_t keep = m->n_weights, end = m->n_weights;	/* none */
 	if (p->tied >= 0 && p->stage == p->stages - 1) {
-		keep_lo = m->params[p->tied].off;
-		keep_hi = keep_lo + m->params[p->tied].n;
+		keep = m->params[p->tied].off;
+		end = keep + m->params[p->tied].n;
 	}
-	for (int i = 0; i < 2; i++) {
-		size_t a = out[i][0], b = out[i][1];
-		size_t cut = keep_lo > a ? keep_lo : a, on = keep_hi < b ? keep_hi : b;
-		if (cut >= on) {	/* the kept range is not in [a, b) */
-			dlt_mem_release(m->dev_w + a, (b - a) * sizeof(float));
-			continue;
-		}
-		dlt_mem_release(m->dev_w + a, (cut - a) * sizeof(float));
-		dlt_mem_release(m->dev_w + on, (b - on) * sizeof(float));
-	}
+	release_except(m->dev_w, 0, lo, keep, end);
+	release_except(m->dev_w, hi, m->n_weights, keep, end);
 }
 
 /* The bytes of weights, gradients and optimizer state in memory now, by
- * their pages (dlt_mem_resident), into the peak */
+ * their pages (dlt_mem_resident), into the peak.  Every step holds the
+ * same pages at the same points, so only the first step of a log window
+ * is measured: a walk of the page tables per op would cost a ZeRO 3
+ * step 2 %. */
 static void note_state(run_state *s)
 {
 	size_t bytes = s->m.n_weights * sizeof(float), now = s->opt.state_bytes;
-	if (!s->m.be->host || !s->comm)
+	if (!s->m.be->host || !s->comm || !s->state_step)
 		return;
 	now += dlt_mem_resident(s->m.dev_w, bytes) + dlt_mem_resident(s->m.dev_g, bytes);
 	if (s->acc_g)
@@ -1011,6 +1012,7 @@ static int rank_usage(run_state *s, dlt_json *j)
 	s->win_sent = s->comm->sent;
 	s->win_step = s->opt.step;
 	s->state_peak = 0;
+	s->state_step = 1;
 	if (dlt_comm_sum_f64(s->comm, v, 4 * s->ranks) < 0) {
 		free(v);
 		return DLT_EFAIL;
@@ -1318,6 +1320,7 @@ static int optim_step(run_state *s, double lr)
 	if (s->pipe.stages)
 		DLT_TRY_RC(dlt_pipe_after_step(&s->pipe));
 	note_state(s);
+	s->state_step = 0;
 	return 0;
 }
 
@@ -1344,6 +1347,7 @@ static int train_loop(run_state *s)
 	s->win_sent = s->comm ? s->comm->sent : 0;
 	s->win_t = dlt_now();
 	s->win_waited = s->pipe.waited;
+	s->state_step = 1;
 	for (int epoch = st->epoch; epoch <= c->train.epochs; epoch++) {
 		size_t first = (size_t)st->batch * c->train.batch * acc;
 		dlt_augment aug = { .crop = c->data.augment.crop, .flip = c->data.augment.flip,
