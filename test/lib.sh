@@ -60,17 +60,32 @@ test_must_fail() {
 	fi
 }
 
-# test_cmp EXPECTED ACTUAL: byte equality, with a diff on failure.
-# mpi_tests: a script whose every process may be an MPI rank: two ranks
-# on two cores, one thread each, mpirun as root (CI), and under make
-# check-asan no leak checks (with_ranks says why); no mpirun: it skips.
-mpi_tests() {
+# mpi_env: the environment of MPI ranks here: two ranks on two cores, one
+# thread each, mpirun as root (CI)
+mpi_env() {
 	DLT_THREADS=1
 	OMPI_ALLOW_RUN_AS_ROOT=1
 	OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 	OMPI_MCA_rmaps_base_oversubscribe=1
 	export DLT_THREADS OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM \
 		OMPI_MCA_rmaps_base_oversubscribe
+}
+
+# mpi_test: in one test of a script whose others need no MPI: without
+# mpirun the test passes, saying it skipped; else mpi_env
+mpi_test() {
+	if ! command -v mpirun >/dev/null; then
+		echo "# skipped: no mpirun (openmpi-bin)"
+		exit 0
+	fi
+	mpi_env
+}
+
+# mpi_tests: a script whose every process may be an MPI rank: mpi_env,
+# and under make check-asan no leak checks (with_ranks says why); no
+# mpirun: it skips.
+mpi_tests() {
+	mpi_env
 	if [ -n "${ASAN_OPTIONS:-}" ]; then
 		ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0
 		export ASAN_OPTIONS
@@ -189,6 +204,7 @@ gpt_close() {
 		for my \$i (\$C .. 2 * \$C - 1) { exit 1 if abs(\$a[\$i]) > 1e-4 || abs(\$b[\$i]) > 1e-4 }"
 }
 
+# test_cmp EXPECTED ACTUAL: byte equality, with a diff on failure.
 test_cmp() {
 	cmp -s "$1" "$2" || { diff -u "$1" "$2" | head -40; return 1; }
 }

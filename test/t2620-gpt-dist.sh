@@ -80,11 +80,7 @@ test_expect_success '--restarts 2: the training process killed with kill -9 is r
 # while at examples/gpt.yaml's 1e-3 they end ~1e-7 apart: that one is
 # tested (gpt_close).
 test_expect_success 'two MPI ranks: every parameter of one process within 1e-5 relative L2 after 50 steps' '
-	if ! command -v mpirun >/dev/null; then
-		echo "# skipped: no mpirun (openmpi-bin)"; exit 0
-	fi &&
-	export DLT_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-		OMPI_MCA_rmaps_base_oversubscribe=1 &&
+	mpi_test &&
 	o="-s train.steps=50 -s train.optimizer.adamw.lr=1e-3" &&
 	dlt-train -q -c gpt.yaml -o runs/one $o >/dev/null &&
 	with_ranks dlt-train -q --ranks 2 -c gpt.yaml -o runs/two $o >/dev/null 2>err &&
@@ -100,11 +96,7 @@ test_expect_success 'two MPI ranks: every parameter of one process within 1e-5 r
 # Micro-batches over ranks: each rank sums its micro-batches' gradients,
 # and the ranks' sums begin once the step's are all in
 test_expect_success 'two ranks, 2 micro-batches of 4: the parameters of one process within 1e-5' '
-	if ! command -v mpirun >/dev/null; then
-		echo "# skipped: no mpirun (openmpi-bin)"; exit 0
-	fi &&
-	export DLT_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-		OMPI_MCA_rmaps_base_oversubscribe=1 &&
+	mpi_test &&
 	o="-s train.steps=50 -s train.optimizer.adamw.lr=1e-3 -s train.batch=4 -s train.accumulate=2" &&
 	dlt-train -q -c gpt.yaml -o runs/acc1 $o >/dev/null &&
 	with_ranks dlt-train -q --ranks 2 -c gpt.yaml -o runs/acc2 $o >/dev/null 2>err &&
