@@ -58,18 +58,21 @@ static void FN(tile_scores_)(const float *a, long lda, const float *kt, int kt_l
 }
 
 /* o[r][:] += sum_{j < nk} p[r][j] b[j][:] over D = NV W columns: rows r < nq
- * of p (the tile) and o (rows ldo apart), b's rows ldb apart */
+ * of p (the tile) and o (rows ldo apart), b's rows ldb apart.  Row r sees
+ * the first lim0 + r keys (causal; lim0 >= nk: all): the rest of its p
+ * are zeros, which the sums skip (adding them changes no bit). */
 static inline __attribute__((always_inline))
-void FN(tile_rows_nv_)(const float *p, int nq, int nk, const float *b, long ldb, float *o,
-		       long ldo, const int NV, const int MR)
+void FN(tile_rows_nv_)(const float *p, int nq, int nk, int lim0, const float *b, long ldb,
+		       float *o, long ldo, const int NV, const int MR)
 {
 	int r = 0;
 	for (; r + MR <= nq; r += MR) {
 		VT acc[8][8];
+		int jn = min_i(nk, lim0 + r + MR - 1);
 		UNROLL for (int i = 0; i < MR; i++)
 			UNROLL for (int v = 0; v < NV; v++)
 				acc[i][v] = LD(o + (r + i) * ldo + v * W);
-		for (int j = 0; j < nk; j++) {
+		for (int j = 0; j < jn; j++) {
 			VT bj[8];
 			UNROLL for (int v = 0; v < NV; v++)
 				bj[v] = LD(b + j * ldb + v * W);
@@ -85,9 +88,10 @@ void FN(tile_rows_nv_)(const float *p, int nq, int nk, const float *b, long ldb,
 	}
 	for (; r < nq; r++) {
 		VT acc[8];
+		int jn = min_i(nk, lim0 + r);
 		UNROLL for (int v = 0; v < NV; v++)
 			acc[v] = LD(o + r * ldo + v * W);
-		for (int j = 0; j < nk; j++) {
+		for (int j = 0; j < jn; j++) {
 			VT pj = SPLAT(p[r * TK + j]);
 			UNROLL for (int v = 0; v < NV; v++)
 				acc[v] += pj * LD(b + j * ldb + v * W);
@@ -97,10 +101,11 @@ void FN(tile_rows_nv_)(const float *p, int nq, int nk, const float *b, long ldb,
 	}
 }
 
-/* o[j][:] += sum_{r < nq} p[r][j] b[r][:]: the tile transposed, keys j < nk */
+/* o[j][:] += sum_{r < nq} p[r][j] b[r][:]: the tile transposed, keys j < nk;
+ * key j is seen from row j - lim0 + 1 on (tile_rows_nv_) */
 static inline __attribute__((always_inline))
-void FN(tile_cols_nv_)(const float *p, int nq, int nk, const float *b, long ldb, float *o,
-		       long ldo, const int NV, const int MR)
+void FN(tile_cols_nv_)(const float *p, int nq, int nk, int lim0, const float *b, long ldb,
+		       float *o, long ldo, const int NV, const int MR)
 {
 	int j = 0;
 	for (; j + MR <= nk; j += MR) {
@@ -108,7 +113,7 @@ void FN(tile_cols_nv_)(const float *p, int nq, int nk, const float *b, long ldb,
 		UNROLL for (int i = 0; i < MR; i++)
 			UNROLL for (int v = 0; v < NV; v++)
 				acc[i][v] = LD(o + (j + i) * ldo + v * W);
-		for (int r = 0; r < nq; r++) {
+		for (int r = j - lim0 + 1 > 0 ? j - lim0 + 1 : 0; r < nq; r++) {
 			VT br[8];
 			UNROLL for (int v = 0; v < NV; v++)
 				br[v] = LD(b + r * ldb + v * W);
@@ -126,7 +131,7 @@ void FN(tile_cols_nv_)(const float *p, int nq, int nk, const float *b, long ldb,
 		VT acc[8];
 		UNROLL for (int v = 0; v < NV; v++)
 			acc[v] = LD(o + j * ldo + v * W);
-		for (int r = 0; r < nq; r++) {
+		for (int r = j - lim0 + 1 > 0 ? j - lim0 + 1 : 0; r < nq; r++) {
 			VT pr = SPLAT(p[r * TK + j]);
 			UNROLL for (int v = 0; v < NV; v++)
 				acc[v] += pr * LD(b + r * ldb + v * W);
@@ -145,11 +150,11 @@ void FN(tile_cols_nv_)(const float *p, int nq, int nk, const float *b, long ldb,
 #endif
 #define NV_CASE(f, nv)                                                                \
 	case nv:                                                                      \
-		FN(f)(p, nq, nk, b, ldb, o, ldo, nv, MR_OF(nv));                       \
+		FN(f)(p, nq, nk, lim0, b, ldb, o, ldo, nv, MR_OF(nv));                 \
 		break
 
-static void FN(tile_rows_)(const float *p, int nq, int nk, const float *b, long ldb, float *o,
-			   long ldo, int D)
+static void FN(tile_rows_)(const float *p, int nq, int nk, int lim0, const float *b, long ldb,
+			   float *o, long ldo, int D)
 {
 	switch (D / W) {
 	NV_CASE(tile_rows_nv_, 1);
@@ -160,12 +165,12 @@ static void FN(tile_rows_)(const float *p, int nq, int nk, const float *b, long 
 	NV_CASE(tile_rows_nv_, 6);
 	NV_CASE(tile_rows_nv_, 7);
 	default:
-		FN(tile_rows_nv_)(p, nq, nk, b, ldb, o, ldo, 8, MR_OF(8));
+		FN(tile_rows_nv_)(p, nq, nk, lim0, b, ldb, o, ldo, 8, MR_OF(8));
 	}
 }
 
-static void FN(tile_cols_)(const float *p, int nq, int nk, const float *b, long ldb, float *o,
-			   long ldo, int D)
+static void FN(tile_cols_)(const float *p, int nq, int nk, int lim0, const float *b, long ldb,
+			   float *o, long ldo, int D)
 {
 	switch (D / W) {
 	NV_CASE(tile_cols_nv_, 1);
@@ -176,19 +181,47 @@ static void FN(tile_cols_)(const float *p, int nq, int nk, const float *b, long 
 	NV_CASE(tile_cols_nv_, 6);
 	NV_CASE(tile_cols_nv_, 7);
 	default:
-		FN(tile_cols_nv_)(p, nq, nk, b, ldb, o, ldo, 8, MR_OF(8));
+		FN(tile_cols_nv_)(p, nq, nk, lim0, b, ldb, o, ldo, 8, MR_OF(8));
 	}
 }
 
-/* kt[d][j] = k[j][d] for keys j < nk (rows ld apart), 0 for j up to pad */
+/* kt[d][j] = k[j][d] for keys j < nk (rows ld apart), 0 for j up to pad.
+ * Blocks of 8 x 8 are turned in registers (unpack, shuffle, swap of
+ * 128-bit halves): an element a load and a store had it at two cycles, a
+ * tenth of a GPT step's attention. */
 static void FN(transpose_)(const float *k, long ld, int nk, int pad, int D, float *kt, int kt_ld)
 {
+	int j = 0;
+	for (; j + 8 <= nk; j += 8)
+		for (int d = 0; d + 8 <= D; d += 8) {	/* D is a multiple of W */
+			const float *a = k + j * ld + d;
+			float *o = kt + (long)d * kt_ld + j;
+			__m256 r[8], t[8], u[8];
+			UNROLL for (int i = 0; i < 8; i++)
+				r[i] = _mm256_loadu_ps(a + i * ld);
+			UNROLL for (int i = 0; i < 8; i += 2) {
+				t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+				t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+			}
+			UNROLL for (int i = 0; i < 8; i += 4) {
+				u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+				u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+				u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+				u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+			}
+			UNROLL for (int i = 0; i < 4; i++) {
+				_mm256_storeu_ps(o + (long)i * kt_ld,
+						 _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+				_mm256_storeu_ps(o + (long)(i + 4) * kt_ld,
+						 _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+			}
+		}
 	for (int d = 0; d < D; d++) {
 		float *row = kt + (long)d * kt_ld;
-		for (int j = 0; j < nk; j++)
-			row[j] = k[j * ld + d];
-		for (int j = nk; j < pad; j++)
-			row[j] = 0.0f;
+		for (int jj = j; jj < nk; jj++)
+			row[jj] = k[jj * ld + d];
+		for (int jj = nk; jj < pad; jj++)
+			row[jj] = 0.0f;
 	}
 }
 
@@ -209,7 +242,7 @@ static void FN(attn_forward_tile_)(const float *q, const float *k, const float *
 		FN(transpose_)(k + j0 * ld, ld, nk, ncol, D, kt, TK);
 		FN(tile_scores_)(q + i0 * ld, ld, kt, TK, D, nq, ncol, scale, s);
 		online_tile(s, m, l, o, nq, nk, i0, j0, causal, C, D);
-		FN(tile_rows_)(s, nq, nk, v + j0 * ld, ld, o, C, D);
+		FN(tile_rows_)(s, nq, nk, causal ? i0 - j0 + 1 : nk, v + j0 * ld, ld, o, C, D);
 	}
 	online_end(m, l, o, lse, nq, C, D);
 }
@@ -236,6 +269,7 @@ static void FN(attn_backward_head_)(const float *q, const float *o, const float 
 			di[r] = dot_f(g + (long)(i0 + r) * C, o + (long)(i0 + r) * C, D);
 		for (int j0 = 0; j0 < kend; j0 += TK) {
 			int nk = min_i(TK, kend - j0), ncol = (nk + 4 * W - 1) / (4 * W) * (4 * W);
+			int lim0 = causal ? i0 - j0 + 1 : nk;
 			FN(tile_scores_)(q + i0 * ld, ld, kt + j0, tp, D, nq, ncol, scale, s);
 			for (int r = 0; r < nq; r++)
 				exp_row(s + r * TK, keys_seen(i0 + r, j0, nk, causal), nk,
@@ -244,9 +278,9 @@ static void FN(attn_backward_head_)(const float *q, const float *o, const float 
 			/* dS, scaled: what dq and dk take */
 			for (int r = 0; r < nq; r++)
 				ds_row_scaled(s + r * TK, dp + r * TK, nk, di[r], scale);
-			FN(tile_cols_)(s, nq, nk, g + (long)i0 * C, C, dv + j0 * ld, ld, D);
-			FN(tile_rows_)(dp, nq, nk, k + j0 * ld, ld, dq + i0 * ld, ld, D);
-			FN(tile_cols_)(dp, nq, nk, q + i0 * ld, ld, dk + j0 * ld, ld, D);
+			FN(tile_cols_)(s, nq, nk, lim0, g + (long)i0 * C, C, dv + j0 * ld, ld, D);
+			FN(tile_rows_)(dp, nq, nk, lim0, k + j0 * ld, ld, dq + i0 * ld, ld, D);
+			FN(tile_cols_)(dp, nq, nk, lim0, q + i0 * ld, ld, dk + j0 * ld, ld, D);
 		}
 	}
 }
