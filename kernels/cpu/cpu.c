@@ -7,6 +7,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <omp.h>
+
 #include "kernels/kernels.h"
 #include "kernels/common/math.h"
 #include "kernels/cpu/decode.h"
@@ -193,8 +195,11 @@ static void cpu_act_backward(const float *x, const float *y, const float *dy, fl
 
 /* Columns are cut into blocks, one block per task, and each column is
  * summed over rows in order, in double: the reference's order exactly,
- * whatever the number of threads. */
-#define COLS_BLOCK 64
+ * whatever the number of threads.  A block is as wide as the threads
+ * allow, up to COLS_BLOCK: each row's part is then one long run of
+ * memory (blocks of 64 read 256 bytes a row, and the bias gradients took
+ * 1.5 % of a GPT step). */
+#define COLS_BLOCK 512
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static void bias_grad_block(const float *dy, float *db, int rows, int cols, int c0, int nc)
@@ -213,11 +218,14 @@ static void bias_grad_block(const float *dy, float *db, int rows, int cols, int 
 
 static void cpu_bias_grad(const float *dy, float *db, int rows, int cols)
 {
-	int blocks = (cols + COLS_BLOCK - 1) / COLS_BLOCK;
-	#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= PAR_MIN && blocks > 1)
+	int par = (size_t)rows * cols >= PAR_MIN, threads = par ? omp_get_max_threads() : 1;
+	int width = (cols + threads - 1) / threads, blocks;
+	width = width < 64 ? 64 : width > COLS_BLOCK ? COLS_BLOCK : (width + 15) / 16 * 16;
+	blocks = (cols + width - 1) / width;
+	#pragma omp parallel for schedule(static) if (par && blocks > 1)
 	for (int b = 0; b < blocks; b++) {
-		int c0 = b * COLS_BLOCK;
-		int nc = cols - c0 < COLS_BLOCK ? cols - c0 : COLS_BLOCK;
+		int c0 = b * width;
+		int nc = cols - c0 < width ? cols - c0 : width;
 		bias_grad_block(dy, db, rows, cols, c0, nc);
 	}
 }
