@@ -225,6 +225,117 @@ static void FN(transpose_)(const float *k, long ld, int nk, int pad, int D, floa
 	}
 }
 
+/* The softmax's row passes, here so that each is a loop of W-lane vectors
+ * inside the tile's function: as calls of target_clones functions a row
+ * (64 scores) at a time, their entry and horizontal sums cost as much as
+ * their work, and took 40 % of the forward. */
+
+typedef int FN(vi_) __attribute__((vector_size(W * 4)));
+#define VI FN(vi_)
+#if W == 16
+#define IOTA ((VI){ 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 })
+#else
+#define IOTA ((VI){ 0, 1, 2, 3, 4, 5, 6, 7 })
+#endif
+
+/* The largest and the sum of a vector's lanes, in registers (a loop over
+ * the lanes goes through memory, and stalls on the store) */
+static inline float FN(hmax_)(VT v)
+{
+#if W == 16
+	return _mm512_reduce_max_ps((__m512)v);
+#else
+	__m128 h = _mm_max_ps(_mm256_castps256_ps128((__m256)v),
+			      _mm256_extractf128_ps((__m256)v, 1));
+	h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+	return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+#endif
+}
+
+static inline float FN(hsum_)(VT v)
+{
+#if W == 16
+	return _mm512_reduce_add_ps((__m512)v);
+#else
+	__m128 h = _mm_add_ps(_mm256_castps256_ps128((__m256)v),
+			      _mm256_extractf128_ps((__m256)v, 1));
+	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+	return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+#endif
+}
+
+/* exp_neg (exp_neg.h) of W lanes, and 0 where keep is 0 */
+static inline VT FN(exp_neg_v_)(VT x, VI keep)
+{
+	VT n = (x * SPLAT(1.44269504088896341f) + SPLAT(12582912.0f)) - SPLAT(12582912.0f);
+	VT f = x - n * SPLAT(0.693145751953125f) - n * SPLAT(1.428606765330187e-06f);
+	VT p = SPLAT(1.0f / 720.0f);
+	VI bits;
+	p = p * f + SPLAT(1.0f / 120.0f);
+	p = p * f + SPLAT(1.0f / 24.0f);
+	p = p * f + SPLAT(1.0f / 6.0f);
+	p = p * f + SPLAT(0.5f);
+	p = p * f + SPLAT(1.0f);
+	p = p * f + SPLAT(1.0f);
+	n = VMAX(n, SPLAT(-126.0f));
+	bits = (__builtin_convertvector(n, VI) + 127) << 23;
+	return (VT)((VI)(p * (VT)bits) & (x >= SPLAT(-87.0f)) & keep);
+}
+
+/* The largest of s[0, n), n within the tile's row */
+static inline float FN(row_max_)(const float *s, int n)
+{
+	VT vm = SPLAT(-INFINITY);
+	for (int c = 0; c < n; c += W) {
+		VI in = IOTA + c;
+		vm = VMAX(vm, (VT)(((VI)LD(s + c) & (in < n)) | ((VI)SPLAT(-INFINITY) & (in >= n))));
+	}
+	return FN(hmax_)(vm);
+}
+
+/* s[c] = exp(s[c] - m) for c < lim, 0 from lim to nk (whole vectors:
+ * within the tile's row, TK a multiple of W); returns their sum */
+static inline float FN(exp_row_)(float *s, int lim, int nk, float m)
+{
+	VT sum = SPLAT(0.0f);
+	for (int c = 0; c < nk; c += W) {
+		VI in = IOTA + c;
+		VT e;
+		e = FN(exp_neg_v_)(LD(s + c) - SPLAT(m), in < lim);
+		ST(s + c, e);
+		sum += e;
+	}
+	return FN(hsum_)(sum);
+}
+
+/* x[0, D) *= a, D a multiple of W */
+static inline void FN(scale_row_)(float *x, int D, float a)
+{
+	for (int c = 0; c < D; c += W)
+		ST(x + c, LD(x + c) * SPLAT(a));
+}
+
+/* online_tile (transformer.c), its passes inlined */
+static void FN(online_tile_)(float *s, float *m, float *l, float *o, int nq, int nk, int i0,
+			     int j0, int causal, int C, int D)
+{
+	for (int r = 0; r < nq; r++) {
+		float *sr = s + r * TK, mx, alpha;
+		int lim = keys_seen(i0 + r, j0, nk, causal);
+		if (!lim) {
+			memset(sr, 0, (size_t)nk * sizeof(*sr));
+			continue;
+		}
+		mx = FN(row_max_)(sr, lim);
+		mx = mx > m[r] ? mx : m[r];
+		alpha = mx == m[r] ? 1.0f : expf(m[r] - mx);	/* expf(0) is 1 */
+		l[r] = l[r] * alpha + FN(exp_row_)(sr, lim, nk, mx);
+		if (alpha != 1.0f)
+			FN(scale_row_)(o + (size_t)r * C, D, alpha);
+		m[r] = mx;
+	}
+}
+
 /* attn_forward_tile's work (transformer.c), the products on these tiles */
 static void FN(attn_forward_tile_)(const float *q, const float *k, const float *v, float *o,
 				   float *lse, int T, int C, int D, int i0, int nq, int causal,
@@ -241,7 +352,7 @@ static void FN(attn_forward_tile_)(const float *q, const float *k, const float *
 		int nk = min_i(TK, kend - j0), ncol = (nk + 4 * W - 1) / (4 * W) * (4 * W);
 		FN(transpose_)(k + j0 * ld, ld, nk, ncol, D, kt, TK);
 		FN(tile_scores_)(q + i0 * ld, ld, kt, TK, D, nq, ncol, scale, s);
-		online_tile(s, m, l, o, nq, nk, i0, j0, causal, C, D);
+		FN(online_tile_)(s, m, l, o, nq, nk, i0, j0, causal, C, D);
 		FN(tile_rows_)(s, nq, nk, causal ? i0 - j0 + 1 : nk, v + j0 * ld, ld, o, C, D);
 	}
 	online_end(m, l, o, lse, nq, C, D);
@@ -265,19 +376,29 @@ static void FN(attn_backward_head_)(const float *q, const float *o, const float 
 			memset(dq + t * ld + (long)part * C, 0, (size_t)D * sizeof(*dq));
 	for (int i0 = 0; i0 < T; i0 += TQ) {
 		int nq = min_i(TQ, T - i0), kend = causal ? i0 + nq : T;
-		for (int r = 0; r < nq; r++)
-			di[r] = dot_f(g + (long)(i0 + r) * C, o + (long)(i0 + r) * C, D);
+		for (int r = 0; r < nq; r++) {
+			const float *gr = g + (long)(i0 + r) * C, *orow = o + (long)(i0 + r) * C;
+			VT acc = SPLAT(0.0f);
+			for (int c = 0; c < D; c += W)
+				acc += LD(gr + c) * LD(orow + c);
+			di[r] = FN(hsum_)(acc);
+		}
 		for (int j0 = 0; j0 < kend; j0 += TK) {
 			int nk = min_i(TK, kend - j0), ncol = (nk + 4 * W - 1) / (4 * W) * (4 * W);
 			int lim0 = causal ? i0 - j0 + 1 : nk;
 			FN(tile_scores_)(q + i0 * ld, ld, kt + j0, tp, D, nq, ncol, scale, s);
 			for (int r = 0; r < nq; r++)
-				exp_row(s + r * TK, keys_seen(i0 + r, j0, nk, causal), nk,
-					lse[i0 + r]);
+				FN(exp_row_)(s + r * TK, keys_seen(i0 + r, j0, nk, causal), nk,
+					     lse[i0 + r]);
 			FN(tile_scores_)(g + (long)i0 * C, C, vt + j0, tp, D, nq, ncol, 1.0f, dp);
 			/* dS, scaled: what dq and dk take */
-			for (int r = 0; r < nq; r++)
-				ds_row_scaled(s + r * TK, dp + r * TK, nk, di[r], scale);
+			for (int r = 0; r < nq; r++) {
+				const float *pr = s + r * TK;
+				float *dr = dp + r * TK;
+				#pragma omp simd
+				for (int c = 0; c < nk; c++)
+					dr[c] = scale * (pr[c] * (dr[c] - di[r]));
+			}
 			FN(tile_cols_)(s, nq, nk, lim0, g + (long)i0 * C, C, dv + j0 * ld, ld, D);
 			FN(tile_rows_)(dp, nq, nk, lim0, k + j0 * ld, ld, dq + i0 * ld, ld, D);
 			FN(tile_cols_)(dp, nq, nk, lim0, q + i0 * ld, ld, dk + j0 * ld, ld, D);
@@ -285,6 +406,8 @@ static void FN(attn_backward_head_)(const float *q, const float *o, const float 
 	}
 }
 
+#undef IOTA
+#undef VI
 #undef NV_CASE
 #undef MR_OF
 #include "kernels/cpu/vec_end.h"

@@ -381,15 +381,6 @@ static void ds_row(const float *p, float *dp, int n, float di)
 		dp[c] = p[c] * (dp[c] - di);
 }
 
-/* dS = scale P (dP - D_i), in place of dP: dq's and dk's, scaled once */
-__attribute__((target_clones("avx2", "default")))
-static void ds_row_scaled(const float *p, float *dp, int n, float di, float scale)
-{
-	#pragma omp simd
-	for (int c = 0; c < n; c++)
-		dp[c] = scale * (p[c] * (dp[c] - di));
-}
-
 /* The register-blocked tiles (attention_simd.h), for AVX-512 and for
  * AVX2 with FMA */
 #pragma GCC push_options
