@@ -31,7 +31,7 @@ static size_t min_sz(size_t a, size_t b)
  * and the dlt_tanhf in both) with the same operations in the same order,
  * 8 or 16 lanes at a time: the same bits (gelu_simd.h). */
 #pragma GCC push_options
-#pragma GCC target("avx2")
+#pragma GCC target("avx2,fma")
 #define W 8
 #define SFX avx2
 #include "kernels/cpu/gelu_simd.h"
@@ -48,10 +48,15 @@ static size_t min_sz(size_t a, size_t b)
 #undef W
 #pragma GCC pop_options
 
+static int avx2_fma(void)
+{
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
 static void gelu_tanh_span(const float *x, float *y, size_t n)
 {
 	size_t i = __builtin_cpu_supports("avx512f") ? gelu_tanh_avx512(x, y, n)
-		 : __builtin_cpu_supports("avx2") ? gelu_tanh_avx2(x, y, n) : 0;
+		 : avx2_fma() ? gelu_tanh_avx2(x, y, n) : 0;
 	for (; i < n; i++)
 		y[i] = dlt_gelu_tanh(x[i]);
 }
@@ -59,7 +64,7 @@ static void gelu_tanh_span(const float *x, float *y, size_t n)
 static void gelu_tanh_grad_span(const float *x, const float *dy, float *dx, size_t n)
 {
 	size_t i = __builtin_cpu_supports("avx512f") ? gelu_tanh_grad_avx512(x, dy, dx, n)
-		 : __builtin_cpu_supports("avx2") ? gelu_tanh_grad_avx2(x, dy, dx, n) : 0;
+		 : avx2_fma() ? gelu_tanh_grad_avx2(x, dy, dx, n) : 0;
 	for (; i < n; i++)
 		dx[i] = dlt_gelu_tanh_backward(x[i], dy[i]);
 }

@@ -1,9 +1,10 @@
 /* GELU tanh W lanes at a time (cpu.c includes this once per instruction
  * set, with W, SFX and the target pragma set): kernels/common/math.h's
  * dlt_tanhf, dlt_gelu_tanh and dlt_gelu_tanh_backward, operation for
- * operation, so the same bits as they give.  Every product and sum is an
- * intrinsic that gcc does not contract into an FMA (AVX-512's with a
- * rounding argument; AVX2 is compiled without FMA). */
+ * operation, so the same bits as they give: their fmaf an FMA here, and
+ * every other product and sum an intrinsic that gcc does not contract
+ * into one (AVX-512's with a rounding argument; AVX2's from an unfused
+ * intrinsic, which gcc keeps as written). */
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
@@ -16,6 +17,8 @@
 #define SUB(a, b) _mm512_sub_round_ps(a, b, RN)
 #define MUL(a, b) _mm512_mul_round_ps(a, b, RN)
 #define DIV(a, b) _mm512_div_round_ps(a, b, RN)
+#define FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define FNMA(a, b, c) _mm512_fnmadd_ps(a, b, c)	/* c - a b */
 #define SET1(x) _mm512_set1_ps(x)
 #define LOAD(p) _mm512_loadu_ps(p)
 #define STORE(p, v) _mm512_storeu_ps(p, v)
@@ -37,6 +40,8 @@
 #define SUB(a, b) _mm256_sub_ps(a, b)
 #define MUL(a, b) _mm256_mul_ps(a, b)
 #define DIV(a, b) _mm256_div_ps(a, b)
+#define FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define FNMA(a, b, c) _mm256_fnmadd_ps(a, b, c)
 #define SET1(x) _mm256_set1_ps(x)
 #define LOAD(p) _mm256_loadu_ps(p)
 #define STORE(p, v) _mm256_storeu_ps(p, v)
@@ -56,24 +61,24 @@ static inline VT FN(tanh_)(VT x)
 	const VT sign = SET1(-0.0f), one = SET1(1.0f), magic = SET1(12582912.0f);
 	VT a = ANDNOT(sign, x), z = MUL(a, a), p, small, y, n, f, e, large, r;
 	p = SET1(2.148984000e-03f);
-	p = ADD(MUL(p, z), SET1(-8.184661157e-03f));
-	p = ADD(MUL(p, z), SET1(2.170399949e-02f));
-	p = ADD(MUL(p, z), SET1(-5.394745246e-02f));
-	p = ADD(MUL(p, z), SET1(1.333321184e-01f));
-	p = ADD(MUL(p, z), SET1(-3.333333135e-01f));
-	small = ADD(a, MUL(a, MUL(z, p)));
+	p = FMA(p, z, SET1(-8.184661157e-03f));
+	p = FMA(p, z, SET1(2.170399949e-02f));
+	p = FMA(p, z, SET1(-5.394745246e-02f));
+	p = FMA(p, z, SET1(1.333321184e-01f));
+	p = FMA(p, z, SET1(-3.333333135e-01f));
+	small = FMA(a, MUL(z, p), a);
 	y = MIN(a, SET1(15.0f));	/* a < 15 ? a : 15, and 15 for NaN */
 	y = ADD(y, y);
-	n = SUB(ADD(MUL(y, SET1(1.44269504088896341f)), magic), magic);
-	f = SUB(SUB(y, MUL(n, SET1(0.693145751953125f))), MUL(n, SET1(1.428606765330187e-06f)));
+	n = SUB(FMA(y, SET1(1.44269504088896341f), magic), magic);
+	f = FNMA(n, SET1(1.428606765330187e-06f), FNMA(n, SET1(0.693145751953125f), y));
 	p = SET1(1.0f / 5040.0f);
-	p = ADD(MUL(p, f), SET1(1.0f / 720.0f));
-	p = ADD(MUL(p, f), SET1(1.0f / 120.0f));
-	p = ADD(MUL(p, f), SET1(1.0f / 24.0f));
-	p = ADD(MUL(p, f), SET1(1.0f / 6.0f));
-	p = ADD(MUL(p, f), SET1(0.5f));
-	p = ADD(MUL(p, f), one);
-	p = ADD(MUL(p, f), one);
+	p = FMA(p, f, SET1(1.0f / 720.0f));
+	p = FMA(p, f, SET1(1.0f / 120.0f));
+	p = FMA(p, f, SET1(1.0f / 24.0f));
+	p = FMA(p, f, SET1(1.0f / 6.0f));
+	p = FMA(p, f, SET1(0.5f));
+	p = FMA(p, f, one);
+	p = FMA(p, f, one);
 	e = MUL(p, POW2(n));
 	large = SUB(one, DIV(SET1(2.0f), ADD(e, one)));
 	r = SEL_LT(a, SET1(0.625f), large, small);
@@ -81,20 +86,21 @@ static inline VT FN(tanh_)(VT x)
 	return SEL_NAN(x, r, x);
 }
 
-/* beta (x + kappa x^3), x^3 as the scalar form groups it */
-static inline VT FN(gelu_inner_)(VT x, VT k3)
+/* beta (x + kappa x^3) as beta fma(k2, x, x), k2 grouped as the scalar
+ * form groups it */
+static inline VT FN(gelu_inner_)(VT x, VT k2)
 {
-	return MUL(SET1(DLT_GELU_TANH_BETA), ADD(x, k3));
+	return MUL(SET1(DLT_GELU_TANH_BETA), FMA(k2, x, x));
 }
 
 static size_t FN(gelu_tanh_)(const float *x, float *y, size_t n)
 {
 	size_t i = 0;
 	for (; i + W <= n; i += W) {
-		VT v = LOAD(x + i);
-		/* kappa x x x: ((kappa x) x) x */
-		VT t = FN(tanh_)(FN(gelu_inner_)(v, MUL(MUL(MUL(SET1(DLT_GELU_TANH_KAPPA), v), v), v)));
-		STORE(y + i, MUL(MUL(SET1(0.5f), v), ADD(SET1(1.0f), t)));
+		VT v = LOAD(x + i), h = MUL(SET1(0.5f), v);
+		/* kappa x x: (kappa x) x */
+		VT t = FN(tanh_)(FN(gelu_inner_)(v, MUL(MUL(SET1(DLT_GELU_TANH_KAPPA), v), v)));
+		STORE(y + i, FMA(h, t, h));
 	}
 	return i;
 }
@@ -104,12 +110,12 @@ static size_t FN(gelu_tanh_grad_)(const float *x, const float *dy, float *dx, si
 	size_t i = 0;
 	for (; i + W <= n; i += W) {
 		VT v = LOAD(x + i), x2 = MUL(v, v), t, left, right, inner;
-		t = FN(tanh_)(FN(gelu_inner_)(v, MUL(MUL(SET1(DLT_GELU_TANH_KAPPA), x2), v)));
-		left = MUL(SET1(0.5f), ADD(SET1(1.0f), t));
-		right = MUL(MUL(SET1(0.5f), v), SUB(SET1(1.0f), MUL(t, t)));
+		t = FN(tanh_)(FN(gelu_inner_)(v, MUL(SET1(DLT_GELU_TANH_KAPPA), x2)));
+		left = FMA(SET1(0.5f), t, SET1(0.5f));
+		right = MUL(MUL(SET1(0.5f), v), FNMA(t, t, SET1(1.0f)));
 		inner = MUL(SET1(DLT_GELU_TANH_BETA),
-			    ADD(SET1(1.0f), MUL(SET1(3.0f * DLT_GELU_TANH_KAPPA), x2)));
-		STORE(dx + i, MUL(LOAD(dy + i), ADD(left, MUL(right, inner))));
+			    FMA(SET1(3.0f * DLT_GELU_TANH_KAPPA), x2, SET1(1.0f)));
+		STORE(dx + i, MUL(LOAD(dy + i), FMA(right, inner, left)));
 	}
 	return i;
 }
@@ -125,6 +131,8 @@ static size_t FN(gelu_tanh_grad_)(const float *x, const float *dy, float *dx, si
 #undef STORE
 #undef LOAD
 #undef SET1
+#undef FNMA
+#undef FMA
 #undef DIV
 #undef MUL
 #undef SUB
