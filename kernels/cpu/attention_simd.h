@@ -315,25 +315,12 @@ static inline void FN(scale_row_)(float *x, int D, float a)
 		ST(x + c, LD(x + c) * SPLAT(a));
 }
 
-/* online_tile (transformer.c), its passes inlined */
+/* online_tile (transformer.c) with these passes */
 static void FN(online_tile_)(float *s, float *m, float *l, float *o, int nq, int nk, int i0,
 			     int j0, int causal, int C, int D)
 {
-	for (int r = 0; r < nq; r++) {
-		float *sr = s + r * TK, mx, alpha;
-		int lim = keys_seen(i0 + r, j0, nk, causal);
-		if (!lim) {
-			memset(sr, 0, (size_t)nk * sizeof(*sr));
-			continue;
-		}
-		mx = FN(row_max_)(sr, lim);
-		mx = mx > m[r] ? mx : m[r];
-		alpha = mx == m[r] ? 1.0f : expf(m[r] - mx);	/* expf(0) is 1 */
-		l[r] = l[r] * alpha + FN(exp_row_)(sr, lim, nk, mx);
-		if (alpha != 1.0f)
-			FN(scale_row_)(o + (size_t)r * C, D, alpha);
-		m[r] = mx;
-	}
+	online_tile_with(s, m, l, o, nq, nk, i0, j0, causal, C, D, FN(row_max_), FN(exp_row_),
+			 FN(scale_row_));
 }
 
 /* attn_forward_tile's work (transformer.c), the products on these tiles */

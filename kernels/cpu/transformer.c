@@ -302,9 +302,12 @@ static void online_start(float *m, float *l, float *o, int nq, int C, int D)
 }
 
 /* The scores s (rows TK apart) of keys j0 .. j0 + nk - 1 become their
- * exponentials less the row's maximum, which m, l and o follow. */
-static void online_tile(float *s, float *m, float *l, float *o, int nq, int nk, int i0, int j0,
-			int causal, int C, int D)
+ * exponentials less the row's maximum, which m, l and o follow; with the
+ * row passes given (the register-blocked tiles inline their own). */
+static inline __attribute__((always_inline))
+void online_tile_with(float *s, float *m, float *l, float *o, int nq, int nk, int i0, int j0,
+		      int causal, int C, int D, float (*max_of)(const float *, int),
+		      float (*exp_of)(float *, int, int, float), void (*scale)(float *, int, float))
 {
 	for (int r = 0; r < nq; r++) {
 		float *sr = s + r * TK, mx, alpha;
@@ -313,14 +316,20 @@ static void online_tile(float *s, float *m, float *l, float *o, int nq, int nk, 
 			memset(sr, 0, (size_t)nk * sizeof(*sr));
 			continue;
 		}
-		mx = row_max(sr, lim);
+		mx = max_of(sr, lim);
 		mx = mx > m[r] ? mx : m[r];
-		alpha = expf(m[r] - mx);
-		l[r] = l[r] * alpha + exp_row(sr, lim, nk, mx);
+		alpha = mx == m[r] ? 1.0f : expf(m[r] - mx);	/* expf(0) is 1 */
+		l[r] = l[r] * alpha + exp_of(sr, lim, nk, mx);
 		if (alpha != 1.0f)
-			scale_row(o + (size_t)r * C, D, alpha);
+			scale(o + (size_t)r * C, D, alpha);
 		m[r] = mx;
 	}
+}
+
+static void online_tile(float *s, float *m, float *l, float *o, int nq, int nk, int i0, int j0,
+			int causal, int C, int D)
+{
+	online_tile_with(s, m, l, o, nq, nk, i0, j0, causal, C, D, row_max, exp_row, scale_row);
 }
 
 /* o divided by the running sums; lse the rows' log-sum-exp */
