@@ -185,36 +185,21 @@ static void FN(tile_cols_)(const float *p, int nq, int nk, int lim0, const float
 	}
 }
 
-/* kt[d][j] = k[j][d] for keys j < nk (rows ld apart), 0 for j up to pad.
- * Blocks of 8 x 8 are turned in registers (unpack, shuffle, swap of
- * 128-bit halves): an element a load and a store had it at two cycles, a
- * tenth of a GPT step's attention. */
+/* kt[d][j] = k[j][d] for keys j < nk (rows ld apart), 0 for j up to pad:
+ * blocks of 8 x 8 turned in registers (TRANSPOSE8), where an element a
+ * load and a store had it at two cycles, a tenth of a GPT step's
+ * attention. */
 static void FN(transpose_)(const float *k, long ld, int nk, int pad, int D, float *kt, int kt_ld)
 {
 	int j = 0;
 	for (; j + 8 <= nk; j += 8)
 		for (int d = 0; d + 8 <= D; d += 8) {	/* D is a multiple of W */
-			const float *a = k + j * ld + d;
-			float *o = kt + (long)d * kt_ld + j;
-			__m256 r[8], t[8], u[8];
+			__m256 v[8];
 			UNROLL for (int i = 0; i < 8; i++)
-				r[i] = _mm256_loadu_ps(a + i * ld);
-			UNROLL for (int i = 0; i < 8; i += 2) {
-				t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-				t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-			}
-			UNROLL for (int i = 0; i < 8; i += 4) {
-				u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-				u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
-				u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-				u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-			}
-			UNROLL for (int i = 0; i < 4; i++) {
-				_mm256_storeu_ps(o + (long)i * kt_ld,
-						 _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
-				_mm256_storeu_ps(o + (long)(i + 4) * kt_ld,
-						 _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
-			}
+				v[i] = _mm256_loadu_ps(k + (j + i) * ld + d);
+			TRANSPOSE8(v);
+			UNROLL for (int i = 0; i < 8; i++)
+				_mm256_storeu_ps(kt + (long)(d + i) * kt_ld + j, v[i]);
 		}
 	for (int d = 0; d < D; d++) {
 		float *row = kt + (long)d * kt_ld;

@@ -37,6 +37,7 @@
 #include "kernels/common/math.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/transpose8.h"
 
 #define MR 8
 #define NR 32
@@ -228,20 +229,65 @@ static inline __attribute__((always_inline)) void pairs_of_cols(const float *src
 typedef void pairs_fn(int cols, const float *src, long ld, int n, int kp, uint32_t *dst,
 		      int stride);
 
-#define PAIRS(name, attr)                                                               \
+#if defined(__x86_64__)
+/* pairs_of_rows for the first n / 8 * 8 rows, which it returns: each 8
+ * rows' words turned into place 8 x 8 in registers, where a store a word
+ * to a column of dst made the packing of bf16 take half the time of the
+ * products */
+__attribute__((target("avx2")))
+static int pairs_of_rows8(const float *src, long ld, int n, int kp, uint32_t *dst, int stride)
+{
+	uint32_t w[8][KC / 2] __attribute__((aligned(32)));
+	int r0 = 0;
+	for (; r0 + 8 <= n; r0 += 8) {
+		int q = 0;
+		for (int i = 0; i < 8; i++) {
+			const float *row = src + (size_t)(r0 + i) * ld;
+			#pragma omp simd
+			for (int k = 0; k < kp; k++)
+				w[i][k] = (uint32_t)to_bf16(row[2 * k]) |
+					  (uint32_t)to_bf16(row[2 * k + 1]) << 16;
+		}
+		for (; q + 8 <= kp; q += 8) {
+			__m256 v[8];
+			for (int i = 0; i < 8; i++)
+				v[i] = _mm256_load_ps((const float *)&w[i][q]);
+			TRANSPOSE8(v);
+			for (int i = 0; i < 8; i++)
+				_mm256_storeu_ps((float *)(dst + (size_t)(q + i) * stride + r0), v[i]);
+		}
+		for (; q < kp; q++)
+			for (int i = 0; i < 8; i++)
+				dst[(size_t)q * stride + r0 + i] = w[i][q];
+	}
+	return r0;
+}
+#endif
+
+static int no_rows8(const float *src, long ld, int n, int kp, uint32_t *dst, int stride)
+{
+	(void)src, (void)ld, (void)n, (void)kp, (void)dst, (void)stride;
+	return 0;
+}
+
+/* rows8: the rows it can do 8 at a time, the rest by pairs_of_rows */
+#define PAIRS(name, attr, rows8)                                                        \
 	attr static void name(int cols, const float *src, long ld, int n, int kp,      \
 			      uint32_t *dst, int stride)                                \
 	{                                                                               \
-		if (cols)                                                               \
+		int n8;                                                                 \
+		if (cols) {                                                             \
 			pairs_of_cols(src, ld, n, kp, dst, stride);                     \
-		else                                                                    \
-			pairs_of_rows(src, ld, n, kp, dst, stride);                     \
+			return;                                                         \
+		}                                                                       \
+		n8 = rows8(src, ld, n, kp, dst, stride);                                \
+		pairs_of_rows(src + (size_t)n8 * ld, ld, n - n8, kp, dst + n8, stride); \
 	}
 #if defined(__x86_64__)
-PAIRS(pairs_avx512, __attribute__((target("avx512f"))))
-PAIRS(pairs_avx2, __attribute__((target("avx2"))))
+PAIRS(pairs_avx512, __attribute__((target("avx512f"))), pairs_of_rows8)
+PAIRS(pairs_avx2, __attribute__((target("avx2"))), pairs_of_rows8)
 #endif
-PAIRS(pairs_plain, )
+PAIRS(pairs_plain, , no_rows8)
 
 static pairs_fn *pairs = pairs_plain;
 

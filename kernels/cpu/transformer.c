@@ -27,6 +27,7 @@
 #include "kernels/cpu/exp_neg.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/transformer.h"
+#include "kernels/cpu/transpose8.h"
 
 /* Below this many elements a parallel region costs more than it saves. */
 #define PAR_MIN 16384
