@@ -78,8 +78,9 @@ test_expect_success '2 stages x 2 replicas stopped and resumed: the bytes of the
 	cmp d2_3/model.dlt stop/model.dlt
 '
 
-# The checkpoint of step 40 (rank 0 gathers the stages' weights and
-# optimizer state) goes on in one process, and at 3 stages
+# The checkpoint of step 40 (each stage's ranks write their own weights
+# and optimizer state into it, none gathers) goes on in one process, and
+# at 3 stages
 test_expect_success 'a checkpoint of a pipeline resumes in one process and at 3 stages' '
 	for r in moved1 moved3; do
 		cp -r p2_3 $r && rm $r/model.dlt && echo "{\"status\":\"stopped\"}" >$r/status || return 1
@@ -92,8 +93,9 @@ test_expect_success 'a checkpoint of a pipeline resumes in one process and at 3 
 	gpt_close p2_3/model.dlt moved3/model.dlt
 '
 
-# Resharding: the checkpoint of 4 ranks with ZeRO 3 (rank 0 gathers the
-# weights and the optimizer state into the layout of any run) goes on at 3
+# Resharding: the checkpoint of 4 ranks with ZeRO 3 (each rank writes its
+# ranges of the weights and the optimizer state into the layout of any
+# run, t2710) goes on at 3
 # ranks with ZeRO 1, at 2 as a pipeline of 2 stages and in one process.
 # What each writes right after loading (DLT_TEST_CKPT_ON_RESUME) is what
 # was saved, tensor for tensor (parameters, m and v, the loop's position

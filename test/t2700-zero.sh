@@ -6,9 +6,10 @@
 # sums begun bucket by bucket during backward, the other ranks' parts of
 # the gradients let go) and 3 (each rank holds its range of the weights
 # too, an op's gathered before it runs and let go after) train the same
-# bits, at 2, 3 and 4 ranks, where the ranges are uneven.  Checkpoints keep
-# today's layout (rank 0 gathers m and v), and a stage-1 run resumes to
-# the bytes of the run that never stopped.
+# bits, at 2, 3 and 4 ranks, where the ranges are uneven.  Checkpoints hold
+# stage 0's tensors (each rank writes its own ranges into the file, none
+# gathers: t2710), and a stage-1 run resumes to the bytes of the run that
+# never stopped.
 . "$(dirname "$0")/lib.sh"
 mpi_tests
 
@@ -169,7 +170,7 @@ test_expect_success 'clipping acts: without it the GPT trains other bits' '
 	! same_tensors g3_1/model.dlt noclip/model.dlt
 '
 
-test_expect_success 'checkpoints in today'"'"'s layout: stages 1 to 3 gather stage 0'"'"'s state' '
+test_expect_success 'checkpoints of stages 1 to 3 hold the tensors of stage 0'"'"'s' '
 	for z in 1 2 3; do
 		dlt-ckpt diff g3_0/ckpt/step-00000040.dlt g3_$z/ckpt/step-00000040.dlt >diff &&
 		grep -q "^optim.v/wte.w *equal" diff && grep -q "^wte.w *equal" diff &&
@@ -212,8 +213,8 @@ test_expect_success 'its checkpoint resumes at 2 ranks and in one process (withi
 
 # Each rank's optimizer state: 8 bytes a parameter of its range (Adam's m
 # and v), 8 ceil(P / N) on rank 0; the peak RSS of rank 1 falls by that
-# from stage 0 to stage 1 (rank 0 holds the whole state a moment when it
-# writes a checkpoint).  A GPT of 7.2 M parameters, 4 steps.
+# from stage 0 to stage 1 (and no rank holds the whole state to write a
+# checkpoint: t2710).  A GPT of 7.2 M parameters, 4 steps.
 {
 	printf "data: {train: gtrain.dlt}\nmodel:\n  - embedding: {vocab: 256, dim: 384, name: wte}\n"
 	printf "  - positional: {max: 32}\n"

@@ -38,9 +38,10 @@
  * says what the codec does, whichever layout a tensor has.  A reader older
  * than codec 3 refuses an archive with one as "unknown codec 3".
  * So every byte of the file is covered by a checksum or checked to have the
- * one value it may have.  The writer never seeks, so it can stream to a
- * pipe; the reader maps a file, or reads a stream into memory, and checks
- * every size and offset against the file length before use. */
+ * one value it may have.  The writer never seeks a stream, so it can write
+ * to a pipe (records in pieces and placed ahead, below, aside); the reader
+ * maps a file, or reads a stream into memory, and checks every size and
+ * offset against the file length before use. */
 #ifndef DLT_ARCHIVE_H
 #define DLT_ARCHIVE_H
 
@@ -95,6 +96,30 @@ int dlt_archive_begin_tensor(dlt_archive_writer *w, const char *name, int dtype,
 			     const uint64_t *dims);
 int dlt_archive_write_piece(dlt_archive_writer *w, const void *data, size_t n);
 int dlt_archive_end_tensor(dlt_archive_writer *w);
+/* Records placed ahead: raw tensors whose bytes other processes write
+ * into the writer's temporary file at the same time (a checkpoint's
+ * shards, each rank its own ranges: lib/train/ckpt.h), at places that
+ * each computes alike.  They come first, one after another from
+ * DLT_ARCHIVE_FIRST_RECORD, each taking dlt_archive_raw_record_size
+ * bytes (the record's header, then its bytes from *data on, then zeros
+ * to 8).  dlt_archive_reserve, before any record, leaves that room as a
+ * hole of zeros in the file (a path's only: not standard output), whose
+ * name dlt_archive_temp_path gives the other writers (NULL for standard
+ * output); they write their bytes there with pwrite.  Once they all have
+ * (and synced and closed the file), dlt_archive_adopt_tensor takes each
+ * record in file order: it reads its bytes back twice, for the raw
+ * checksum the header holds and then for the record's, which covers the
+ * header, and writes the header.  The record is then byte for byte what
+ * dlt_archive_write_tensor writes with DLT_RAW, and the other records
+ * follow the last one adopted.  raw_record_size returns 0 for a tensor
+ * that cannot be written (name, dtype or shape). */
+#define DLT_ARCHIVE_FIRST_RECORD 16
+uint64_t dlt_archive_raw_record_size(const char *name, int dtype, int ndim, const uint64_t *dims,
+				     uint64_t *data);
+int dlt_archive_reserve(dlt_archive_writer *w, uint64_t bytes);
+const char *dlt_archive_temp_path(const dlt_archive_writer *w);
+int dlt_archive_adopt_tensor(dlt_archive_writer *w, const char *name, int dtype, int ndim,
+			     const uint64_t *dims);
 /* A metadata record: one JSON object (UTF-8).  At most one per archive. */
 int dlt_archive_write_meta(dlt_archive_writer *w, const char *json);
 int dlt_archive_writer_close(dlt_archive_writer *w);	/* index, trailer, commit; frees */

@@ -1,5 +1,8 @@
 /* writer: appends records and never seeks, so an archive can go down a
- * pipe; the index and trailer follow the last record. */
+ * pipe; the index and trailer follow the last record.  Two exceptions,
+ * for a file of its own only: a tensor written in pieces gets its header
+ * over a placeholder, and records placed ahead (dlt_archive_reserve) get
+ * theirs where other processes wrote their bytes. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <math.h>
@@ -34,7 +37,14 @@ struct dlt_archive_writer {
 	int rc;			/* the first failure after which the output is unusable */
 	struct scratch *x;	/* NULL until a tensor is compressed */
 	struct pieces *pc;	/* a tensor being written in pieces, or NULL */
+	/* records placed ahead (dlt_archive_reserve): [placed_at, placed_end)
+	 * of the file is still to be adopted; pfd reads their bytes back and
+	 * writes their headers, -1 until the first is adopted */
+	uint64_t placed_at, placed_end;
+	int pfd;
 };
+
+_Static_assert(DLT_ARCHIVE_FIRST_RECORD == AR_HEADER, "archive.h's first record is format.h's");
 
 /* A raw tensor written in pieces (dlt_archive_begin_tensor).  The record
  * header holds both checksums and comes first, so the header goes in
@@ -143,12 +153,24 @@ static void pieces_free(struct pieces *pc)
 
 static void writer_free(dlt_archive_writer *w)
 {
+	if (w->pfd >= 0)
+		close(w->pfd);
 	pieces_free(w->pc);
 	nameset_free(&w->names);
 	dlt_buf_free(&w->index);
 	scratch_free(w->x);
 	free(w->name);
 	free(w);
+}
+
+/* Records placed ahead come first in the file, so the others wait for
+ * them: an error while some are not yet adopted. */
+static int placed_pending(dlt_archive_writer *w)
+{
+	if (w->placed_at == w->placed_end)
+		return 0;
+	return dlt_error(DLT_EINPUT, "%s: %llu bytes of records placed ahead not yet adopted",
+			 w->name, (unsigned long long)(w->placed_end - w->placed_at));
 }
 
 /* Writes n bytes; a failure is sticky, so that close never commits a
@@ -180,6 +202,7 @@ int dlt_archive_create(dlt_archive_writer **wp, const char *path)
 	*wp = NULL;
 	if (!(w = dlt_calloc(1, sizeof(*w))))
 		return DLT_ENOMEM;
+	w->pfd = -1;
 	w->name = dlt_strdup(strcmp(path, "-") == 0 ? "standard output" : path);
 	/* the index's fixed part is filled in at close */
 	if (!w->name || (rc = dlt_buf_append(&w->index, index_fixed, AR_INDEX_FIXED)) < 0) {
@@ -565,6 +588,8 @@ int dlt_archive_write_tensor(dlt_archive_writer *w, const char *name, int dtype,
 	if (w->pc)
 		return dlt_error(DLT_EINPUT, "%s: tensor '%s' is being written in pieces",
 				 w->name, w->pc->name);
+	if ((rc = placed_pending(w)) < 0)
+		return rc;
 	if ((rc = check_tensor_args(w, name, dtype, ndim, dims, data, codec, level, &bytes)) < 0)
 		return rc;
 	if ((rc = nameset_add(&w->names, name)) < 0)
@@ -595,6 +620,8 @@ int dlt_archive_begin_tensor(dlt_archive_writer *w, const char *name, int dtype,
 	if (w->pc)
 		return dlt_error(DLT_EINPUT, "%s: tensor '%s' is being written in pieces",
 				 w->name, w->pc->name);
+	if ((rc = placed_pending(w)) < 0)
+		return rc;
 	/* a non-NULL data pointer: the pieces bring the bytes */
 	if ((rc = check_tensor_args(w, name, dtype, ndim, dims, zero, DLT_RAW, 0, &bytes)) < 0)
 		return rc;
@@ -733,6 +760,110 @@ int dlt_archive_end_tensor(dlt_archive_writer *w)
 	return 0;
 }
 
+uint64_t dlt_archive_raw_record_size(const char *name, int dtype, int ndim, const uint64_t *dims,
+				     uint64_t *data)
+{
+	size_t namelen = name ? strlen(name) : 0;
+	uint64_t count, bytes, h, size;
+
+	if (namelen == 0 || namelen > DLT_MAX_NAME || !dlt_dtype_size(dtype) || ndim < 0 ||
+	    ndim > DLT_MAX_DIMS || (ndim && !dims) || !ar_shape_size(dtype, ndim, dims, &count, &bytes))
+		return 0;
+	h = ar_rec_header_size((unsigned)ndim, namelen);
+	if (__builtin_add_overflow(h, bytes, &size) ||
+	    __builtin_add_overflow(size, ar_pad(bytes), &size) || size > (uint64_t)INT64_MAX)
+		return 0;
+	if (data)
+		*data = h;
+	return size;
+}
+
+const char *dlt_archive_temp_path(const dlt_archive_writer *w)
+{
+	return w->out.tmp;
+}
+
+int dlt_archive_reserve(dlt_archive_writer *w, uint64_t bytes)
+{
+	off_t end;
+
+	if (w->rc < 0)
+		return w->rc;
+	if (!w->out.tmp)
+		return dlt_error(DLT_EINPUT, "%s: records placed ahead need a file of the "
+				 "writer's own", w->name);
+	if (w->nrec || w->pc || w->has_meta || w->placed_end || w->off != AR_HEADER)
+		return dlt_error(DLT_EINPUT, "%s: room for records placed ahead is reserved "
+				 "before any record", w->name);
+	if (bytes % 8 || bytes > (uint64_t)INT64_MAX - AR_HEADER)
+		return dlt_error(DLT_EINPUT, "%s: %llu bytes cannot be records placed ahead",
+				 w->name, (unsigned long long)bytes);
+	/* a hole that reads as zeros until the bytes are there */
+	end = (off_t)(AR_HEADER + bytes);
+	if (fflush(w->out.fp) != 0 || ftruncate(fileno(w->out.fp), end) != 0 ||
+	    fseeko(w->out.fp, end, SEEK_SET) != 0)
+		return w->rc = dlt_error_errno(DLT_EIO, "%s", w->name);
+	w->placed_at = AR_HEADER;
+	w->placed_end = w->off = AR_HEADER + bytes;
+	return 0;
+}
+
+int dlt_archive_adopt_tensor(dlt_archive_writer *w, const char *name, int dtype, int ndim,
+			     const uint64_t *dims)
+{
+	static const unsigned char zero[AR_REC_FIXED + 8 * DLT_MAX_DIMS + DLT_MAX_NAME + 8];
+	unsigned char h[AR_REC_FIXED + 8 * DLT_MAX_DIMS + DLT_MAX_NAME + 8], off[8];
+	uint64_t at = w->placed_at, bytes, hsize;
+	ar_xxh64_state raw, hash;
+	struct stored s;
+	int rc;
+
+	if (w->rc < 0)
+		return w->rc;
+	if (w->pc)
+		return dlt_error(DLT_EINPUT, "%s: tensor '%s' is being written in pieces",
+				 w->name, w->pc->name);
+	if ((rc = check_tensor_args(w, name, dtype, ndim, dims, zero, DLT_RAW, 0, &bytes)) < 0)
+		return rc;
+	hsize = ar_rec_header_size((unsigned)ndim, strlen(name));
+	if (hsize + ar_pad(bytes) > w->placed_end - at ||
+	    bytes > w->placed_end - at - hsize - ar_pad(bytes))
+		return dlt_error(DLT_EINPUT, "%s: tensor '%s' is not in the room placed ahead",
+				 w->name, name);
+	if ((rc = nameset_add(&w->names, name)) < 0)
+		return w->rc = rc;
+	if (rc == 0)
+		return dlt_error(DLT_EINPUT, "%s: duplicate tensor '%s'", w->name, name);
+	/* opened now, after the other writers closed the file: a network
+	 * file system shows a file's bytes as they were at the open */
+	if (w->pfd < 0 && (w->pfd = open(w->out.tmp, O_RDWR | O_CLOEXEC)) < 0)
+		return pieces_fail(w, dlt_error_errno(DLT_EIO, "%s", w->name));
+	/* both checksums from the bytes read back: the raw bytes', which
+	 * the header holds, then the record's, which covers the header */
+	ar_xxh64_init(&raw);
+	if ((rc = read_back(w, w->pfd, (off_t)(at + hsize), bytes, &raw, 0)) < 0)
+		return pieces_fail(w, rc);
+	stored_raw(&s, NULL, bytes);
+	s.raw_hash = ar_xxh64_final(&raw);
+	record_header(h, AR_TAG_TENS, name, dtype, ndim, dims, bytes, &s);
+	ar_xxh64_init(&hash);
+	ar_xxh64_update(&hash, h, hsize - 8);
+	if ((rc = read_back(w, w->pfd, (off_t)(at + hsize), bytes, &hash, 0)) < 0)
+		return pieces_fail(w, rc);
+	ar_xxh64_update(&hash, zero, ar_pad(bytes));
+	ar_put64(h + hsize - 8, ar_xxh64_final(&hash));
+	/* the padding too: no writer was to touch it, and now none has */
+	if (dlt_pwrite_all(w->pfd, h, hsize, at) != 0 ||
+	    dlt_pwrite_all(w->pfd, zero, ar_pad(bytes), at + hsize + bytes) != 0)
+		return pieces_fail(w, dlt_error_errno(DLT_EIO, "%s", w->name));
+	ar_put64(off, at);
+	if ((rc = dlt_buf_append(&w->index, off, 8)) < 0)
+		return pieces_fail(w, rc);
+	w->nrec++;
+	w->placed_at = at + hsize + bytes + ar_pad(bytes);
+	return 0;
+}
+
 int dlt_archive_write_meta(dlt_archive_writer *w, const char *json)
 {
 	uint64_t len;
@@ -744,6 +875,8 @@ int dlt_archive_write_meta(dlt_archive_writer *w, const char *json)
 	if (w->pc)
 		return dlt_error(DLT_EINPUT, "%s: tensor '%s' is being written in pieces",
 				 w->name, w->pc->name);
+	if ((rc = placed_pending(w)) < 0)
+		return rc;
 	if (w->has_meta)
 		return dlt_error(DLT_EINPUT, "%s: more than one metadata record", w->name);
 	if (!json)
@@ -786,6 +919,17 @@ int dlt_archive_writer_close(dlt_archive_writer *w)
 	int rc = w->rc;
 	if (rc == 0 && w->pc)
 		rc = dlt_error(DLT_EINPUT, "%s: tensor '%s' was not finished", w->name, w->pc->name);
+	if (rc == 0)
+		rc = placed_pending(w);
+	/* the headers written through pfd are the file's too: synced before
+	 * the rename, and closed first (a network file system writes back on
+	 * close) */
+	if (rc == 0 && w->pfd >= 0) {
+		int fd = w->pfd;
+		w->pfd = -1;
+		if (fsync(fd) != 0 || close(fd) != 0)
+			rc = dlt_error_errno(DLT_EIO, "%s", w->name);
+	}
 	if (rc == 0)
 		rc = write_end(w);
 	if (rc == 0)

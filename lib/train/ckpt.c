@@ -1,7 +1,12 @@
 /* Checkpoints: write and read the state of a run (format in ckpt.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "archive/archive.h"
 #include "prep/tokens.h"
@@ -158,6 +163,243 @@ int dlt_ckpt_write(const char *path, const dlt_config *c, const dlt_dataset *tra
 fail:
 	if (w)
 		dlt_archive_writer_abort(w);
+	return rc;
+}
+
+/* Sharded runs: the tensors placed ahead, in file order (ckpt.h). */
+typedef struct placed {
+	int param;		/* in m->params */
+	int what;		/* 0: its value, 1: its optim m, 2: its optim v */
+	uint64_t data;		/* where its bytes begin in the file */
+} placed;
+
+static void placed_name(char *out, size_t n, const dlt_model *m, const placed *t)
+{
+	static const char *const moment[3] = { NULL, "m", "v" };
+	const char *param = m->params[t->param].name;
+	if (t->what)
+		optim_name(out, n, moment[t->what], param);
+	else
+		snprintf(out, n, "%s", param);
+}
+
+static void param_dims(const dlt_param *p, uint64_t dims[4])
+{
+	for (int d = 0; d < p->ndim; d++)
+		dims[d] = (uint64_t)p->dims[d];
+}
+
+/* Every rank computes the same places from the model's params alone:
+ * with weights, each param's value, then with moments each param's m
+ * (and v) in turn.  *bytes: the room they take. */
+static int layout(const dlt_model *m, int weights, int moments, placed **out, size_t *n,
+		  uint64_t *bytes)
+{
+	size_t cap = (size_t)m->n_params * (size_t)((weights != 0) + moments), k = 0;
+	uint64_t at = DLT_ARCHIVE_FIRST_RECORD;
+	placed *t;
+
+	*out = NULL;
+	*n = 0;
+	*bytes = 0;
+	if (!(t = dlt_calloc(cap ? cap : 1, sizeof(*t))))
+		return DLT_ENOMEM;
+	for (int i = 0; weights && i < m->n_params; i++)
+		t[k++] = (placed){ i, 0, 0 };
+	for (int i = 0; i < m->n_params; i++)
+		for (int j = 1; j <= moments; j++)
+			t[k++] = (placed){ i, j, 0 };
+	for (size_t i = 0; i < k; i++) {
+		const dlt_param *p = &m->params[t[i].param];
+		uint64_t dims[4], size, data;
+		char name[96];
+		placed_name(name, sizeof(name), m, &t[i]);
+		param_dims(p, dims);
+		if (!(size = dlt_archive_raw_record_size(name, DLT_F32, p->ndim, dims, &data))) {
+			free(t);
+			return dlt_error(DLT_EINPUT, "tensor '%s' cannot be written", name);
+		}
+		t[i].data = at + data;
+		at += size;
+	}
+	*out = t;
+	*n = k;
+	*bytes = at - DLT_ARCHIVE_FIRST_RECORD;
+	return 0;
+}
+
+struct dlt_ckpt_writer {
+	dlt_archive_writer *w;
+	char *tmp;		/* the temporary file, an absolute path */
+	int weights, moments;
+};
+
+void dlt_ckpt_shards_abort(dlt_ckpt_writer *k)
+{
+	if (!k)
+		return;
+	dlt_archive_writer_abort(k->w);
+	free(k->tmp);
+	free(k);
+}
+
+const char *dlt_ckpt_shards_temp(const dlt_ckpt_writer *k)
+{
+	return k->tmp;
+}
+
+int dlt_ckpt_shards_create(dlt_ckpt_writer **out, const char *path, const dlt_model *m,
+			   int weights, int moments)
+{
+	dlt_ckpt_writer *k;
+	placed *t = NULL;
+	size_t n;
+	uint64_t bytes;
+	const char *tmp;
+	char cwd[PATH_MAX] = "";
+	int rc;
+
+	*out = NULL;
+	if (!(k = dlt_calloc(1, sizeof(*k))))
+		return DLT_ENOMEM;
+	k->weights = weights;
+	k->moments = moments;
+	DLT_TRY(layout(m, weights, moments, &t, &n, &bytes));
+	DLT_TRY(dlt_archive_create(&k->w, path));
+	DLT_TRY(dlt_archive_reserve(k->w, bytes));
+	/* the other ranks may not share this one's working directory */
+	tmp = dlt_archive_temp_path(k->w);
+	if (tmp[0] != '/' && !getcwd(cwd, sizeof(cwd))) {
+		rc = dlt_error_errno(DLT_EIO, "%s: the working directory", path);
+		goto fail;
+	}
+	if (!(k->tmp = dlt_malloc(strlen(cwd) + strlen(tmp) + 2))) {
+		rc = DLT_ENOMEM;
+		goto fail;
+	}
+	if (tmp[0] == '/')
+		strcpy(k->tmp, tmp);
+	else
+		sprintf(k->tmp, "%s/%s", cwd, tmp);
+	free(t);
+	*out = k;
+	return 0;
+fail:
+	free(t);
+	dlt_ckpt_shards_abort(k);
+	return rc;
+}
+
+/* n floats at src, in be's memory, to fd at off: from where they lie on
+ * the host, else through buf (cap floats) a piece at a time */
+static int put_floats(int fd, const dlt_backend *be, const float *src, size_t n, uint64_t off,
+		      float *buf, size_t cap)
+{
+	if (be->host)
+		return dlt_pwrite_all(fd, src, n * sizeof(float), off);
+	for (size_t i = 0; i < n; i += cap) {
+		size_t k = n - i < cap ? n - i : cap;
+		be->download(buf, src + i, k * sizeof(float));
+		if (dlt_pwrite_all(fd, buf, k * sizeof(float), off + i * sizeof(float)) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* the floats a GPU rank's range goes through on its way to the file */
+#define SHARD_BOUNCE (1u << 20)
+
+int dlt_ckpt_shards_put(const char *tmp, const dlt_model *m, int weights, int moments,
+			const dlt_ckpt_shard *r, int *opened, int *err)
+{
+	placed *t = NULL;
+	float *buf = NULL;
+	size_t n;
+	uint64_t bytes;
+	int fd = -1, rc = 0;
+
+	*opened = 0;
+	*err = 0;
+	if ((fd = open(tmp, O_WRONLY | O_CLOEXEC)) < 0) {
+		*err = errno;
+		return dlt_error_errno(DLT_EIO, "%s", tmp);
+	}
+	*opened = 1;
+	if ((rc = layout(m, weights, moments, &t, &n, &bytes)) < 0 ||
+	    (!r->be->host && !(buf = dlt_malloc(SHARD_BOUNCE * sizeof(float))))) {
+		rc = rc < 0 ? rc : DLT_ENOMEM;
+		*err = rc == DLT_ENOMEM ? ENOMEM : EINVAL;
+		goto done;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const dlt_param *p = &m->params[t[i].param];
+		size_t a = p->off > r->lo ? p->off : r->lo;
+		size_t b = p->off + p->n < r->hi ? p->off + p->n : r->hi;
+		const float *src;
+		if (a >= b)
+			continue;
+		src = t[i].what == 0 ? r->w + a : (t[i].what == 1 ? r->m : r->v) + (a - r->lo);
+		if (put_floats(fd, r->be, src, b - a, t[i].data + (a - p->off) * sizeof(float), buf,
+			       SHARD_BOUNCE) != 0) {
+			*err = errno;
+			rc = dlt_error_errno(DLT_EIO, "%s", tmp);
+			goto done;
+		}
+	}
+	if (fsync(fd) != 0) {
+		*err = errno;
+		rc = dlt_error_errno(DLT_EIO, "%s: fsync", tmp);
+	}
+done:
+	/* closed before the others read: a network file system writes back
+	 * on close */
+	if (close(fd) != 0 && rc == 0) {
+		*err = errno;
+		rc = dlt_error_errno(DLT_EIO, "%s", tmp);
+	}
+	free(buf);
+	free(t);
+	return rc;
+}
+
+/* The params (or buffers) as dlt_model_write writes them: their host copy */
+static int write_params(dlt_archive_writer *w, const dlt_param *p, int n)
+{
+	for (int i = 0; i < n; i++) {
+		uint64_t dims[4];
+		param_dims(&p[i], dims);
+		DLT_TRY_RC(dlt_archive_write_tensor(w, p[i].name, DLT_F32, p[i].ndim, dims, p[i].w,
+						    DLT_SHUFFLE_ZSTD, 1));
+	}
+	return 0;
+}
+
+int dlt_ckpt_shards_commit(dlt_ckpt_writer *k, const dlt_config *c, const dlt_dataset *train,
+			   const dlt_model *m, const dlt_ckpt_state *st, long long step)
+{
+	placed *t = NULL;
+	size_t n;
+	uint64_t bytes;
+	int rc;
+
+	DLT_TRY(layout(m, k->weights, k->moments, &t, &n, &bytes));
+	for (size_t i = 0; i < n; i++) {
+		const dlt_param *p = &m->params[t[i].param];
+		uint64_t dims[4];
+		char name[96];
+		placed_name(name, sizeof(name), m, &t[i]);
+		param_dims(p, dims);
+		DLT_TRY(dlt_archive_adopt_tensor(k->w, name, DLT_F32, p->ndim, dims));
+	}
+	DLT_TRY(write_meta(k->w, c, train, st, step));
+	if (!k->weights)
+		DLT_TRY(write_params(k->w, m->params, m->n_params));
+	DLT_TRY(write_params(k->w, m->bufs, m->n_bufs));
+	rc = dlt_archive_writer_close(k->w);
+	k->w = NULL;
+fail:
+	free(t);
+	dlt_ckpt_shards_abort(k);
 	return rc;
 }
 

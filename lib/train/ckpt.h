@@ -38,7 +38,8 @@
  * training keys (epoch, batch, epochs, metrics, sums, best, loss_scale);
  * "config" and "input" are optional for imported weights.
  *
- * Tensors, all f32, shuffle-zstd where that is smaller:
+ * Tensors, all f32, shuffle-zstd where that is smaller (raw where a
+ * sharded run placed them, below):
  *   "0.w", "0.b", "3.w", ...        parameters (batchnorm: w gamma, b beta), named "LAYER.ROLE" with
  *                                   the layer's index in the flattened
  *                                   model (residual blocks count their
@@ -46,6 +47,22 @@
  *   "3.running_mean", "3.running_var"   buffers: state that is not trained
  *   "optim.m/0.w", "optim.v/0.w"    optimiser state of a parameter (Adam:
  *                                   m and v; SGD with momentum: m)
+ *
+ * A sharded run (ZeRO 1 to 3, a pipeline) writes the same tensors, with
+ * the same values, in a layout that depends on the model alone, not on
+ * the ranks, buckets or stages: each rank writes its own range of each
+ * sharded tensor into the one file, and none gathers another's.  The
+ * sharded tensors come first, raw, placed ahead (archive.h) in this
+ * order: every param's value (ZeRO 1 and 2, whose ranks all hold the
+ * weights, write them so too, each rank its range, so that one layout
+ * serves every stage and split), then each param's "optim.m/P" and
+ * "optim.v/P" in turn.  Then the metadata (a tokenizer's tensors before
+ * it) and the buffers (rank 0's), written by rank 0 as above.  A model
+ * file of a run whose weights are sharded (ZeRO 3, a pipeline) is written
+ * so too, its params' values placed; ZeRO 1 and 2's rank 0 writes it as
+ * any run does.  Every reader reads these files as any checkpoint, and
+ * any run resumes from one.  A run of one process, or without dist.zero
+ * or a pipeline, writes as it always did.
  *
  * Files of a run directory: ckpt/step-SSSSSSSS.dlt (the newest keep of
  * them), ckpt/best.dlt, model.dlt (weights only, at the end). */
@@ -82,6 +99,42 @@ typedef struct dlt_ckpt_state {
  * copy is written, which dlt_model_pull brings up to date. */
 int dlt_ckpt_write(const char *path, const dlt_config *c, const dlt_dataset *train,
 		   const dlt_model *m, const dlt_ckpt_state *st, long long step);
+/* A sharded run's checkpoint (or model file), written by every rank
+ * without a gather; the ranks agree between the steps through their comm
+ * (lib/train/train.c):
+ *   1. rank 0: dlt_ckpt_shards_create makes path's temporary file, with
+ *      the room of the sharded tensors (weights: the params' values;
+ *      moments: 0, 1 (m) or 2 (m and v) optimizer moments a param), and
+ *      gives its name, absolute, to the others (dlt_ckpt_shards_temp);
+ *   2. every rank: dlt_ckpt_shards_put writes its range of each sharded
+ *      tensor there, syncs and closes the file;
+ *   3. rank 0, once all have: dlt_ckpt_shards_commit reads them back a
+ *      piece at a time for the checksums, writes the headers and the rest
+ *      (st NULL: a model file) and renames the file into place; or
+ *      dlt_ckpt_shards_abort removes it.  Both free the writer.
+ * Rank 0's host copies of the params that are not sharded and of the
+ * buffers are written, which dlt_model_pull brings up to date. */
+typedef struct dlt_ckpt_writer dlt_ckpt_writer;
+int dlt_ckpt_shards_create(dlt_ckpt_writer **w, const char *path, const dlt_model *m,
+			   int weights, int moments);
+const char *dlt_ckpt_shards_temp(const dlt_ckpt_writer *w);
+/* What a rank holds of the sharded tensors, in be's memory (a GPU's:
+ * brought down a piece at a time): the weight block, current in [lo, hi)
+ * (with weights), and the moments of [lo, hi), m[0] the moment of lo. */
+typedef struct dlt_ckpt_shard {
+	const dlt_backend *be;
+	const float *w, *m, *v;
+	size_t lo, hi;
+} dlt_ckpt_shard;
+/* *opened: whether tmp opened (ranks without the file system of rank 0
+ * cannot); *err: the errno of a failure (ENOMEM for memory), else 0, so
+ * that the ranks can tell rank 0 why. */
+int dlt_ckpt_shards_put(const char *tmp, const dlt_model *m, int weights, int moments,
+			const dlt_ckpt_shard *r, int *opened, int *err);
+int dlt_ckpt_shards_commit(dlt_ckpt_writer *w, const dlt_config *c, const dlt_dataset *train,
+			   const dlt_model *m, const dlt_ckpt_state *st, long long step);
+void dlt_ckpt_shards_abort(dlt_ckpt_writer *w);
+
 /* Reads path, checking every checksum: the config (loaded into c), then
  * after the caller has built the model and optimiser from it,
  * dlt_ckpt_restore fills them and st. */

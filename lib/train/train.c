@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -94,6 +95,12 @@ typedef struct run_state {
 	 * pipeline) are current on each rank only in its range */
 	dlt_pipe pipe;
 	int shard_state, shard_w;
+	/* a sharded run's checkpoints: each rank writes its own ranges into
+	 * the one file (write_shards), until a rank cannot open it (the
+	 * ranks share no file system), from when on rank 0 gathers them */
+	int ckpt_gather;
+	int ckpt_fault, ckpt_fault_rank;	/* DLT_TEST_CKPT_FAULT */
+	long long ckpt_fault_step;
 	/* a new run's directory, opened on a thread of its own while the
 	 * first step runs (open_run_start) */
 	const char *rundir;
@@ -504,7 +511,8 @@ static void grads_done(void *ctx, size_t a, size_t b)
 }
 
 /* ZeRO 3: rank 0's whole weight block, for a checkpoint or the model
- * (every rank takes part); let go again with release_outside */
+ * that rank 0 writes alone (write_shards); every rank takes part; let go
+ * again with release_outside */
 static int gather_params(run_state *s)
 {
 	size_t lo = s->ranges[s->rank];
@@ -519,7 +527,7 @@ static int sum_ranks(void *ctx, double *x, int n)
 	return dlt_comm_sum_f64(ctx, x, n);
 }
 
-/* ZeRO: m and v of this rank's range from a checkpoint in today's layout
+/* ZeRO: m and v of this rank's range from a checkpoint of any run
  * (ckpt.h: "optim.m/PARAM", "optim.v/PARAM"), which every rank reads,
  * a param at a time. */
 static int restore_shard(run_state *s, dlt_ckpt *k)
@@ -566,16 +574,24 @@ static int restore_shard(run_state *s, dlt_ckpt *k)
 	return rc;
 }
 
-/* ZeRO: rank 0's whole optimizer state for a checkpoint in today's
- * layout, gathered from every rank's range (every rank takes part); the
- * params' m and v point into it until release_state. */
+/* The optimizer's moments a param: Adam's m and v, SGD's momentum, or
+ * none */
+static int optim_moments(const run_state *s)
+{
+	return s->opt.cfg.kind != DLT_OPT_SGD ? 2 : s->opt.cfg.momentum != 0.0;
+}
+
+/* ZeRO: rank 0's whole optimizer state for a checkpoint that rank 0
+ * writes alone (when the ranks share no file system: write_shards),
+ * gathered from every rank's range (every rank takes part); the params'
+ * m and v point into it until release_state. */
 static int gather_state(run_state *s, float **out)
 {
 	dlt_model *m = &s->m;
 	const dlt_optim *o = &s->opt;
 	size_t n = m->n_weights, bytes = n * sizeof(float);
 	float *state[2] = { o->sm, o->sv }, *host = NULL, *dev = NULL;
-	int moments = o->cfg.kind != DLT_OPT_SGD ? 2 : o->cfg.momentum != 0.0, rc = 0;
+	int moments = optim_moments(s), rc = 0;
 
 	*out = NULL;
 	if (!n || !moments)
@@ -836,6 +852,7 @@ static int setup(run_state *s)
 	s->st.epochs = c->train.epochs;
 	s->step_delay = dlt_env_test_step_delay();
 	s->fault = dlt_env_test_fault(&s->fault_rank, &s->fault_step);
+	s->ckpt_fault = dlt_env_test_ckpt_fault(&s->ckpt_fault_rank, &s->ckpt_fault_step);
 	return 0;
 fail:
 	return rc;
@@ -927,69 +944,250 @@ static void prune(run_state *s)
 	free(steps);
 }
 
-/* A checkpoint now (to ckpt/best.dlt when best).  A write that fails
- * leaves the earlier checkpoints as they were and is a warning: the run
- * goes on, and may write the next one. */
+/* Whether a checkpoint (ckpt) or the model file is a sharded run's, each
+ * rank writing its own ranges (write_shards): a checkpoint where the
+ * optimizer state is sharded (ZeRO 1 to 3, pipelines), the model file
+ * where the weights are (ZeRO 3, pipelines) */
+static int sharded_write(const run_state *s, int ckpt)
+{
+	if (!s->comm || s->ckpt_gather)
+		return 0;
+	return ckpt ? s->shard_state : s->shard_w;
+}
+
+/* What write_shards did */
+enum { SHARDS_WRITTEN, SHARDS_GATHER, SHARDS_FAILED };
+
+/* Rank 0's message to the others: 1 when it made the file (0: none is
+ * written, 2: it failed), then the file's name */
+#define SHARDS_MSG (PATH_MAX + 8)
+
+/* A sharded run's checkpoint (st) or model file (st NULL) to path (rank
+ * 0's; NULL on the other ranks, and where none is written): each rank
+ * writes its own range of the sharded tensors into the one file
+ * (ckpt.h), none gathers another's.  The ranks agree twice, so that any
+ * rank's failure is every rank's to know: rank 0's file (or that it has
+ * none) goes to all, then the sum of each rank's outcome and errno comes
+ * back to all.  SHARDS_WRITTEN; SHARDS_GATHER when a rank other than 0
+ * could not open the file (they share no file system), which rank 0 has
+ * removed: the caller gathers instead; SHARDS_FAILED, with rank 0's error
+ * set and its status in *why, the file removed; or a failure of the comm,
+ * which ends the run. */
+static int write_shards(run_state *s, const char *path, const dlt_ckpt_state *st, int *why)
+{
+	/* a checkpoint's weights are placed too where every rank holds them
+	 * (ZeRO 1 and 2), each rank writing its range: one layout for every
+	 * sharded run */
+	int weights = st || s->shard_w, moments = st ? optim_moments(s) : 0, n = s->ranks;
+	dlt_ckpt_shard r = { .be = s->m.be, .w = s->m.dev_w, .m = s->opt.sm, .v = s->opt.sv,
+			     .lo = s->ranges[s->rank], .hi = s->ranges[s->rank + 1] };
+	dlt_ckpt_writer *w = NULL;
+	char *msg = dlt_calloc(1, SHARDS_MSG), mine[1024] = "";
+	double *v = dlt_calloc(2 * (size_t)n, sizeof(double));
+	int rc, opened = 1, err = 0, gather = -1, failed = -1, how = SHARDS_WRITTEN;
+	int fault = s->ckpt_fault && s->rank == s->ckpt_fault_rank &&
+		    s->opt.step == s->ckpt_fault_step ? s->ckpt_fault : 0;
+
+	*why = 0;
+	if (!msg || !v) {
+		rc = DLT_ENOMEM;
+		goto fail;
+	}
+	if (s->rank == 0 && path) {
+		if ((rc = dlt_ckpt_shards_create(&w, path, &s->m, weights, moments)) == 0 &&
+		    strlen(dlt_ckpt_shards_temp(w)) >= SHARDS_MSG - 1)
+			rc = dlt_error(DLT_EINPUT, "%s: a path of more than %d bytes", path,
+				       SHARDS_MSG - 2);
+		msg[0] = rc < 0 ? 2 : 1;
+		if (rc == 0)
+			strcpy(msg + 1, dlt_ckpt_shards_temp(w));
+		*why = rc;
+	}
+	if ((rc = dlt_comm_broadcast(s->comm, msg, SHARDS_MSG)) < 0)
+		goto fail;
+	if (msg[0] != 1) {
+		how = msg[0] == 2 ? SHARDS_FAILED : SHARDS_WRITTEN;
+		goto done;
+	}
+	/* each rank's range; the injected faults of the tests as a rank
+	 * without the file system, or with a full disk, would have them */
+	if (fault == DLT_CKPT_FAULT_OPEN) {
+		opened = 0;
+		err = ENOENT;
+	} else if (dlt_ckpt_shards_put(msg + 1, &s->m, weights, moments, &r, &opened, &err) < 0) {
+		snprintf(mine, sizeof(mine), "%s", dlt_errmsg());
+		err = err ? err : EIO;
+	} else if (fault == DLT_CKPT_FAULT_WRITE) {
+		err = ENOSPC;
+	}
+	v[s->rank] = err ? (opened ? 2 : 1) : 0;
+	v[n + s->rank] = err;
+	if ((rc = dlt_comm_sum_f64(s->comm, v, 2 * n)) < 0)
+		goto fail;
+	for (int i = n - 1; i >= 0; i--) {
+		if (v[i] == 1 && i > 0)
+			gather = i;
+		if (v[i] != 0)
+			failed = i;
+	}
+	if (gather < 0 && failed < 0) {
+		if (s->rank == 0) {
+			dlt_model_pull(&s->m);
+			rc = dlt_ckpt_shards_commit(w, s->c, &s->train, &s->m, st, s->opt.step);
+			w = NULL;
+			if (rc < 0) {
+				how = SHARDS_FAILED;
+				*why = rc;
+			}
+		}
+		goto done;
+	}
+	how = gather >= 0 ? SHARDS_GATHER : SHARDS_FAILED;
+	if (s->rank == 0) {
+		int at = gather >= 0 ? gather : failed, e = (int)v[n + at];
+		*why = DLT_EIO;
+		if (gather >= 0)
+			dlt_error(DLT_EIO, "rank %d cannot open %s, which rank 0 made (%s)", at,
+				  msg + 1, strerror(e));
+		else if (at == 0 && mine[0])
+			dlt_error(DLT_EIO, "%s", mine);
+		else
+			dlt_error(DLT_EIO, "%s: rank %d's part: %s", path, at, strerror(e));
+	}
+done:
+	rc = how;
+fail:
+	dlt_ckpt_shards_abort(w);
+	free(msg);
+	free(v);
+	return rc;
+}
+
+/* A rank could not open the file of a sharded write (write_shards' error):
+ * rank 0 gathers the state and writes alone from now on, which it says
+ * once, as a warning and a record of metrics.jsonl (not of the
+ * checkpoints, so a resumed run's are the same). */
+static void gather_from_now(run_state *s)
+{
+	char text[1400];
+	dlt_json j;
+
+	s->ckpt_gather = 1;
+	if (s->rank)
+		return;
+	snprintf(text, sizeof(text), "%s: the ranks share no file system, so rank 0 gathers "
+		 "the state and writes every checkpoint alone from now on", dlt_errmsg());
+	warn(s, text);
+	if (!s->run.dir)
+		return;
+	dlt_json_begin(&j);
+	dlt_json_str(&j, "event", "warning");
+	dlt_json_int(&j, "step", s->opt.step);
+	dlt_json_str(&j, "message", text);
+	dlt_json_end(&j);
+	if (dlt_json_ok(&j) == 0 && dlt_run_record(&s->run, j.buf.data) == 0 && s->h &&
+	    s->h->record)
+		s->h->record(s->h->ctx, j.buf.data);
+	dlt_json_free(&j);
+}
+
+/* A checkpoint now (to ckpt/best.dlt when best), which rank 0 writes; a
+ * sharded run's ranks each their own ranges of it (write_shards).  A
+ * write that fails leaves the earlier checkpoints as they were and is a
+ * warning: the run goes on, and may write the next one. */
 static int checkpoint(run_state *s, int best)
 {
-	char *path;
+	char *path = NULL;
 	float *state = NULL;
-	int rc;
-	/* ZeRO: every rank sends its range of the optimizer state to rank 0,
-	 * which alone writes */
-	if (s->shard_state && (rc = gather_state(s, &state)) < 0)
-		return rc;
-	if (s->shard_w && (rc = gather_params(s)) < 0) {
-		release_state(s, state);
-		return rc;
-	}
-	if (!s->ckpt_dir || (s->shard_state && s->rank))
-		return 0;
-	path = best ? dlt_run_file(&s->run, "ckpt/best.dlt") : ckpt_path(s, s->opt.step);
-	if (!path) {
-		release_state(s, state);
+	int rc, why = 0, how = SHARDS_GATHER;
+
+	if (s->rank == 0 && s->ckpt_dir &&
+	    !(path = best ? dlt_run_file(&s->run, "ckpt/best.dlt") : ckpt_path(s, s->opt.step)))
 		return DLT_ENOMEM;
-	}
 	s->st.step = s->opt.step;
 	s->st.loss_scale = s->opt.scale;
 	s->st.scale_clean = s->opt.clean;
 	s->st.skipped = s->opt.skipped;
-	dlt_model_pull(&s->m);
-	rc = dlt_ckpt_write(path, s->c, &s->train, &s->m, &s->st, s->opt.step);
-	if (rc < 0) {
+	if (sharded_write(s, 1)) {
+		if ((how = write_shards(s, path, &s->st, &why)) < 0) {
+			free(path);
+			return how;
+		}
+		if (how == SHARDS_GATHER)
+			gather_from_now(s);
+	}
+	if (how == SHARDS_GATHER) {
+		/* every rank sends its range of the optimizer state (and ZeRO
+		 * 3's, a pipeline's, of the weights) to rank 0, which alone
+		 * writes */
+		if (s->shard_state && (rc = gather_state(s, &state)) < 0) {
+			free(path);
+			return rc;
+		}
+		if (s->shard_w && (rc = gather_params(s)) < 0) {
+			release_state(s, state);
+			free(path);
+			return rc;
+		}
+		how = SHARDS_WRITTEN;
+		if (path) {
+			dlt_model_pull(&s->m);
+			if ((why = dlt_ckpt_write(path, s->c, &s->train, &s->m, &s->st,
+						  s->opt.step)) < 0)
+				how = SHARDS_FAILED;
+		}
+		release_state(s, state);
+		if (s->zero == 3)
+			release_outside(s, s->m.dev_w, 0, s->m.n_weights);
+		if (s->pipe.stages)
+			release_stages(s);
+	}
+	if (path && how == SHARDS_FAILED) {
 		char msg[1200];
 		snprintf(msg, sizeof(msg), "checkpoint not written: %s", dlt_errmsg());
 		warn(s, msg);
-	} else if (!best) {
+	} else if (path && !best) {
 		snprintf(s->res->ckpt, sizeof(s->res->ckpt), "%s", path);
 		prune(s);
 	}
 	s->ckpt_at = dlt_now();
 	free(path);
-	release_state(s, state);
-	if (s->zero == 3)
-		release_outside(s, s->m.dev_w, 0, s->m.n_weights);
-	if (s->pipe.stages)
-		release_stages(s);
-	return rc == DLT_ENOMEM ? rc : 0;
+	return why == DLT_ENOMEM ? why : 0;
 }
 
 /* The trained weights, RUNDIR/model.dlt: a checkpoint without the
- * optimiser state, for dlt-infer. */
+ * optimiser state, for dlt-infer; ZeRO 3's and a pipeline's ranks each
+ * write their own ranges of it (write_shards). */
 static int save_model(run_state *s)
 {
-	char *path;
-	int rc;
-	if (s->shard_w)	/* every rank sends its range, at the run's end */
-		DLT_TRY_RC(gather_params(s));
-	if (!s->run.dir)
-		return 0;
-	if (!(path = dlt_run_file(&s->run, "model.dlt")))
+	char *path = NULL;
+	int rc = 0, how = SHARDS_GATHER;
+
+	if (s->rank == 0 && s->run.dir && !(path = dlt_run_file(&s->run, "model.dlt")))
 		return DLT_ENOMEM;
-	dlt_model_pull(&s->m);
-	rc = dlt_ckpt_write(path, s->c, &s->train, &s->m, NULL, s->opt.step);
+	if (sharded_write(s, 0)) {
+		if ((how = write_shards(s, path, NULL, &rc)) < 0) {
+			free(path);
+			return how;
+		}
+		if (how == SHARDS_GATHER)
+			gather_from_now(s);
+		if (how == SHARDS_FAILED && rc == 0)
+			rc = DLT_EIO;
+	}
+	if (how == SHARDS_GATHER) {
+		/* every rank sends its range, at the run's end */
+		if (s->shard_w && (rc = gather_params(s)) < 0) {
+			free(path);
+			return rc;
+		}
+		if (path) {
+			dlt_model_pull(&s->m);
+			rc = dlt_ckpt_write(path, s->c, &s->train, &s->m, NULL, s->opt.step);
+		}
+	}
 	free(path);
-	return rc;
+	return s->rank == 0 ? rc : 0;
 }
 
 /* Each rank's bytes sent a step over the log window and its peak
@@ -1431,7 +1629,7 @@ static int train_loop(run_state *s)
 			}
 			DLT_TRY_RC(optim_step(s, lr));
 			ask = h && h->poll ? h->poll(h->ctx) : 0;
-			/* ZeRO's checkpoints gather from every rank: all decide */
+			/* every rank writes a sharded run's checkpoints: all decide */
 			if (s->shard_state && ckpt_due(s))
 				ask |= DLT_POLL_CHECKPOINT;
 			if (s->comm)

@@ -24,6 +24,25 @@ int dlt_fsync_dir(const char *dir)
 	return 0;
 }
 
+int dlt_pwrite_all(int fd, const void *p, size_t n, uint64_t off)
+{
+	const char *c = p;
+	while (n > 0) {
+		ssize_t w = pwrite(fd, c, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		c += w;
+		n -= (size_t)w;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
+
 /* The directory part of path ("." when it has none), in a new string. */
 static char *dir_of(const char *path)
 {

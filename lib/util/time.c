@@ -79,6 +79,16 @@ int dlt_env_test_fault(int *rank, long long *step)
 	return !strcmp(kind, "nan") ? DLT_FAULT_NAN : !strcmp(kind, "extra") ? DLT_FAULT_EXTRA : 0;
 }
 
+int dlt_env_test_ckpt_fault(int *rank, long long *step)
+{
+	const char *s = getenv("DLT_TEST_CKPT_FAULT");
+	char kind[8];
+	if (!s || sscanf(s, "%7[a-z]:%d:%lld", kind, rank, step) != 3)
+		return 0;
+	return !strcmp(kind, "open") ? DLT_CKPT_FAULT_OPEN
+	     : !strcmp(kind, "write") ? DLT_CKPT_FAULT_WRITE : 0;
+}
+
 void dlt_sleep(double seconds)
 {
 	struct timespec t = { (time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9) };

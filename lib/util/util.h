@@ -130,6 +130,9 @@ int dlt_read_file(const char *path, size_t max, char **data, size_t *len);
 int dlt_file_bytes(const char *path, void **map, char **mem, size_t *size);
 int dlt_mkdir_p(const char *path);
 int dlt_fsync_dir(const char *dir);
+/* All n bytes of p to fd at off (pwrite until done): 0, or -1 with errno
+ * set (ENOSPC, EIO, ...), the caller's to say. */
+int dlt_pwrite_all(int fd, const void *p, size_t n, uint64_t off);
 
 /* JSON writer for metrics and metadata: compact, one object per line. */
 typedef struct dlt_json {
@@ -203,6 +206,13 @@ int dlt_env_test_fault(int *rank, long long *step);
 /* DLT_TEST_CKPT_ON_RESUME=1, for tests: a resumed run writes the
  * checkpoint it loaded again before its first step, in its own layout */
 int dlt_env_test_ckpt_on_resume(void);
+/* DLT_TEST_CKPT_FAULT=KIND:RANK:STEP, for tests: a failure of that rank
+ * in the checkpoint of a sharded run at that step (and the model file, at
+ * the last step): "open" (it cannot open the file rank 0 made, as on a
+ * machine without rank 0's file system: ENOENT) or "write" (its writes
+ * fail: ENOSPC).  Returns the kind (DLT_CKPT_FAULT_*), 0 when unset. */
+enum { DLT_CKPT_FAULT_OPEN = 1, DLT_CKPT_FAULT_WRITE };
+int dlt_env_test_ckpt_fault(int *rank, long long *step);
 void dlt_sleep(double seconds);
 
 /* Opens dlt's shared object soname: from the path in the environment

@@ -436,6 +436,125 @@ static void test_atomic(void)
 	ok_msg("no/such/dir.dlt", "naming the file");
 }
 
+/* A child process writing its part of records placed ahead, as another
+ * rank does: off and n bytes of src, into the temporary file at path. */
+static int place_child(const char *path, const unsigned char *src, size_t n, uint64_t off)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open(path, O_WRONLY | O_CLOEXEC);
+		_exit(fd < 0 || dlt_pwrite_all(fd, src, n, off) != 0 || fsync(fd) != 0 ||
+		      close(fd) != 0);
+	}
+	return pid > 0 && wait_child(pid) == 0 ? 0 : -1;
+}
+
+/* Records placed ahead (a sharded run's checkpoint): two tensors whose
+ * bytes two processes write, each its part, then the metadata and a
+ * compressed tensor; the file is byte for byte the one written in order
+ * with DLT_RAW for the two. */
+static void test_placed(void)
+{
+	static const uint64_t da[] = { 64, 33 }, db[] = { 7 }, dc[] = { 3, 5 };
+	static const char meta[] = "{\"kind\":\"placed\"}";
+	const char *dir = tpath("placed"), *path = tpath("placed/p.dlt"), *ref = tpath("ref.dlt");
+	float a[64 * 33], c[15];
+	unsigned char b[7];
+	uint64_t ra, rb, da_at, db_at, total;
+	dlt_archive_writer *w;
+	dlt_archive *ar;
+	const char *tmp;
+	char *x, *y;
+	size_t nx, ny;
+
+	for (size_t i = 0; i < 64 * 33; i++)
+		a[i] = (float)(rnd() % 1000) / 7;
+	for (size_t i = 0; i < 7; i++)
+		b[i] = (unsigned char)rnd();
+	for (size_t i = 0; i < 15; i++)
+		c[i] = (float)i / 3;
+	ra = dlt_archive_raw_record_size("a", DLT_F32, 2, da, &da_at);
+	rb = dlt_archive_raw_record_size("optim.m/b", DLT_U8, 1, db, &db_at);
+	ok(ra == 40 + 16 + 8 + 8 + sizeof(a) && rb == 40 + 8 + 16 + 8 + 8 && da_at == 72 &&
+	   db_at == 72, "raw record sizes: header, bytes, padding to 8");
+	ok(dlt_archive_raw_record_size("", DLT_F32, 2, da, NULL) == 0 &&
+	   dlt_archive_raw_record_size("a", 99, 2, da, NULL) == 0, "0 for what cannot be written");
+	total = ra + rb;
+
+	mkdir(dir, 0700);
+	ok_rc(dlt_archive_create(&w, path), 0, "create");
+	ok_rc(dlt_archive_reserve(w, total), 0, "reserve the room of two records");
+	tmp = dlt_archive_temp_path(w);
+	ok(tmp && strstr(tmp, "placed/.p.dlt."), "the temporary file's name: %s", tmp ? tmp : "");
+	ok(dlt_archive_write_meta(w, meta) == DLT_EINPUT, "no other record before they are adopted");
+	ok_msg("bytes of records placed ahead not yet adopted", "saying so");
+	/* a's first 1000 floats by a child, the rest and b by this process */
+	ok(tmp && place_child(tmp, (const unsigned char *)a, 4000,
+			      DLT_ARCHIVE_FIRST_RECORD + da_at) == 0, "a child writes its part");
+	{
+		int fd = tmp ? open(tmp, O_WRONLY) : -1;
+		ok(fd >= 0 && dlt_pwrite_all(fd, (const unsigned char *)a + 4000, sizeof(a) - 4000,
+					     DLT_ARCHIVE_FIRST_RECORD + da_at + 4000) == 0 &&
+		   dlt_pwrite_all(fd, b, 7, DLT_ARCHIVE_FIRST_RECORD + ra + db_at) == 0 &&
+		   close(fd) == 0, "this process writes the rest");
+	}
+	ok_rc(dlt_archive_adopt_tensor(w, "a", DLT_F32, 2, da), 0, "adopt a");
+	ok(dlt_archive_adopt_tensor(w, "optim.m/b", DLT_U8, 2, da) == DLT_EINPUT,
+	   "a tensor larger than the room left is refused");
+	ok_msg("'optim.m/b' is not in the room placed ahead", "naming it");
+	ok_rc(dlt_archive_adopt_tensor(w, "optim.m/b", DLT_U8, 1, db), 0, "adopt b");
+	ok(dlt_archive_adopt_tensor(w, "c", DLT_F32, 2, dc) == DLT_EINPUT, "no room is left");
+	ok_rc(dlt_archive_write_meta(w, meta), 0, "then the metadata");
+	ok_rc(dlt_archive_write_tensor(w, "c", DLT_F32, 2, dc, c, DLT_SHUFFLE_ZSTD, 1), 0,
+	      "and a compressed tensor");
+	ok_rc(dlt_archive_writer_close(w), 0, "close");
+	ok(dir_entries(dir) == 1, "the file under its name, no temporary file left");
+
+	dlt_archive_create(&w, ref);
+	dlt_archive_write_tensor(w, "a", DLT_F32, 2, da, a, DLT_RAW, 0);
+	dlt_archive_write_tensor(w, "optim.m/b", DLT_U8, 1, db, b, DLT_RAW, 0);
+	dlt_archive_write_meta(w, meta);
+	dlt_archive_write_tensor(w, "c", DLT_F32, 2, dc, c, DLT_SHUFFLE_ZSTD, 1);
+	ok_rc(dlt_archive_writer_close(w), 0, "the same written in order");
+	x = slurp(path, &nx);
+	y = slurp(ref, &ny);
+	ok(x && y && nx == ny && memcmp(x, y, nx) == 0, "byte for byte the same file");
+	free(x);
+	free(y);
+	ok_rc(dlt_archive_open(&ar, path), 0, "it opens");
+	if (ar) {
+		ok_rc(dlt_archive_verify(ar), 0, "and verifies");
+		dlt_archive_close(ar);
+	}
+
+	/* bytes that no one wrote are zeros, checksummed as such */
+	dlt_archive_create(&w, path);
+	dlt_archive_reserve(w, ra);
+	ok_rc(dlt_archive_adopt_tensor(w, "a", DLT_F32, 2, da), 0, "a record no one wrote");
+	ok_rc(dlt_archive_writer_close(w), 0, "closes");
+	ok_rc(dlt_archive_open(&ar, path), 0, "and opens");
+	if (ar) {
+		float *z = NULL;
+		const dlt_tensor_info *t;
+		ok(dlt_archive_read_alloc(ar, "a", DLT_F32, 2, &t, (void **)&z) == 0 && z &&
+		   z[0] == 0 && z[64 * 33 - 1] == 0, "as zeros");
+		free(z);
+		dlt_archive_close(ar);
+	}
+
+	dlt_archive_create(&w, path);
+	dlt_archive_write_tensor(w, "c", DLT_F32, 2, dc, c, DLT_RAW, 0);
+	ok(dlt_archive_reserve(w, 64) == DLT_EINPUT, "reserve after a record is refused");
+	ok(dlt_archive_reserve(w, 12) == DLT_EINPUT, "so is room of no multiple of 8");
+	dlt_archive_writer_abort(w);
+	dlt_archive_create(&w, path);
+	dlt_archive_reserve(w, total);
+	ok(dlt_archive_writer_close(w) == DLT_EINPUT, "close with records not adopted fails");
+	ok(dir_entries(dir) == 1, "leaving the earlier file and no temporary one");
+	ok_rc(dlt_archive_open(&ar, path), 0, "the earlier file is whole");
+	dlt_archive_close(ar);
+}
+
 /* Argument errors are DLT_EINPUT, name the tensor, and leave the writer
  * usable. */
 static void test_writer_errors(void)
@@ -1225,6 +1344,7 @@ int main(void)
 	test_fifo();
 	test_stdout_full();
 	test_atomic();
+	test_placed();
 	test_writer_errors();
 	test_many();
 	test_zeros();
