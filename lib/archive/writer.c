@@ -173,6 +173,19 @@ static int placed_pending(dlt_archive_writer *w)
 			 w->name, (unsigned long long)(w->placed_end - w->placed_at));
 }
 
+/* Whether a record may begin now: not after a failure, nor while a
+ * tensor is written in pieces, nor (but for an adopted one: placed) while
+ * placed_pending. */
+static int record_may_begin(dlt_archive_writer *w, int placed)
+{
+	if (w->rc < 0)
+		return w->rc;
+	if (w->pc)
+		return dlt_error(DLT_EINPUT, "%s: tensor '%s' is being written in pieces",
+				 w->name, w->pc->name);
+	return placed ? 0 : placed_pending(w);
+}
+
 /* Writes n bytes; a failure is sticky, so that close never commits a
  * file with a hole in it. */
 static int emit(dlt_archive_writer *w, const void *p, size_t n)
@@ -583,12 +596,7 @@ int dlt_archive_write_tensor(dlt_archive_writer *w, const char *name, int dtype,
 	uint64_t bytes;
 	int rc;
 
-	if (w->rc < 0)
-		return w->rc;
-	if (w->pc)
-		return dlt_error(DLT_EINPUT, "%s: tensor '%s' is being written in pieces",
-				 w->name, w->pc->name);
-	if ((rc = placed_pending(w)) < 0)
+	if ((rc = record_may_begin(w, 0)) < 0)
 		return rc;
 	if ((rc = check_tensor_args(w, name, dtype, ndim, dims, data, codec, level, &bytes)) < 0)
 		return rc;
@@ -615,12 +623,7 @@ int dlt_archive_begin_tensor(dlt_archive_writer *w, const char *name, int dtype,
 	uint64_t bytes;
 	int rc;
 
-	if (w->rc < 0)
-		return w->rc;
-	if (w->pc)
-		return dlt_error(DLT_EINPUT, "%s: tensor '%s' is being written in pieces",
-				 w->name, w->pc->name);
-	if ((rc = placed_pending(w)) < 0)
+	if ((rc = record_may_begin(w, 0)) < 0)
 		return rc;
 	/* a non-NULL data pointer: the pieces bring the bytes */
 	if ((rc = check_tensor_args(w, name, dtype, ndim, dims, zero, DLT_RAW, 0, &bytes)) < 0)
@@ -818,11 +821,8 @@ int dlt_archive_adopt_tensor(dlt_archive_writer *w, const char *name, int dtype,
 	struct stored s;
 	int rc;
 
-	if (w->rc < 0)
-		return w->rc;
-	if (w->pc)
-		return dlt_error(DLT_EINPUT, "%s: tensor '%s' is being written in pieces",
-				 w->name, w->pc->name);
+	if ((rc = record_may_begin(w, 1)) < 0)
+		return rc;
 	if ((rc = check_tensor_args(w, name, dtype, ndim, dims, zero, DLT_RAW, 0, &bytes)) < 0)
 		return rc;
 	hsize = ar_rec_header_size((unsigned)ndim, strlen(name));
@@ -870,12 +870,7 @@ int dlt_archive_write_meta(dlt_archive_writer *w, const char *json)
 	dlt_jval v;
 	int rc;
 
-	if (w->rc < 0)
-		return w->rc;
-	if (w->pc)
-		return dlt_error(DLT_EINPUT, "%s: tensor '%s' is being written in pieces",
-				 w->name, w->pc->name);
-	if ((rc = placed_pending(w)) < 0)
+	if ((rc = record_may_begin(w, 0)) < 0)
 		return rc;
 	if (w->has_meta)
 		return dlt_error(DLT_EINPUT, "%s: more than one metadata record", w->name);
