@@ -39,8 +39,13 @@
 #define MC 144
 #define NC 3072
 
-/* Below this many multiply-adds one thread beats a parallel region. */
+/* Below this many multiply-adds one thread beats a parallel region; and
+ * below 4 times as many too, unless B is larger than L2 holds (bytes):
+ * then the threads' caches share its stream, as in generation's rows at
+ * batch 1, where else a region's start and end outlast the products (a
+ * tiny GPT's batch 8 generated 1.5x slower on 2 threads than on 1). */
 #define PAR_MIN_FMA (1 << 18)
+#define PAR_MIN_B_BYTES (1 << 20)
 
 /* How a micro-kernel combines its sums acc with the tile of C. */
 enum { UPD_ADD, UPD_BETA, UPD_ZERO };
@@ -826,7 +831,9 @@ static void gemm_ours(const impl *im, const gemm_args *g0)
 	int tiles_m = (g->M + im->mr - 1) / im->mr, tiles_n = (g->N + im->nr - 1) / im->nr;
 	int threads = omp_in_parallel() ? 1 : omp_get_max_threads(), tm, tn;
 	const float *held = g0->weights && holding && g == g0 ? held_panels(im, g) : NULL;
-	if ((double)g->M * g->N * g->K < PAR_MIN_FMA)
+	if ((double)g->M * g->N * g->K < PAR_MIN_FMA ||
+	    ((double)g->M * g->N * g->K < 4.0 * PAR_MIN_FMA &&
+	     (double)g->K * g->N * sizeof(float) < PAR_MIN_B_BYTES))
 		threads = 1;
 	choose_grid(threads, tiles_m, tiles_n, im->mr, im->nr, &tm, &tn);
 	if (tm * tn == 1) {
