@@ -249,7 +249,9 @@ static inline float FN(hsum_)(VT v)
 #endif
 }
 
-/* exp_neg (exp_neg.h) of W lanes, and 0 where keep is 0 */
+/* exp_neg (exp_neg.h) of W lanes, operation for operation, and 0 where
+ * keep is 0 (lanes past a row's keys: whatever they hold, even a NaN);
+ * a NaN score stays a NaN, as there */
 static inline VT FN(exp_neg_v_)(VT x, VI keep)
 {
 	VT n = (x * SPLAT(1.44269504088896341f) + SPLAT(12582912.0f)) - SPLAT(12582912.0f);
@@ -264,7 +266,7 @@ static inline VT FN(exp_neg_v_)(VT x, VI keep)
 	p = p * f + SPLAT(1.0f);
 	n = VMAX(n, SPLAT(-126.0f));
 	bits = (__builtin_convertvector(n, VI) + 127) << 23;
-	return (VT)((VI)(p * (VT)bits) & (x >= SPLAT(-87.0f)) & keep);
+	return (VT)((VI)(p * (VT)bits) & ~(x < SPLAT(-87.0f)) & keep);
 }
 
 /* The largest of s[0, n), n within the tile's row */

@@ -10,7 +10,8 @@
  * a form the compiler vectorises (expf is a call per element): 2^n e^f
  * with n = round(x log2 e), |f| <= ln 2 / 2, e^f by its degree-6 Taylor
  * polynomial (within 3 ulp of exp over [-87, 1]); below -87 it is 0, as
- * expf's underflow nearly is. */
+ * expf's underflow nearly is.  attention_simd.h's exp_neg_v_ is the same
+ * on W lanes at once, with a lane mask: a change here goes there too. */
 static inline float exp_neg(float x)
 {
 	float t = x * 1.44269504088896341f;

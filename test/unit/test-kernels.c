@@ -43,6 +43,31 @@ static void test_transformer_known(const dlt_backend *be)
 	   "%s embedding_forward: rows by id, NaN for an id out of range", be->name);
 }
 
+/* A NaN in one key (key 5 of 64, head size 64: the register-blocked
+ * tiles) reaches the output of every query that sees it, causally, and
+ * of no other: the softmax's lane masks hide only the lanes past a row's
+ * keys, never a NaN score. */
+static void test_attention_nan(const dlt_backend *be)
+{
+	enum { T = 64, C = 64 };
+	float *qkv = calloc(T * 3 * C, sizeof(float)), *o = calloc(T * C, sizeof(float));
+	float l[T];
+	int before = 0, after = 0;
+	for (int i = 0; i < T * 3 * C; i++)
+		qkv[i] = (float)((i * 37) % 11) / 11.0f - 0.5f;
+	qkv[5 * 3 * C + C + 3] = NAN;
+	be->attention_forward(qkv, o, l, 1, T, C, 1, 1, (dlt_attn_dropout){ 0 });
+	for (int t = 0; t < T; t++)
+		for (int c = 0; c < C; c++)
+			if (isnan(o[t * C + c]))
+				*(t < 5 ? &before : &after) += 1;
+	ok(before == 0 && after == (T - 5) * C, "%s attention: a NaN key reaches the %d outputs "
+	   "of the queries that see it (%d) and none before (%d)", be->name, (T - 5) * C, after,
+	   before);
+	free(qkv);
+	free(o);
+}
+
 /* ---- the reference's gradients against finite differences ---- */
 
 /* sum(y * w) in double */
@@ -302,6 +327,7 @@ int main(int argc, char **argv)
 	test_philox();
 	test_known_values(cpu);
 	test_transformer_known(cpu);
+	test_attention_nan(cpu);
 	test_layernorm_fd(dlt_backend_ref());
 	test_attention_fd(dlt_backend_ref(), 0, 0.0f);
 	test_attention_fd(dlt_backend_ref(), 1, 0.0f);
