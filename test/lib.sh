@@ -204,6 +204,28 @@ gpt_close() {
 		for my \$i (\$C .. 2 * \$C - 1) { exit 1 if abs(\$a[\$i]) > 1e-4 || abs(\$b[\$i]) > 1e-4 }"
 }
 
+# stopped_copies RUN STEP DIR...: copies of RUN's directory as if it had
+# stopped before checkpoint STEP (that file and the model removed)
+stopped_copies() {
+	stopped_from=$1 stopped_at=$2 && shift 2 &&
+	for r in "$@"; do
+		cp -r $stopped_from $r && rm $r/model.dlt $r/ckpt/step-$stopped_at.dlt &&
+		echo "{\"status\":\"stopped\"}" >$r/status || return 1
+	done
+}
+
+# resume_resharded: the stopped copies r3, r2 and r1 of a sharded run go
+# on at 3 ranks with ZeRO 1, at 2 as a pipeline of 2 stages and in one
+# process, each writing the checkpoint it loaded again before its first
+# step (DLT_TEST_CKPT_ON_RESUME)
+resume_resharded() {
+	with_ranks mpirun -np 3 -x DLT_TEST_CKPT_ON_RESUME=1 dlt-train -q --resume r3 \
+		-s dist.zero=1 >out &&
+	with_ranks mpirun -np 2 -x DLT_TEST_CKPT_ON_RESUME=1 dlt-train -q --resume r2 \
+		-s dist.zero=null -s "dist.pipeline={stages: 2}" >out &&
+	DLT_TEST_CKPT_ON_RESUME=1 dlt-train -q --resume r1 -s dist.zero=null >out
+}
+
 # test_cmp EXPECTED ACTUAL: byte equality, with a diff on failure.
 test_cmp() {
 	cmp -s "$1" "$2" || { diff -u "$1" "$2" | head -40; return 1; }

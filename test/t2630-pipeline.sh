@@ -95,25 +95,15 @@ test_expect_success 'a checkpoint of a pipeline resumes in one process and at 3 
 
 # Resharding: the checkpoint of 4 ranks with ZeRO 3 (each rank writes its
 # ranges of the weights and the optimizer state into the layout of any
-# run, t2710) goes on at 3
-# ranks with ZeRO 1, at 2 as a pipeline of 2 stages and in one process.
+# run, t2710) goes on at 3 ranks with ZeRO 1, at 2 as a pipeline of 2
+# stages and in one process.
 # What each writes right after loading (DLT_TEST_CKPT_ON_RESUME) is what
 # was saved, tensor for tensor (parameters, m and v, the loop's position
 # and sums); after 50 more steps each is within 1e-5 of the 4 ranks'
 test_expect_success 'ZeRO 3 at 4 ranks goes on with ZeRO 1 at 3, as 2 stages and in one process' '
 	with_ranks mpirun -np 4 dlt-train -q -c gpt.yaml -o z4 -s train.steps=100 \
 		-s train.optimizer.adamw.lr=1e-3 -s dist.zero=3 -s checkpoint.every="50 steps" >out &&
-	for r in r3 r2 r1; do
-		cp -r z4 $r && rm $r/model.dlt $r/ckpt/step-00000100.dlt &&
-		echo "{\"status\":\"stopped\"}" >$r/status || return 1
-	done &&
-	export DLT_TEST_CKPT_ON_RESUME=1 &&
-	with_ranks mpirun -np 3 -x DLT_TEST_CKPT_ON_RESUME dlt-train -q --resume r3 \
-		-s dist.zero=1 >out &&
-	with_ranks mpirun -np 2 -x DLT_TEST_CKPT_ON_RESUME dlt-train -q --resume r2 \
-		-s dist.zero=null -s "dist.pipeline={stages: 2}" >out &&
-	dlt-train -q --resume r1 -s dist.zero=null >out &&
-	unset DLT_TEST_CKPT_ON_RESUME &&
+	stopped_copies z4 00000100 r3 r2 r1 && resume_resharded &&
 	for r in r3 r2 r1; do
 		! cmp -s z4/ckpt/step-00000050.dlt $r/ckpt/step-00000050.dlt &&
 		dlt-ckpt diff z4/ckpt/step-00000050.dlt $r/ckpt/step-00000050.dlt >d &&

@@ -171,19 +171,10 @@ test_expect_success 'a rank whose write of the model fails: the run fails, sayin
 # process, each writing what it loaded again (DLT_TEST_CKPT_ON_RESUME)
 # tensor for tensor, in the same layout where it is sharded too
 test_expect_success 'the ZeRO 3 checkpoint of 4 ranks resumes at 4, 3 (ZeRO 1), 2 stages and 1' '
-	for r in r4 r3 r2 r1; do
-		cp -r z3_4 $r && rm $r/model.dlt $r/ckpt/step-00000060.dlt &&
-		echo "{\"status\":\"stopped\"}" >$r/status || return 1
-	done &&
+	stopped_copies z3_4 00000060 r4 r3 r2 r1 &&
 	with_ranks mpirun -np 4 dlt-train -q --resume r4 >out &&
 	cmp z3_4/ckpt/step-00000060.dlt r4/ckpt/step-00000060.dlt && cmp z3_4/model.dlt r4/model.dlt &&
-	export DLT_TEST_CKPT_ON_RESUME=1 &&
-	with_ranks mpirun -np 3 -x DLT_TEST_CKPT_ON_RESUME dlt-train -q --resume r3 \
-		-s dist.zero=1 >out &&
-	with_ranks mpirun -np 2 -x DLT_TEST_CKPT_ON_RESUME dlt-train -q --resume r2 \
-		-s dist.zero=null -s "dist.pipeline={stages: 2}" >out &&
-	dlt-train -q --resume r1 -s dist.zero=null >out &&
-	unset DLT_TEST_CKPT_ON_RESUME &&
+	resume_resharded &&
 	for r in r3 r2 r1; do
 		! cmp -s z3_4/ckpt/step-00000040.dlt $r/ckpt/step-00000040.dlt &&
 		equal z3_4/ckpt/step-00000040.dlt $r/ckpt/step-00000040.dlt 48 || return 1
