@@ -186,6 +186,18 @@ static int record_may_begin(dlt_archive_writer *w, int placed)
 	return placed ? 0 : placed_pending(w);
 }
 
+/* The index's entry of the record at `at` (a file offset) */
+static int index_add(dlt_archive_writer *w, uint64_t at)
+{
+	unsigned char off[8];
+	int rc;
+	ar_put64(off, at);
+	if ((rc = dlt_buf_append(&w->index, off, 8)) < 0)
+		return rc;
+	w->nrec++;
+	return 0;
+}
+
 /* Writes n bytes; a failure is sticky, so that close never commits a
  * file with a hole in it. */
 static int emit(dlt_archive_writer *w, const void *p, size_t n)
@@ -527,7 +539,6 @@ static int write_record(dlt_archive_writer *w, const char *tag, const char *name
 {
 	static const unsigned char zero[8];
 	unsigned char h[AR_REC_FIXED + 8 * DLT_MAX_DIMS + DLT_MAX_NAME + 8];
-	unsigned char off[8];
 	struct stored s;
 	ar_xxh64_state hash;
 	size_t hsize;
@@ -542,10 +553,8 @@ static int write_record(dlt_archive_writer *w, const char *tag, const char *name
 		ar_xxh64_update(&hash, s.piece[i].p, s.piece[i].n);
 	ar_xxh64_update(&hash, zero, ar_pad(s.n));
 	ar_put64(h + hsize - 8, ar_xxh64_final(&hash));
-	ar_put64(off, w->off);
-	if ((rc = dlt_buf_append(&w->index, off, 8)) < 0)
+	if ((rc = index_add(w, w->off)) < 0)
 		goto fail;
-	w->nrec++;
 	if ((rc = emit(w, h, hsize)) < 0)
 		goto fail;
 	for (int i = 0; i < s.npiece; i++)
@@ -677,10 +686,9 @@ int dlt_archive_write_piece(dlt_archive_writer *w, const void *data, size_t n)
 	return 0;
 }
 
-/* Feeds the pieces, read back from fd at off, to the record's hash; with
- * copy, also to the output. */
-static int read_back(dlt_archive_writer *w, int fd, off_t off, uint64_t n, ar_xxh64_state *h,
-		     int copy)
+/* n bytes read back from fd at off: fed to the hash h, or with h NULL
+ * copied to the output. */
+static int read_back(dlt_archive_writer *w, int fd, off_t off, uint64_t n, ar_xxh64_state *h)
 {
 	const size_t chunk = 1 << 20;
 	unsigned char *buf = dlt_malloc(chunk);
@@ -696,8 +704,9 @@ static int read_back(dlt_archive_writer *w, int fd, off_t off, uint64_t n, ar_xx
 				   : dlt_error(DLT_EIO, "%s: reading back: short file", w->name);
 			break;
 		}
-		ar_xxh64_update(h, buf, (size_t)r);
-		if (copy)
+		if (h)
+			ar_xxh64_update(h, buf, (size_t)r);
+		else
 			rc = emit(w, buf, (size_t)r);
 		off += r;
 		n -= (uint64_t)r;
@@ -706,13 +715,31 @@ static int read_back(dlt_archive_writer *w, int fd, off_t off, uint64_t n, ar_xx
 	return rc;
 }
 
+/* The record checksum of header h (hsize bytes, the checksum its last
+ * 8) and the bytes of its tensor, read back from fd at off, and the
+ * padding after them, into h */
+static int seal_header(dlt_archive_writer *w, unsigned char *h, size_t hsize, int fd, off_t off,
+		       uint64_t bytes)
+{
+	static const unsigned char zero[8];
+	ar_xxh64_state hash;
+	int rc;
+
+	ar_xxh64_init(&hash);
+	ar_xxh64_update(&hash, h, hsize - 8);
+	if ((rc = read_back(w, fd, off, bytes, &hash)) < 0)
+		return rc;
+	ar_xxh64_update(&hash, zero, ar_pad(bytes));
+	ar_put64(h + hsize - 8, ar_xxh64_final(&hash));
+	return 0;
+}
+
 int dlt_archive_end_tensor(dlt_archive_writer *w)
 {
 	static const unsigned char zero[8];
-	unsigned char h[AR_REC_FIXED + 8 * DLT_MAX_DIMS + DLT_MAX_NAME + 8], off[8];
+	unsigned char h[AR_REC_FIXED + 8 * DLT_MAX_DIMS + DLT_MAX_NAME + 8];
 	struct pieces *pc = w->pc;
 	struct stored s;
-	ar_xxh64_state hash;
 	int rc;
 
 	if (w->rc < 0)
@@ -727,15 +754,12 @@ int dlt_archive_end_tensor(dlt_archive_writer *w)
 	stored_raw(&s, NULL, pc->bytes);
 	s.raw_hash = ar_xxh64_final(&pc->raw);
 	record_header(h, AR_TAG_TENS, pc->name, pc->dtype, pc->ndim, pc->dims, pc->bytes, &s);
-	ar_xxh64_init(&hash);
-	ar_xxh64_update(&hash, h, pc->hsize - 8);
 	if (pc->rfd >= 0) {
 		if (fflush(w->out.fp) != 0)
 			return pieces_fail(w, dlt_error_errno(DLT_EIO, "%s", w->name));
-		if ((rc = read_back(w, pc->rfd, pc->pos + (off_t)pc->hsize, pc->bytes, &hash, 0)) < 0)
+		if ((rc = seal_header(w, h, pc->hsize, pc->rfd, pc->pos + (off_t)pc->hsize,
+				      pc->bytes)) < 0)
 			return pieces_fail(w, rc);
-		ar_xxh64_update(&hash, zero, ar_pad(pc->bytes));
-		ar_put64(h + pc->hsize - 8, ar_xxh64_final(&hash));
 		if ((rc = emit(w, zero, ar_pad(pc->bytes))) < 0)
 			return rc;
 		if (fflush(w->out.fp) != 0 || fseeko(w->out.fp, pc->pos, SEEK_SET) != 0 ||
@@ -745,19 +769,15 @@ int dlt_archive_end_tensor(dlt_archive_writer *w)
 	} else {
 		if (fflush(w->out.fp) != 0 || fflush(pc->spool) != 0)
 			return pieces_fail(w, dlt_error_errno(DLT_EIO, "%s", w->name));
-		if ((rc = read_back(w, fileno(pc->spool), 0, pc->bytes, &hash, 0)) < 0)
+		if ((rc = seal_header(w, h, pc->hsize, fileno(pc->spool), 0, pc->bytes)) < 0)
 			return pieces_fail(w, rc);
-		ar_xxh64_update(&hash, zero, ar_pad(pc->bytes));
-		ar_put64(h + pc->hsize - 8, ar_xxh64_final(&hash));
 		if ((rc = emit(w, h, pc->hsize)) < 0 ||
-		    (rc = read_back(w, fileno(pc->spool), 0, pc->bytes, &hash, 1)) < 0 ||
+		    (rc = read_back(w, fileno(pc->spool), 0, pc->bytes, NULL)) < 0 ||
 		    (rc = emit(w, zero, ar_pad(pc->bytes))) < 0)
 			return pieces_fail(w, rc);
 	}
-	ar_put64(off, pc->rec_off);
-	if ((rc = dlt_buf_append(&w->index, off, 8)) < 0)
+	if ((rc = index_add(w, pc->rec_off)) < 0)
 		return pieces_fail(w, rc);
-	w->nrec++;
 	pieces_free(pc);
 	w->pc = NULL;
 	return 0;
@@ -815,9 +835,9 @@ int dlt_archive_adopt_tensor(dlt_archive_writer *w, const char *name, int dtype,
 			     const uint64_t *dims)
 {
 	static const unsigned char zero[AR_REC_FIXED + 8 * DLT_MAX_DIMS + DLT_MAX_NAME + 8];
-	unsigned char h[AR_REC_FIXED + 8 * DLT_MAX_DIMS + DLT_MAX_NAME + 8], off[8];
+	unsigned char h[AR_REC_FIXED + 8 * DLT_MAX_DIMS + DLT_MAX_NAME + 8];
 	uint64_t at = w->placed_at, bytes, hsize;
-	ar_xxh64_state raw, hash;
+	ar_xxh64_state raw;
 	struct stored s;
 	int rc;
 
@@ -841,25 +861,19 @@ int dlt_archive_adopt_tensor(dlt_archive_writer *w, const char *name, int dtype,
 	/* both checksums from the bytes read back: the raw bytes', which
 	 * the header holds, then the record's, which covers the header */
 	ar_xxh64_init(&raw);
-	if ((rc = read_back(w, w->pfd, (off_t)(at + hsize), bytes, &raw, 0)) < 0)
+	if ((rc = read_back(w, w->pfd, (off_t)(at + hsize), bytes, &raw)) < 0)
 		return pieces_fail(w, rc);
 	stored_raw(&s, NULL, bytes);
 	s.raw_hash = ar_xxh64_final(&raw);
 	record_header(h, AR_TAG_TENS, name, dtype, ndim, dims, bytes, &s);
-	ar_xxh64_init(&hash);
-	ar_xxh64_update(&hash, h, hsize - 8);
-	if ((rc = read_back(w, w->pfd, (off_t)(at + hsize), bytes, &hash, 0)) < 0)
+	if ((rc = seal_header(w, h, hsize, w->pfd, (off_t)(at + hsize), bytes)) < 0)
 		return pieces_fail(w, rc);
-	ar_xxh64_update(&hash, zero, ar_pad(bytes));
-	ar_put64(h + hsize - 8, ar_xxh64_final(&hash));
 	/* the padding too: no writer was to touch it, and now none has */
 	if (dlt_pwrite_all(w->pfd, h, hsize, at) != 0 ||
 	    dlt_pwrite_all(w->pfd, zero, ar_pad(bytes), at + hsize + bytes) != 0)
 		return pieces_fail(w, dlt_error_errno(DLT_EIO, "%s", w->name));
-	ar_put64(off, at);
-	if ((rc = dlt_buf_append(&w->index, off, 8)) < 0)
+	if ((rc = index_add(w, at)) < 0)
 		return pieces_fail(w, rc);
-	w->nrec++;
 	w->placed_at = at + hsize + bytes + ar_pad(bytes);
 	return 0;
 }
