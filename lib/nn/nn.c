@@ -1770,10 +1770,15 @@ static int write_params(const dlt_param *p, int n, dlt_archive_writer *w, int co
 	return 0;
 }
 
+int dlt_model_write_buffers(const dlt_model *m, dlt_archive_writer *w, int codec, int level)
+{
+	return write_params(m->bufs, m->n_bufs, w, codec, level);
+}
+
 int dlt_model_write(const dlt_model *m, dlt_archive_writer *w, int codec, int level)
 {
 	int rc = write_params(m->params, m->n_params, w, codec, level);
-	return rc < 0 ? rc : write_params(m->bufs, m->n_bufs, w, codec, level);
+	return rc < 0 ? rc : dlt_model_write_buffers(m, w, codec, level);
 }
 
 static int read_params(dlt_param *p, int n, dlt_archive *a)

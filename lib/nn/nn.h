@@ -170,6 +170,9 @@ void dlt_model_push(dlt_model *m);
 struct dlt_archive_writer;
 struct dlt_archive;
 int dlt_model_write(const dlt_model *m, struct dlt_archive_writer *w, int codec, int level);
+/* The buffers' alone (a sharded checkpoint places the params: ckpt.h) */
+int dlt_model_write_buffers(const dlt_model *m, struct dlt_archive_writer *w, int codec,
+			    int level);
 /* Reads them back by name from an archive; each must be there with the
  * same shape. */
 int dlt_model_read(dlt_model *m, struct dlt_archive *a);

@@ -124,6 +124,12 @@ end:
 	return rc;
 }
 
+static void param_dims(const dlt_param *p, uint64_t dims[4])
+{
+	for (int d = 0; d < p->ndim; d++)
+		dims[d] = (uint64_t)p->dims[d];
+}
+
 static int write_optim(dlt_archive_writer *w, const dlt_model *m)
 {
 	for (int i = 0; i < m->n_params; i++) {
@@ -132,8 +138,7 @@ static int write_optim(dlt_archive_writer *w, const dlt_model *m)
 		static const char *const moment[2] = { "m", "v" };
 		uint64_t dims[4];
 		char name[96];
-		for (int d = 0; d < p->ndim; d++)
-			dims[d] = (uint64_t)p->dims[d];
+		param_dims(p, dims);
 		for (int k = 0; k < 2; k++) {
 			int rc;
 			if (!state[k])
@@ -181,12 +186,6 @@ static void placed_name(char *out, size_t n, const dlt_model *m, const placed *t
 		optim_name(out, n, moment[t->what], param);
 	else
 		snprintf(out, n, "%s", param);
-}
-
-static void param_dims(const dlt_param *p, uint64_t dims[4])
-{
-	for (int d = 0; d < p->ndim; d++)
-		dims[d] = (uint64_t)p->dims[d];
 }
 
 /* Every rank computes the same places from the model's params alone:
@@ -362,18 +361,6 @@ done:
 	return rc;
 }
 
-/* The params (or buffers) as dlt_model_write writes them: their host copy */
-static int write_params(dlt_archive_writer *w, const dlt_param *p, int n)
-{
-	for (int i = 0; i < n; i++) {
-		uint64_t dims[4];
-		param_dims(&p[i], dims);
-		DLT_TRY_RC(dlt_archive_write_tensor(w, p[i].name, DLT_F32, p[i].ndim, dims, p[i].w,
-						    DLT_SHUFFLE_ZSTD, 1));
-	}
-	return 0;
-}
-
 int dlt_ckpt_shards_commit(dlt_ckpt_writer *k, const dlt_config *c, const dlt_dataset *train,
 			   const dlt_model *m, const dlt_ckpt_state *st, long long step)
 {
@@ -392,9 +379,9 @@ int dlt_ckpt_shards_commit(dlt_ckpt_writer *k, const dlt_config *c, const dlt_da
 		DLT_TRY(dlt_archive_adopt_tensor(k->w, name, DLT_F32, p->ndim, dims));
 	}
 	DLT_TRY(write_meta(k->w, c, train, st, step));
-	if (!k->weights)
-		DLT_TRY(write_params(k->w, m->params, m->n_params));
-	DLT_TRY(write_params(k->w, m->bufs, m->n_bufs));
+	/* the rest as dlt_ckpt_write has it: their host copies */
+	DLT_TRY(k->weights ? dlt_model_write_buffers(m, k->w, DLT_SHUFFLE_ZSTD, 1)
+			   : dlt_model_write(m, k->w, DLT_SHUFFLE_ZSTD, 1));
 	rc = dlt_archive_writer_close(k->w);
 	k->w = NULL;
 fail:
