@@ -27,8 +27,8 @@
 
 #include "kernels/common/math.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/transpose8.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/transpose8.h"
 
 /* KC x NR of B (18 KiB for AVX2, 36 KiB for AVX-512) fits L1 next to an A
  * panel (Zen 3's 32 KiB, Zen 4/5's 32/48); MC x KC of A (162 KiB) fits L2;
@@ -831,9 +831,9 @@ static void gemm_ours(const impl *im, const gemm_args *g0)
 	int tiles_m = (g->M + im->mr - 1) / im->mr, tiles_n = (g->N + im->nr - 1) / im->nr;
 	int threads = omp_in_parallel() ? 1 : omp_get_max_threads(), tm, tn;
 	const float *held = g0->weights && holding && g == g0 ? held_panels(im, g) : NULL;
-	if ((double)g->M * g->N * g->K < PAR_MIN_FMA ||
-	    ((double)g->M * g->N * g->K < 4.0 * PAR_MIN_FMA &&
-	     (double)g->K * g->N * sizeof(float) < PAR_MIN_B_BYTES))
+	double fmas = (double)g->M * g->N * g->K;
+	if (fmas < PAR_MIN_FMA ||
+	    (fmas < 4.0 * PAR_MIN_FMA && (double)g->K * g->N * sizeof(float) < PAR_MIN_B_BYTES))
 		threads = 1;
 	choose_grid(threads, tiles_m, tiles_n, im->mr, im->nr, &tm, &tn);
 	if (tm * tn == 1) {

@@ -137,8 +137,6 @@ int dlt_optim_init_ranks(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m,
 	return 0;
 }
 
-/* All params are one contiguous block (see make_params), so one kernel
- * call updates the whole model (or a rank's range of it). */
 /* The sum of squares of g[0, n) in double: eight running sums, of the
  * elements i = k mod 8, added in a fixed tree at the end.  A square of a
  * float is exact in double, so only the sums round, and each lane's are
@@ -158,6 +156,8 @@ static double squares_8(const float *g, size_t n)
 	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+/* All params are one contiguous block (see make_params), so one kernel
+ * call updates the whole model (or a rank's range of it). */
 /* The gradients' global L2 norm: summed in double, in param order, on
  * the host (the gradients come down from a GPU), so every backend and
  * every thread count gives the same bits. */
