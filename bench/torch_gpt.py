@@ -27,6 +27,11 @@ evaluation, window i starting at token i T (mod n - T) of the validation
 stream, eval_batches x batch of them (at most (n - 1) / T), the mean loss
 over their tokens, every --eval-every steps and at the end.
 
+On a GPU (--device cuda) the model, the tokens and the optimizer live
+there (AdamW fused), --amp bf16|fp16 runs the forward and the loss under
+torch.autocast (fp16 with a GradScaler), --compile wraps the model in
+torch.compile, and each timing window ends with torch.cuda.synchronize.
+
 Generation (--generate N): N tokens after a prompt with a KV cache (keys
 and values of the positions before kept per layer, so each new token
 costs one position), sampled from the softmax at temperature 1, batch
@@ -161,14 +166,14 @@ class GPT(nn.Module):
 
     def forward(self, idx):
         T = idx.size(1)
-        x = self.wte(idx) + self.wpe(torch.arange(T))
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
         for b in self.blocks:
             x = b(x)
         return self.logits(x)
 
     def step(self, idx, caches, pos):
         n = idx.size(1)
-        x = self.wte(idx) + self.wpe(torch.arange(pos, pos + n))
+        x = self.wte(idx) + self.wpe(torch.arange(pos, pos + n, device=idx.device))
         for b, c in zip(self.blocks, caches):
             x = b.step(x, c, pos)
         return self.logits(x[:, -1])
@@ -185,10 +190,16 @@ def lr_lambda(warmup, total):
     return f
 
 
-def read_tokens(path):
+def read_tokens(path, device):
     """a file of byte tokens (u8 ids, dlt-prep text's byte tokenizer)"""
     with open(path, "rb") as f:
-        return torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
+        return torch.frombuffer(bytearray(f.read()), dtype=torch.uint8).to(device)
+
+
+def sync(device):
+    """waits for the GPU's queued work, so that a window's time is its work's"""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 @torch.no_grad()
@@ -197,8 +208,8 @@ def evaluate(model, val, T, n_eval, batch):
     n = len(val)
     n_eval = min(n_eval, (n - 1) // T)
     span = n - T
-    starts = torch.tensor([(i * T) % span for i in range(n_eval)])
-    offs = torch.arange(T + 1)
+    starts = torch.tensor([(i * T) % span for i in range(n_eval)], device=val.device)
+    offs = torch.arange(T + 1, device=val.device)
     total, count = 0.0, 0
     for i in range(0, n_eval, batch):
         w = val[starts[i:i + batch, None] + offs].long()
@@ -211,8 +222,9 @@ def evaluate(model, val, T, n_eval, batch):
 
 
 def train(a, model, t_start):
-    data = read_tokens(a.train)
-    val = read_tokens(a.val) if a.val else None
+    dev = torch.device(a.device)
+    data = read_tokens(a.train, dev)
+    val = read_tokens(a.val, dev) if a.val else None
     T, B = a.context, a.batch
     if len(data) < T + 2:
         sys.exit(f"torch_gpt: {a.train}: {len(data)} tokens, fewer than a window")
@@ -220,10 +232,13 @@ def train(a, model, t_start):
     rest = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
                              {"params": rest, "weight_decay": 0.0}],
-                            lr=a.lr, betas=(0.9, 0.999), eps=1e-8)
+                            lr=a.lr, betas=(0.9, 0.999), eps=1e-8,
+                            **({"fused": True} if dev.type == "cuda" else {}))
+    amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
+    scaler = torch.amp.GradScaler(dev.type) if a.amp == "fp16" else None
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(a.lr_warmup, a.steps))
     gen = torch.Generator().manual_seed(a.seed)
-    offs = torch.arange(T + 1)
+    offs = torch.arange(T + 1, device=dev)
     span = len(data) - T
     windows, evals = [], []
     startup = None
@@ -232,18 +247,31 @@ def train(a, model, t_start):
     for step in range(1, a.steps + 1):
         if startup is None:
             startup = time.monotonic() - t_start
+            sync(dev)
             w_t0 = time.perf_counter()
-        w = data[torch.randint(0, span, (B,), generator=gen)[:, None] + offs].long()
-        logits = model(w[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), w[:, 1:].reshape(-1))
+        starts = torch.randint(0, span, (B,), generator=gen).to(dev)
+        w = data[starts[:, None] + offs].long()
+        with torch.autocast(dev.type, dtype=amp, enabled=amp is not None):
+            logits = model(w[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(),
+                                   w[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+        else:
+            loss.backward()
         if a.clip > 0:
             nn.utils.clip_grad_norm_(model.parameters(), a.clip)
-        opt.step()
+        if scaler:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
         sched.step()
         w_n += B * T
         if step % a.log_every == 0 or step == a.steps:
+            sync(dev)
             now = time.perf_counter()
             windows.append([w_n, now - w_t0, step])
             w_n = 0
@@ -255,7 +283,7 @@ def train(a, model, t_start):
                 print(f"torch_gpt: step {step}: val loss {evals[-1][1]:.4f}", file=sys.stderr)
         if step % a.log_every == 0 or step == a.steps:
             w_t0 = time.perf_counter()
-    out = {"startup": startup, "windows": windows, "train_loss": float(loss)}
+    out = {"startup": startup, "windows": windows, "train_loss": float(loss.detach())}
     ws = [w for w in windows if w[2] > a.warmup]
     t = sum(w[1] for w in ws)
     out["train_tps"] = sum(w[0] for w in ws) / t if t > 0 else None
@@ -325,6 +353,10 @@ def main():
     ap.add_argument("--warmup", type=int, default=0, help="steps left out of train_tps")
     ap.add_argument("--log-every", type=int, default=None,
                     help="steps of a timing window (default --warmup, else 50)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda[:N] (training)")
+    ap.add_argument("--amp", choices=("none", "bf16", "fp16"), default="none",
+                    help="torch.autocast's 16-bit type (training)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     ap.add_argument("--generate", type=int, default=0, help="tokens to generate (no training)")
     ap.add_argument("--gen-batch", type=int, default=1)
     ap.add_argument("--prompt", default="\n")
@@ -337,13 +369,15 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     model = GPT(a.vocab, a.context, a.layers, a.heads, a.width)
+    if not a.generate:
+        model = model.to(a.device)
     out = {"peer": "torch", "torch": torch.__version__, "sdpa": SDPA,
            "python": sys.version.split()[0], "threads": a.threads, "seed": a.seed,
            "params": sum(p.numel() for p in model.parameters())}
     if a.generate:
         out.update(generate(a, model))
     else:
-        out.update(train(a, model, t_start))
+        out.update(train(a, torch.compile(model) if a.compile else model, t_start))
     out["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps(out), flush=True)
 

@@ -4,7 +4,6 @@
  * for a query of a whole sequence.  Head sizes up to DEC_DMAX. */
 #include "kernels/cuda/internal.h"
 
-#define WARP 32
 #define DEC_ROWS 4		/* warps a block */
 #define DEC_DMAX 256
 #define DEC_PER_LANE (DEC_DMAX / WARP)

@@ -59,26 +59,24 @@ void cu_act_backward(const float *x, const float *y, const float *dy, float *dx,
 	LAUNCH(act_backward_kernel, n, x, y, dy, dx, n, act, slope);
 }
 
-/* A thread per column, summing its rows in order in double: the
- * reference's order, so the reference's bits; neighbouring threads read
- * neighbouring floats of a row. */
+/* Each column's rows in order in double: the reference's order, so the
+ * reference's bits (column_pass) */
 static __global__ void bias_grad_kernel(const float *dy, float *db, int rows, int cols)
 {
-	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	int c = blockIdx.x * WARP + threadIdx.x % WARP;
 	double s = 0.0;
-	if (c >= cols)
-		return;
-	for (int r = 0; r < rows; r++)
-		s += dy[(size_t)r * cols + c];
-	db[c] = (float)s;
+	column_pass<1>(rows, cols,
+		       [=](int r, int col, float *v) { v[0] = dy[(size_t)r * cols + col]; },
+		       [&](const float *v) { s += v[0]; });
+	if (threadIdx.x < WARP && c < cols)
+		db[c] = (float)s;
 }
 
 void cu_bias_grad(const float *dy, float *db, int rows, int cols)
 {
 	if (cols < 1)
 		return;
-	bias_grad_kernel<<<(cols + CU_THREADS - 1) / CU_THREADS, CU_THREADS, 0, cu.stream>>>(
-		dy, db, rows, cols);
+	bias_grad_kernel<<<col_blocks(cols), COL_BLOCK, 0, cu.stream>>>(dy, db, rows, cols);
 	cu_launched("bias_grad");
 }
 

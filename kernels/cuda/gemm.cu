@@ -17,26 +17,31 @@
 #include "kernels/cuda/internal.h"
 
 /* rows x cols of row-major src (leading dimension ld) from (r0, c0),
- * rounded to prec and packed row-major as bf16 or fp16 bits */
+ * rounded to prec and packed row-major as bf16 or fp16 bits: a thread a
+ * column of a row (blockIdx.y a row, the rows a grid's height apart), no
+ * division per element */
 static __global__ void pack16(const float *src, int ld, int r0, int c0, int rows, int cols,
 			      int prec, uint16_t *dst)
 {
-	size_t n = (size_t)rows * cols;
-	GRID_STRIDE(i, n) {
-		size_t r = i / cols, c = i % cols;
-		float v = src[(r0 + r) * ld + c0 + c];
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	if (c >= cols)
+		return;
+	for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+		float v = src[(size_t)(r0 + r) * ld + c0 + c];
 		/* the rounded value is exact in the 16-bit type: converting
 		 * it only drops zero bits */
-		dst[i] = prec == DLT_PREC_BF16 ? (uint16_t)(dlt_f32_bits(dlt_round_bf16(v)) >> 16)
-					       : __half_as_ushort(__float2half_rn(dlt_round_f16(v)));
+		dst[(size_t)r * cols + c] =
+			prec == DLT_PREC_BF16 ? (uint16_t)(dlt_f32_bits(dlt_round_bf16(v)) >> 16)
+					      : __half_as_ushort(__float2half_rn(dlt_round_f16(v)));
 	}
 }
 
 static void pack(const float *src, int ld, int r0, int c0, int rows, int cols, int prec,
 		 uint16_t *dst)
 {
-	size_t n = (size_t)rows * cols;
-	pack16<<<cu_blocks(n), CU_THREADS, 0, cu.stream>>>(src, ld, r0, c0, rows, cols, prec, dst);
+	dim3 grid((unsigned)((cols + CU_THREADS - 1) / CU_THREADS),
+		  (unsigned)(rows < 65535 ? rows : 65535));
+	pack16<<<grid, CU_THREADS, 0, cu.stream>>>(src, ld, r0, c0, rows, cols, prec, dst);
 	cu_launched("gemm: rounding the operands");
 }
 

@@ -51,6 +51,65 @@ int cu_launched(const char *what);
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
 	     i += (size_t)gridDim.x * blockDim.x)
 
+#define WARP 32
+
+/* Column sums in row order (bias and layer-norm gradients): the
+ * reference's order, so its bits, at the pace of the additions rather
+ * than of the loads.  A block takes 32 columns, a lane a column: warps 1
+ * to 8 stage tiles of COL_ROWS rows into shared memory, each issuing the
+ * loads of its COL_ROWS / 8 rows together (load(row, col, v) gives the NV
+ * floats of an element), while warp 0 folds the tile before in order
+ * (fold(v)) into its lane's sums.  Launch with COL_BLOCK threads and
+ * col_blocks(cols) blocks. */
+#define COL_ROWS 64
+#define COL_LOADERS 8
+#define COL_BLOCK ((COL_LOADERS + 1) * WARP)
+
+static inline unsigned col_blocks(int cols)
+{
+	return (unsigned)((cols + WARP - 1) / WARP);
+}
+
+template <int NV, class Load, class Fold>
+static __device__ void column_pass(int rows, int cols, Load load, Fold fold)
+{
+	const int per = COL_ROWS / COL_LOADERS;
+	__shared__ float tile[2][NV][COL_ROWS][WARP];
+	int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, col = blockIdx.x * WARP + lane;
+	int tiles = (rows + COL_ROWS - 1) / COL_ROWS;
+	for (int t = 0; t <= tiles; t++) {
+		if (warp > 0 && t < tiles) {
+			float v[per][NV];
+			#pragma unroll
+			for (int k = 0; k < per; k++) {
+				int row = t * COL_ROWS + (warp - 1) * per + k;
+				#pragma unroll
+				for (int e = 0; e < NV; e++)
+					v[k][e] = 0.0f;
+				if (row < rows && col < cols)
+					load(row, col, v[k]);
+			}
+			#pragma unroll
+			for (int k = 0; k < per; k++)
+				#pragma unroll
+				for (int e = 0; e < NV; e++)
+					tile[t & 1][e][(warp - 1) * per + k][lane] = v[k][e];
+		} else if (warp == 0 && t > 0) {
+			int n = rows - (t - 1) * COL_ROWS;
+			n = n < COL_ROWS ? n : COL_ROWS;
+			#pragma unroll 16
+			for (int r = 0; r < n; r++) {
+				float v[NV];
+				#pragma unroll
+				for (int e = 0; e < NV; e++)
+					v[e] = tile[(t - 1) & 1][e][r][lane];
+				fold(v);
+			}
+		}
+		__syncthreads();
+	}
+}
+
 /* Blocks for n elements a thread each, grid-stride beyond */
 static inline unsigned cu_blocks(size_t n)
 {
@@ -113,6 +172,13 @@ void cu_attention_forward(const float *qkv, float *out, float *lse, int B, int T
 void cu_attention_backward(const float *qkv, const float *out, const float *dout,
 			   const float *lse, float *dqkv, int B, int T, int C, int H, int causal,
 			   dlt_attn_dropout drop);
+/* The tiled attention (attention_tiles.cu): 0, having done nothing, where
+ * the head or the GPU does not fit its tiles */
+int cu_attention_tiles_forward(const float *qkv, float *out, float *lse, int B, int T, int C,
+			       int H, int causal, float scale, dlt_attn_dropout drop);
+int cu_attention_tiles_backward(const float *qkv, const float *dout, const float *lse,
+				float *dqkv, int B, int T, int C, int H, int causal, float scale,
+				dlt_attn_dropout drop);
 void cu_attention_decode(const float *qkv, float *out, int q0, int n, int C, int H);
 
 #endif

@@ -3,9 +3,9 @@
  * schedule).
  *  - layer norm: a warp a row for y and dx, its sums in double by lanes
  *    and a butterfly (every lane gets the same bits); dgamma and dbeta a
- *    thread a column, rows in order in double: the reference's order and
- *    arithmetic, so its bits;
- *  - embedding backward: a thread a column, tokens in order (the
+ *    thread a column, rows in order in double (column_pass): the
+ *    reference's order and arithmetic, so its bits;
+ *  - embedding backward: a block an id, its tokens in order (the
  *    reference's bits); positional backward: a thread an element of dp,
  *    the batch in order (likewise);
  *  - attention: a warp a (batch, head, query), lanes over the head's
@@ -13,10 +13,10 @@
  *    backward in three kernels: D_i = dout_i . out_i, parked in the first
  *    float of row i's dq (written last); a warp a key for dk and dv,
  *    looping over the queries that see it; a warp a query for dq, looping
- *    over its keys.  Head sizes up to CU_ATTN_DMAX. */
+ *    over its keys.  Head sizes up to CU_ATTN_DMAX.  Heads up to 64 run
+ *    on tiles in shared memory instead (attention_tiles.cu). */
 #include "kernels/cuda/internal.h"
 
-#define WARP 32
 /* Rows (or queries, keys) a block of the warp-per-row kernels */
 #define ROWS_PER_BLOCK 4
 /* The largest head size: each lane keeps D / 32 floats of each vector */
@@ -113,18 +113,22 @@ static __global__ void ln_param_kernel(const float *x, const float *dy, const fl
 				       const float *rstd, float *dgamma, float *dbeta, int rows,
 				       int C)
 {
-	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	int c = blockIdx.x * WARP + threadIdx.x % WARP;
 	double sg = 0.0, sb = 0.0;
-	if (c >= C)
-		return;
-	for (int r = 0; r < rows; r++) {
-		size_t i = (size_t)r * C + c;
-		float xh = (x[i] - mean[r]) * rstd[r];
-		sg += (double)dy[i] * xh;
-		sb += dy[i];
+	column_pass<2>(rows, C,
+		       [=](int r, int col, float *v) {
+			       size_t i = (size_t)r * C + col;
+			       v[0] = (x[i] - mean[r]) * rstd[r];
+			       v[1] = dy[i];
+		       },
+		       [&](const float *v) {
+			       sg += (double)v[1] * v[0];
+			       sb += v[1];
+		       });
+	if (threadIdx.x < WARP && c < C) {
+		dgamma[c] += (float)sg;
+		dbeta[c] += (float)sb;
 	}
-	dgamma[c] += (float)sg;
-	dbeta[c] += (float)sb;
 }
 
 void cu_layernorm_backward(const float *x, const float *dy, const float *gamma,
@@ -136,8 +140,8 @@ void cu_layernorm_backward(const float *x, const float *dy, const float *gamma,
 	ln_dx_kernel<<<warp_blocks(rows), ROWS_PER_BLOCK * WARP, 0, cu.stream>>>(
 		x, dy, gamma, mean, rstd, dx, rows, C);
 	cu_launched("layernorm_backward");
-	ln_param_kernel<<<(C + CU_THREADS - 1) / CU_THREADS, CU_THREADS, 0, cu.stream>>>(
-		x, dy, mean, rstd, dgamma, dbeta, rows, C);
+	ln_param_kernel<<<col_blocks(C), COL_BLOCK, 0, cu.stream>>>(x, dy, mean, rstd, dgamma,
+								      dbeta, rows, C);
 	cu_launched("layernorm_backward");
 }
 
@@ -161,29 +165,52 @@ void cu_embedding_forward(const int32_t *ids, const float *w, float *out, int n,
 	cu_launched("embedding_forward");
 }
 
-/* Each thread one column, the tokens in order.  The loads of the next
- * tokens do not wait for this one's store (restrict), the stores keep
- * their order (two tokens may share an id). */
+/* A block an id (and every gridDim.x-th after it): it finds the id's
+ * tokens a block's width at a time, in order (a ballot per warp, the
+ * warps' counts added in order), then its threads add those tokens' rows
+ * onto the id's row of dw, a column each, in token order: the
+ * reference's order, so its bits. */
+#define EMB_IDS_BLOCKS 4096
+
 static __global__ void embedding_backward_kernel(const int32_t *__restrict__ ids,
 						 const float *__restrict__ dout,
 						 float *__restrict__ dw, int n, int C, int V)
 {
-	int c = blockIdx.x * blockDim.x + threadIdx.x;
-	if (c >= C)
-		return;
-	#pragma unroll 4
-	for (int i = 0; i < n; i++) {
-		int32_t id = ids[i];
-		if (id >= 0 && id < V)
-			dw[(size_t)id * C + c] += dout[(size_t)i * C + c];
+	__shared__ int hits[CU_THREADS], counts[CU_THREADS / WARP];
+	int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+	for (int v = blockIdx.x; v < V; v += gridDim.x) {
+		for (int base = 0; base < n; base += CU_THREADS) {
+			int i = base + threadIdx.x, before = 0, total = 0;
+			bool hit = i < n && ids[i] == v;
+			unsigned m = __ballot_sync(0xffffffffu, hit);
+			if (lane == 0)
+				counts[warp] = __popc(m);
+			__syncthreads();
+			for (int w = 0; w < CU_THREADS / WARP; w++) {
+				before += w < warp ? counts[w] : 0;
+				total += counts[w];
+			}
+			if (hit)
+				hits[before + __popc(m & ((1u << lane) - 1))] = i;
+			__syncthreads();
+			for (int c = threadIdx.x; total && c < C; c += CU_THREADS) {
+				float s = dw[(size_t)v * C + c];
+				#pragma unroll 8
+				for (int k = 0; k < total; k++)
+					s += dout[(size_t)hits[k] * C + c];
+				dw[(size_t)v * C + c] = s;
+			}
+			__syncthreads();
+		}
 	}
 }
 
 void cu_embedding_backward(const int32_t *ids, const float *dout, float *dw, int n, int C, int V)
 {
-	if (n < 1 || C < 1)
+	if (n < 1 || C < 1 || V < 1)
 		return;
-	embedding_backward_kernel<<<(C + 127) / 128, 128, 0, cu.stream>>>(ids, dout, dw, n, C, V);
+	embedding_backward_kernel<<<V < EMB_IDS_BLOCKS ? V : EMB_IDS_BLOCKS, CU_THREADS, 0,
+				    cu.stream>>>(ids, dout, dw, n, C, V);
 	cu_launched("embedding_backward");
 }
 
@@ -326,10 +353,14 @@ void cu_attention_forward(const float *qkv, float *out, float *lse, int B, int T
 			  int causal, dlt_attn_dropout drop)
 {
 	size_t rows = (size_t)B * H * T;
+	float scale;
 	if (!rows || !attn_ok(C, H, "attention_forward: head size over 256"))
 		return;
+	scale = (float)(1.0 / sqrt((double)(C / H)));
+	if (cu_attention_tiles_forward(qkv, out, lse, B, T, C, H, causal, scale, drop))
+		return;
 	attn_forward_kernel<<<warp_blocks(rows), ROWS_PER_BLOCK * WARP, 0, cu.stream>>>(
-		qkv, out, lse, B, T, C, H, causal, (float)(1.0 / sqrt((double)(C / H))), drop);
+		qkv, out, lse, B, T, C, H, causal, scale, drop);
 	cu_launched("attention_forward");
 }
 
@@ -440,6 +471,8 @@ void cu_attention_backward(const float *qkv, const float *out, const float *dout
 	attn_di_kernel<<<blocks, ROWS_PER_BLOCK * WARP, 0, cu.stream>>>(out, dout, dqkv, B, T, C,
 									 H);
 	cu_launched("attention_backward");
+	if (cu_attention_tiles_backward(qkv, dout, lse, dqkv, B, T, C, H, causal, scale, drop))
+		return;
 	attn_dkv_kernel<<<blocks, ROWS_PER_BLOCK * WARP, 0, cu.stream>>>(qkv, dout, lse, dqkv, B,
 									  T, C, H, causal, scale, drop);
 	cu_launched("attention_backward");
