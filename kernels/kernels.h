@@ -198,6 +198,12 @@ typedef struct dlt_backend {
 	void (*scale)(float *x, size_t n, float s);			/* x *= s */
 	/* x rounded in place to the nearest value of prec, ties to even */
 	void (*round)(float *x, size_t n, int prec);
+	/* 16-bit storage (bf16 and fp16 training keeps activations so between
+	 * forward and backward): x, whose values are of prec already (round),
+	 * as prec's 16-bit words, and back; exact (dlt_narrow16).  NULL where
+	 * the backend keeps f32. */
+	void (*narrow)(const float *x, uint16_t *y, size_t n, int prec);
+	void (*widen)(const uint16_t *x, float *y, size_t n, int prec);
 	/* How many of x are inf or NaN (fp16 loss scaling skips such steps). */
 	size_t (*nonfinite)(const float *x, size_t n);
 

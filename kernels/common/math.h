@@ -63,6 +63,36 @@ DLT_HD static inline float dlt_round_prec(float x, int prec)
 	     : prec == DLT_PREC_F16 ? dlt_round_f16(x) : x;
 }
 
+/* A value of prec (rounded to it already: dlt_round_prec) as prec's 16
+ * bits, and back: the kept activations' storage in bf16 and fp16
+ * training.  Exact, but that an fp16 NaN keeps only the top 10 bits of
+ * its payload (as F16C's conversion does). */
+DLT_HD static inline uint16_t dlt_narrow16(float x, int prec)
+{
+	uint32_t u = dlt_f32_bits(x), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+	if (prec == DLT_PREC_BF16)
+		return (uint16_t)(u >> 16);
+	if (a > 0x7f800000u)
+		return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+	if (a >= 0x477ff000u)
+		return (uint16_t)(sign | 0x7c00u);
+	if (a >= 0x38800000u)
+		return (uint16_t)(sign | ((a - 0x38000000u) >> 13));
+	return (uint16_t)(sign | (uint32_t)(dlt_bits_f32(a) * 16777216.0f));	/* 2^24 */
+}
+
+DLT_HD static inline float dlt_widen16(uint16_t h, int prec)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+	if (prec == DLT_PREC_BF16)
+		return dlt_bits_f32((uint32_t)h << 16);
+	if (e == 0)
+		return dlt_bits_f32(sign | dlt_f32_bits((float)m * 0x1p-24f));
+	if (e == 31)
+		return dlt_bits_f32(sign | 0x7f800000u | (m << 13));
+	return dlt_bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
+
 /* Activations, forward and backward (dy times the derivative).  Choices
  * pick between values and the arithmetic is done on what was picked: a
  * choice between computations would be a branch to gcc (-ftrapping-math)

@@ -143,6 +143,18 @@ static void ref_round(float *x, size_t n, int prec)
 		x[i] = dlt_round_prec(x[i], prec);
 }
 
+static void ref_narrow(const float *x, uint16_t *y, size_t n, int prec)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = dlt_narrow16(x[i], prec);
+}
+
+static void ref_widen(const uint16_t *x, float *y, size_t n, int prec)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = dlt_widen16(x[i], prec);
+}
+
 static size_t ref_nonfinite(const float *x, size_t n)
 {
 	size_t bad = 0;
@@ -187,6 +199,8 @@ static const dlt_backend ref_backend = {
 	.add = dlt_ref_add,
 	.scale = ref_scale,
 	.round = ref_round,
+	.narrow = ref_narrow,
+	.widen = ref_widen,
 	.nonfinite = ref_nonfinite,
 	.layernorm_forward = dlt_ref_layernorm_forward,
 	.layernorm_backward = dlt_ref_layernorm_backward,

@@ -21,6 +21,13 @@ typedef struct dlt_tensor {
 	int a_of, g_of;
 	float *a, *g;		/* set on the owners */
 	int pooled;		/* a is in the model's pool */
+	/* bf16 and fp16 training: an activation backward reads is kept in
+	 * half, 16 bits, from the forward of op narrow_at (its last reader
+	 * there) to the backward of op widen_at (its first there); a is then
+	 * in the pool, for those two spans only.  held: half holds this
+	 * step's values. */
+	uint16_t *half;
+	int narrow_at, widen_at, held;
 } dlt_tensor;
 
 /* One op of the flattened model.  A residual block becomes

@@ -100,6 +100,7 @@ static int new_tensor(planner *p, dlt_shape s, int rows)
 	t->rows = rows;
 	t->n = n;
 	t->a_of = t->g_of = m->n_t;
+	t->narrow_at = t->widen_at = -1;
 	return m->n_t++;
 }
 
@@ -918,12 +919,58 @@ static int remakeable(const dlt_model *m, int p, const unsigned char *keep, cons
 	return in;
 }
 
+/* bf16 and fp16 training: the activations backward reads hold values of
+ * that type (each op's output is rounded to it), so they can wait for
+ * backward in 16 bits, exactly: in half from the forward of their last
+ * reader there (g's first span ends there) to the backward of their first
+ * reader there, the highest op whose backward reads it or remakes the op
+ * before from it; in the pool only around those, a second span from that
+ * reader's backward to the lowest one's.  last[]: room for n_t. */
+static void plan_halves(dlt_model *m, buf_life *g, const unsigned char *keep, int *last)
+{
+	const int end = 2 * m->n_layers, out = m->t[m->n_t - 1].a_of;
+	for (int i = 0; i < m->n_t; i++) {
+		m->t[i].narrow_at = m->t[i].widen_at = -1;
+		last[i] = -1;
+	}
+	for (int i = m->n_layers - 1; i >= 0; i--) {
+		const dlt_layer *l = &m->layers[i];
+		int in, o, reads[3], nr = 0;
+		backward_reads(l, &in, &o);
+		if (in)
+			reads[nr++] = m->t[l->in].a_of;
+		if (o)
+			reads[nr++] = m->t[l->out].a_of;
+		if (l->remade_in)
+			reads[nr++] = m->t[l[-1].in].a_of;
+		for (int k = 0; k < nr; k++) {
+			if (m->t[reads[k]].widen_at < 0)
+				m->t[reads[k]].widen_at = i;
+			last[reads[k]] = i;
+		}
+	}
+	for (int i = 1; i < m->n_t; i++) {
+		dlt_tensor *t = &m->t[i];
+		if (t->a_of == i && keep[i] && i != out && !t->pooled && t->widen_at >= 0 &&
+		    g[i].hi >= 0) {
+			t->narrow_at = g[i].hi;
+			g[i].lo2 = end - t->widen_at;
+			g[i].hi2 = end - last[i];
+		} else {
+			t->widen_at = -1;
+		}
+	}
+}
+
 /* The activations in the pool, g[i] of owner i: one that no op's
  * backward reads lives from the first op that touches it to the last,
  * in forward; one that remakeable() allows, from its op to the next in
- * forward and around the next one's backward.  The model's input and
- * output keep their own.  Owners in the pool go to order[], *n. */
-static int plan_acts(dlt_model *m, buf_life *g, int *order, int *n)
+ * forward and around the next one's backward; in bf16 and fp16, one that
+ * backward reads, as plan_halves says.  The model's input and output keep
+ * their own.  Owners in the pool go to order[], *n.  pipelined: a stage
+ * runs a range of the ops, so an activation's last reader in forward may
+ * not run where its backward does: none is kept in 16 bits. */
+static int plan_acts(dlt_model *m, buf_life *g, int *order, int *n, int pipelined)
 {
 	const int end = 2 * m->n_layers;
 	unsigned char *keep = dlt_calloc((size_t)m->n_t, 1);
@@ -966,6 +1013,11 @@ static int plan_acts(dlt_model *m, buf_life *g, int *order, int *n)
 			g[o].lo2 = end - (p + 1);
 			g[o].hi2 = end - p;
 		}
+	if (m->prec != DLT_PREC_F32 && m->be->narrow && !pipelined) {
+		plan_halves(m, g, keep, touches);	/* touches[]: done with, its room */
+		for (int i = 1; i < m->n_t; i++)
+			keep[i] &= m->t[i].narrow_at < 0;
+	}
 	for (int i = 1; i < m->n_t; i++)
 		if (m->t[i].a_of == i && !keep[i] && g[i].hi >= 0) {
 			m->t[i].pooled = 1;
@@ -981,7 +1033,7 @@ static int plan_acts(dlt_model *m, buf_life *g, int *order, int *n)
  * tensors (plan_grads), and each attention's dqkv and datt, live at its
  * op in backward and in forward (where generation uses them).  lives:
  * the activations', then the gradients' (n_t on), then the attentions'. */
-static int make_pool(dlt_model *m)
+static int make_pool(dlt_model *m, int pipelined)
 {
 	int n = 0, ng = 0, k = 2 * m->n_t, n_attn = 0, rc;
 	size_t total;
@@ -997,7 +1049,7 @@ static int make_pool(dlt_model *m)
 		rc = DLT_ENOMEM;
 		goto out;
 	}
-	if ((rc = plan_acts(m, g, order, &n)) < 0)
+	if ((rc = plan_acts(m, g, order, &n, pipelined)) < 0)
 		goto out;
 	plan_grads(m, g + m->n_t, order + n, &ng);
 	for (int j = n; j < n + ng; j++)
@@ -1041,7 +1093,7 @@ out:
 	return rc;
 }
 
-static int make_buffers(dlt_model *m)
+static int make_buffers(dlt_model *m, int pipelined)
 {
 	size_t work = 0;
 	int rc;
@@ -1050,12 +1102,15 @@ static int make_buffers(dlt_model *m)
 		m->t[i].a_of = root(m, i, 0);
 		m->t[i].g_of = root(m, i, 1);
 	}
-	if ((rc = make_pool(m)) < 0)
+	if ((rc = make_pool(m, pipelined)) < 0)
 		return rc;
 	for (int i = 0; i < m->n_t; i++) {
 		dlt_tensor *t = &m->t[i];
 		if (!t->pooled && t->a_of == i &&
 		    !(t->a = alloc_rows(m, m->max_batch, t->n, sizeof(float))))
+			return DLT_ENOMEM;
+		if (t->narrow_at >= 0 &&
+		    !(t->half = alloc_rows(m, m->max_batch, t->n, sizeof(uint16_t))))
 			return DLT_ENOMEM;
 	}
 	for (int i = 0; i < m->n_layers; i++) {
@@ -1143,7 +1198,7 @@ int dlt_model_init(dlt_model *m, const dlt_config *c, const dlt_backend *be,
 	}
 	DLT_TRY(check_memory(m));
 	DLT_TRY(make_params(m));
-	DLT_TRY(make_buffers(m));
+	DLT_TRY(make_buffers(m, c->dist.pipe.stages > 1));
 	return 0;
 fail:
 	dlt_model_free(m);
@@ -1159,9 +1214,11 @@ void dlt_model_free(dlt_model *m)
 			dev_free(m->in_buf[0]);
 			dev_free(m->in_buf[1]);
 		}
-		for (int i = 0; i < m->n_t; i++)
+		for (int i = 0; i < m->n_t; i++) {
 			if (!m->t[i].pooled)
 				dev_free(m->t[i].a);
+			dev_free(m->t[i].half);
+		}
 		dev_free(m->pool);
 		for (int i = 0; i < m->n_layers; i++) {
 			dev_free(m->layers[i].mask);
@@ -1433,10 +1490,37 @@ float *dlt_model_forward(dlt_model *m, int batch, int train, long long step)
 	return dlt_tensor_a(m, m->n_t - 1);
 }
 
+/* The activations op i's forward read last, narrowed to their 16 bits
+ * (plan_halves); before op i's backward, those it reads first widened */
+static void narrow_after(dlt_model *m, int i, int batch)
+{
+	for (int k = 0; k < m->n_t; k++) {
+		dlt_tensor *t = &m->t[k];
+		if (t->narrow_at == i) {
+			m->be->narrow(t->a, t->half, (size_t)batch * t->n, m->prec);
+			t->held = 1;
+		}
+	}
+}
+
+static void widen_before(dlt_model *m, int i, int batch)
+{
+	for (int k = 0; k < m->n_t; k++) {
+		dlt_tensor *t = &m->t[k];
+		if (t->widen_at == i && t->held) {
+			m->be->widen(t->half, t->a, (size_t)batch * t->n, m->prec);
+			t->held = 0;
+		}
+	}
+}
+
 void dlt_model_forward_ops(dlt_model *m, int from, int to, int batch, int train, long long step)
 {
-	for (int i = from; i < to; i++)
+	for (int i = from; i < to; i++) {
 		run_forward(m, &m->layers[i], batch, train, step);
+		if (train)
+			narrow_after(m, i, batch);
+	}
 }
 
 int dlt_model_can_cut(const dlt_model *m, int i)
@@ -1680,6 +1764,7 @@ void dlt_model_backward_ops(dlt_model *m, int from, int to, int batch)
 	for (int i = to - 1; i >= from; i--) {
 		dlt_layer *l = &m->layers[i];
 		float *dx;
+		widen_before(m, i, batch);
 		/* a layer norm or an activation, which does not draw: no step */
 		if (l->remade_in)
 			run_forward(m, l - 1, batch, 1, 0);

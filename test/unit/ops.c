@@ -587,6 +587,40 @@ static double check_round(const dlt_backend *be, size_t i, int arg)
 	return d;
 }
 
+/* arg: the precision.  special_values rounded to it (round), then
+ * narrowed and widened again: the words and the values bit for bit the
+ * reference's, and the values those rounded, NaNs aside (an fp16 NaN
+ * keeps the top of its payload) */
+static double check_narrow(const dlt_backend *be, size_t i, int arg)
+{
+	mat s = mats[i];
+	size_t n = (size_t)s.rows * s.cols, lost = 0;
+	float *x = special_values(n), *back = nanv(n), *gx, *gback, *got;
+	uint16_t *w = malloc(n * sizeof(uint16_t)), *gw, *gotw;
+	double d;
+	ref->round(x, n, arg);
+	gx = upf(be, x, n);
+	gw = up(be, w, n * sizeof(uint16_t));
+	gback = dnan(be, n);
+	be->narrow(gx, gw, n, arg);
+	be->widen(gw, gback, n, arg);
+	ref->narrow(x, w, n, arg);
+	ref->widen(w, back, n, arg);
+	got = down(be, gback, n);
+	gotw = down_bytes(be, gw, n * sizeof(uint16_t));
+	for (size_t j = 0; j < n; j++)
+		lost += x[j] == x[j] && dlt_f32_bits(back[j]) != dlt_f32_bits(x[j]);
+	d = fmax(fmax(bits(got, back, n * sizeof(float)), bits(gotw, w, n * sizeof(uint16_t))),
+		 (double)lost);
+	be->free(gx);
+	free(x);
+	free(back);
+	free(w);
+	free(got);
+	free(gotw);
+	return d;
+}
+
 /* arg: inf and NaN planted at every arg-th element, the count known; 0:
  * special_values, the reference's count */
 static double check_nonfinite(const dlt_backend *be, size_t i, int arg)
@@ -1475,6 +1509,8 @@ static const row rows[] = {
 	{ "round bf16, special values", check_round, DLT_PREC_BF16 + 16, MATS, { 0, 0 } },
 	{ "round fp16, special values", check_round, DLT_PREC_F16 + 16, MATS, { 0, 0 } },
 	{ "round fp32, special values", check_round, DLT_PREC_F32 + 16, MATS, { 0, 0 } },
+	{ "narrow and widen bf16: exact", check_narrow, DLT_PREC_BF16, MATS, { 0, NO } },
+	{ "narrow and widen fp16: exact", check_narrow, DLT_PREC_F16, MATS, { 0, NO } },
 	{ "nonfinite, every element", check_nonfinite, 1, MATS, { 0, 0 } },
 	{ "nonfinite, every 7th", check_nonfinite, 7, MATS, { 0, 0 } },
 	{ "nonfinite, special values", check_nonfinite, 0, MATS, { 0, 0 } },

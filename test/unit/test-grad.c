@@ -341,6 +341,55 @@ static void check_gpt_memory(dlt_layer_cfg *layers, int n)
 	dlt_model_free(&m);
 }
 
+/* bf16 and fp16: the activations backward reads wait for it in 16 bits
+ * (plan_halves): a GPT block's input, its sum after attention and its
+ * MLP's hidden layer, and the final norm's input, each in the pool
+ * around its reads.  The loss and every gradient keep the bits of
+ * the same model on a backend that keeps them in f32, over two steps (the
+ * second on other data, in a pool the first has used). */
+static void check_gpt_halves(dlt_layer_cfg *layers, int n, const char *prec)
+{
+	dlt_config c = config(layers, n);
+	dlt_backend f32 = *dlt_backend_cpu();
+	dlt_model ma, mb;
+	int32_t lab[BATCH * SEQ_T], *ia, *ib;
+	int halves = 0, pooled = 1, same = 1;
+	snprintf(c.train.precision, sizeof(c.train.precision), "%s", prec);
+	f32.narrow = NULL;
+	f32.widen = NULL;
+	if (!ok_rc(dlt_model_init(&ma, &c, dlt_backend_cpu(), VEC(SEQ_T), SEQ_V, BATCH), 0,
+		   "%s GPT: model builds", prec))
+		return;
+	if (!ok_rc(dlt_model_init(&mb, &c, &f32, VEC(SEQ_T), SEQ_V, BATCH), 0,
+		   "%s GPT on a backend without 16-bit storage: model builds", prec)) {
+		dlt_model_free(&ma);
+		return;
+	}
+	for (int i = 0; i < ma.n_t; i++) {
+		halves += ma.t[i].narrow_at >= 0 && ma.t[i].half;
+		pooled &= ma.t[i].narrow_at < 0 || ma.t[i].pooled;
+		pooled &= mb.t[i].narrow_at < 0 && !mb.t[i].half;
+	}
+	ok(halves == 4 && pooled, "%s GPT: 4 activations kept in 16 bits (%d), in the pool "
+	   "around their reads; none without the backend's narrow", prec, halves);
+	ia = (int32_t *)dlt_model_input(&ma);
+	ib = (int32_t *)dlt_model_input(&mb);
+	for (int step = 0; step < 2; step++) {
+		for (int i = 0; i < BATCH * SEQ_T; i++) {
+			ia[i] = ib[i] = (int32_t)dlt_rng_below(&rng, SEQ_V);
+			lab[i] = (int32_t)dlt_rng_below(&rng, SEQ_V);
+		}
+		same &= loss_now(&ma, lab) == loss_now(&mb, lab);
+		dlt_model_backward(&ma, BATCH);
+		dlt_model_backward(&mb, BATCH);
+		same &= !memcmp(ma.dev_g, mb.dev_g, ma.n_weights * sizeof(float));
+	}
+	ok(same, "%s GPT: the loss's and every gradient's bits of the f32 storage, 2 steps",
+	   prec);
+	dlt_model_free(&ma);
+	dlt_model_free(&mb);
+}
+
 static void test_seq_layers(void)
 {
 	dlt_layer_cfg emb = seq_layer(DLT_LAYER_EMBEDDING), pos = seq_layer(DLT_LAYER_POSITIONAL);
@@ -378,6 +427,8 @@ static void test_seq_layers(void)
 				      ln, tied };
 		check_seq_model("a GPT-2 block, tied head", l, 6, 0);
 		check_gpt_memory(l, 6);
+		check_gpt_halves(l, 6, "bf16");
+		check_gpt_halves(l, 6, "fp16");
 	}
 }
 
