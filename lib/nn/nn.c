@@ -965,12 +965,10 @@ static void plan_halves(dlt_model *m, buf_life *g, const unsigned char *keep, in
 /* The activations in the pool, g[i] of owner i: one that no op's
  * backward reads lives from the first op that touches it to the last,
  * in forward; one that remakeable() allows, from its op to the next in
- * forward and around the next one's backward; in bf16 and fp16, one that
+ * forward and around the next one's backward; with halves, one that
  * backward reads, as plan_halves says.  The model's input and output keep
- * their own.  Owners in the pool go to order[], *n.  pipelined: a stage
- * runs a range of the ops, so an activation's last reader in forward may
- * not run where its backward does: none is kept in 16 bits. */
-static int plan_acts(dlt_model *m, buf_life *g, int *order, int *n, int pipelined)
+ * their own.  Owners in the pool go to order[], *n. */
+static int plan_acts(dlt_model *m, buf_life *g, int *order, int *n, int halves)
 {
 	const int end = 2 * m->n_layers;
 	unsigned char *keep = dlt_calloc((size_t)m->n_t, 1);
@@ -1013,7 +1011,7 @@ static int plan_acts(dlt_model *m, buf_life *g, int *order, int *n, int pipeline
 			g[o].lo2 = end - (p + 1);
 			g[o].hi2 = end - p;
 		}
-	if (m->prec != DLT_PREC_F32 && m->be->narrow && !pipelined) {
+	if (halves) {
 		plan_halves(m, g, keep, touches);	/* touches[]: done with, its room */
 		for (int i = 1; i < m->n_t; i++)
 			keep[i] &= m->t[i].narrow_at < 0;
@@ -1032,11 +1030,59 @@ static int plan_acts(dlt_model *m, buf_life *g, int *order, int *n, int pipeline
  * activations backward does not keep (plan_acts), the gradients of the
  * tensors (plan_grads), and each attention's dqkv and datt, live at its
  * op in backward and in forward (where generation uses them).  lives:
- * the activations', then the gradients' (n_t on), then the attentions'. */
+ * the activations', then the gradients' (n_t on), then the attentions'.
+ * plan_block plans it with or without 16-bit storage (halves): *n lives in
+ * order[], the block *total floats, and *floats what the activations take
+ * in all (the pool, the kept ones' own memory, the halves). */
+static int plan_block(dlt_model *m, int halves, buf_life *g, int *order, int *live, int *n,
+		     size_t *total, double *floats)
+{
+	int ng = 0, k = 2 * m->n_t, rc;
+	*n = 0;
+	for (int i = 0; i < m->n_t; i++) {
+		m->t[i].pooled = 0;
+		m->t[i].narrow_at = m->t[i].widen_at = -1;
+	}
+	for (int i = 0; i < m->n_layers; i++)
+		m->layers[i].remade_in = 0;
+	if ((rc = plan_acts(m, g, order, n, halves)) < 0)
+		return rc;
+	plan_grads(m, g + m->n_t, order + *n, &ng);
+	for (int j = *n; j < *n + ng; j++)
+		order[j] += m->n_t;
+	*n += ng;
+	for (int i = m->n_t; i < 2 * m->n_t; i++)
+		g[i].slot += m->n_t;
+	for (int i = 0; i < m->n_layers; i++)
+		if (m->layers[i].kind == DLT_LAYER_ATTENTION) {
+			g[k] = no_life(4 * (size_t)m->max_batch * m->t[m->layers[i].in].n, k);
+			g[k].lo = g[k].hi = i;
+			g[k].lo2 = g[k].hi2 = 2 * m->n_layers - i;
+			order[(*n)++] = k++;
+		}
+	pack_lives(g, order, *n, live, total);
+	*floats = (double)*total;
+	for (int i = 0; i < m->n_t; i++) {
+		double rows = (double)m->max_batch * (double)m->t[i].n;
+		if (m->t[i].a_of == i && !m->t[i].pooled)
+			*floats += rows;
+		if (m->t[i].narrow_at >= 0)
+			*floats += rows / 2;
+	}
+	return 0;
+}
+
+/* bf16 and fp16 keep what backward reads in 16 bits where that takes a
+ * tenth less memory: where backward needs an activation beside gradients
+ * as large (a CNN's first conv), its peak stays, and the narrowing and
+ * widening passes would cost time for nothing.  pipelined: a stage runs a
+ * range of the ops, so an activation's last reader in forward may not run
+ * where its backward does: none is kept in 16 bits. */
 static int make_pool(dlt_model *m, int pipelined)
 {
-	int n = 0, ng = 0, k = 2 * m->n_t, n_attn = 0, rc;
+	int n = 0, k, n_attn = 0, rc, halves = 0;
 	size_t total;
+	double with, without;
 	buf_life *g;
 	int *order, *live;
 
@@ -1049,22 +1095,14 @@ static int make_pool(dlt_model *m, int pipelined)
 		rc = DLT_ENOMEM;
 		goto out;
 	}
-	if ((rc = plan_acts(m, g, order, &n, pipelined)) < 0)
+	if (m->prec != DLT_PREC_F32 && m->be->narrow && !pipelined) {
+		if ((rc = plan_block(m, 1, g, order, live, &n, &total, &with)) < 0 ||
+		    (rc = plan_block(m, 0, g, order, live, &n, &total, &without)) < 0)
+			goto out;
+		halves = with < 0.9 * without;
+	}
+	if ((rc = plan_block(m, halves, g, order, live, &n, &total, &with)) < 0)
 		goto out;
-	plan_grads(m, g + m->n_t, order + n, &ng);
-	for (int j = n; j < n + ng; j++)
-		order[j] += m->n_t;
-	n += ng;
-	for (int i = m->n_t; i < 2 * m->n_t; i++)
-		g[i].slot += m->n_t;
-	for (int i = 0; i < m->n_layers; i++)
-		if (m->layers[i].kind == DLT_LAYER_ATTENTION) {
-			g[k] = no_life(4 * (size_t)m->max_batch * m->t[m->layers[i].in].n, k);
-			g[k].lo = g[k].hi = i;
-			g[k].lo2 = g[k].hi2 = 2 * m->n_layers - i;
-			order[n++] = k++;
-		}
-	pack_lives(g, order, n, live, &total);
 	if (!(m->pool = alloc_rows(m, 1, total, sizeof(float)))) {
 		rc = DLT_ENOMEM;
 		goto out;

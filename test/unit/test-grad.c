@@ -342,12 +342,14 @@ static void check_gpt_memory(dlt_layer_cfg *layers, int n)
 }
 
 /* bf16 and fp16: the activations backward reads wait for it in 16 bits
- * (plan_halves): a GPT block's input, its sum after attention and its
+ * (plan_halves): each GPT block's input, its sum after attention and its
  * MLP's hidden layer, and the final norm's input, each in the pool
- * around its reads.  The loss and every gradient keep the bits of
- * the same model on a backend that keeps them in f32, over two steps (the
- * second on other data, in a pool the first has used). */
-static void check_gpt_halves(dlt_layer_cfg *layers, int n, const char *prec)
+ * around its reads, where that takes a tenth less memory: want of them
+ * (a single block keeps one hidden layer, in the pool or out of it: 0).
+ * The loss and every gradient keep the bits of the same model on a
+ * backend that keeps them in f32, over two steps (the second on other
+ * data, in a pool the first has used). */
+static void check_gpt_halves(dlt_layer_cfg *layers, int n, const char *prec, int want)
 {
 	dlt_config c = config(layers, n);
 	dlt_backend f32 = *dlt_backend_cpu();
@@ -370,8 +372,9 @@ static void check_gpt_halves(dlt_layer_cfg *layers, int n, const char *prec)
 		pooled &= ma.t[i].narrow_at < 0 || ma.t[i].pooled;
 		pooled &= mb.t[i].narrow_at < 0 && !mb.t[i].half;
 	}
-	ok(halves == 4 && pooled, "%s GPT: 4 activations kept in 16 bits (%d), in the pool "
-	   "around their reads; none without the backend's narrow", prec, halves);
+	ok(halves == want && pooled, "%s GPT of %d layers: %d activations kept in 16 bits (%d), "
+	   "in the pool around their reads; none without the backend's narrow", prec, n, want,
+	   halves);
 	ia = (int32_t *)dlt_model_input(&ma);
 	ib = (int32_t *)dlt_model_input(&mb);
 	for (int step = 0; step < 2; step++) {
@@ -384,8 +387,8 @@ static void check_gpt_halves(dlt_layer_cfg *layers, int n, const char *prec)
 		dlt_model_backward(&mb, BATCH);
 		same &= !memcmp(ma.dev_g, mb.dev_g, ma.n_weights * sizeof(float));
 	}
-	ok(same, "%s GPT: the loss's and every gradient's bits of the f32 storage, 2 steps",
-	   prec);
+	ok(same, "%s GPT of %d layers: the loss's and every gradient's bits of the f32 storage, "
+	   "2 steps", prec, n);
 	dlt_model_free(&ma);
 	dlt_model_free(&mb);
 }
@@ -427,8 +430,19 @@ static void test_seq_layers(void)
 				      ln, tied };
 		check_seq_model("a GPT-2 block, tied head", l, 6, 0);
 		check_gpt_memory(l, 6);
-		check_gpt_halves(l, 6, "bf16");
-		check_gpt_halves(l, 6, "fp16");
+		check_gpt_halves(l, 6, "bf16", 0);
+	}
+	{
+		/* 3 blocks with an MLP 32 times as wide as the stream: the
+		 * hidden layers are most of what backward reads, and one at a
+		 * time is wide in the pool */
+		dlt_layer_cfg wide = dense(256);
+		dlt_layer_cfg b1[] = { ln, att }, b2[] = { ln, wide, gelu, down };
+		dlt_layer_cfg l[] = { emb, pos, residual(b1, 2, NULL, 0), residual(b2, 4, NULL, 0),
+				      residual(b1, 2, NULL, 0), residual(b2, 4, NULL, 0),
+				      residual(b1, 2, NULL, 0), residual(b2, 4, NULL, 0), ln, tied };
+		check_gpt_halves(l, 10, "bf16", 10);
+		check_gpt_halves(l, 10, "fp16", 10);
 	}
 }
 
