@@ -27,6 +27,11 @@ struct dlt_infer {
 	uint32_t n_sample;	/* ids sampled from: the vocabulary, or the
 				 * tokenizer's when it is smaller */
 	int cache;		/* every op runs a row at a time (run_span) */
+	/* each attention's cache of its sequences' past q, k, v [max_batch,
+	 * T, 3C]: its qkv, or memory of its own where training's 16-bit
+	 * storage put qkv in the model's pool (l->half), which the other ops
+	 * reuse between tokens */
+	float **kv;
 	float *logits;		/* host: max_batch x V, each sequence's last
 				 * position's */
 	int last;		/* the sequence of the token the callback has */
@@ -72,6 +77,10 @@ void dlt_infer_close(dlt_infer *x)
 {
 	if (!x)
 		return;
+	for (int i = 0; x->kv && i < x->m.n_layers; i++)
+		if (x->m.layers[i].half)
+			x->m.be->free(x->kv[i]);
+	free(x->kv);
 	if (x->have_m)
 		dlt_model_free(&x->m);
 	dlt_ckpt_close(&x->k);
@@ -184,12 +193,22 @@ static int lm_setup(dlt_infer *x)
 	uint32_t tv = dlt_tokenizer_vocab(x->tok);
 	size_t tv_floats;
 
+	if (!(x->kv = dlt_calloc((size_t)m->n_layers, sizeof(*x->kv))))
+		return DLT_ENOMEM;
 	if (lm_check(x, 0) < 0)
 		return 0;
 	x->n_sample = tv < x->V ? tv : x->V;
 	x->cache = 1;
 	for (int i = 0; i < m->n_layers; i++)
 		x->cache &= row_op(m, &m->layers[i]);
+	for (int i = 0; i < m->n_layers; i++) {
+		const dlt_layer *l = &m->layers[i];
+		size_t n = 3 * (size_t)m->max_batch * m->t[l->in].n;
+		if (l->kind == DLT_LAYER_ATTENTION &&
+		    !(x->kv[i] = l->half ? m->be->alloc(n * sizeof(float)) : l->qkv))
+			return dlt_error(DLT_ENOMEM, "%s: out of memory for the attention's cache",
+					 x->path);
+	}
 	if (!dlt_mul_ok((size_t)x->T, (size_t)x->V, &tv_floats))
 		return dlt_error(DLT_ENOMEM, "%s: %d x %u logits are too many", x->path, x->T, x->V);
 	if (!(x->logits = dlt_malloc((size_t)m->max_batch * x->V * sizeof(float))) ||
@@ -285,8 +304,8 @@ static const float *pw(const dlt_model *m, int k)
  * already), or (pos set) one new position of each of n sequences, packed
  * in rows 0 .. n - 1 of every tensor: row i is position pos[i] of
  * sequence seqs[i], so the per-position ops, the GEMMs above all, run
- * once on the n rows.  Only attention's qkv holds a sequence's past (the
- * cache); the other tensors' rows of the positions before are not read
+ * once on the n rows.  Only attention's cache (x->kv) holds a sequence's
+ * past; the other tensors' rows of the positions before are not read
  * again, so the packed rows may overwrite them. */
 typedef struct span {
 	int seq, p0, n;
@@ -301,34 +320,40 @@ static size_t span_row(const dlt_model *m, const span *sp)
 
 /* Attention on a span: the packed rows' q, k and v are made in the
  * gradient buffers (nothing goes backward here), then each row's k and v
- * go to its sequence's cache and its query attends there */
-static void attention_span(dlt_model *m, dlt_layer *l, const span *sp, const float *x, float *y)
+ * go to its sequence's cache (kv) and its query attends there.  In bf16
+ * and fp16, q, k, v and the heads' output are rounded, as in forward. */
+static void attention_span(dlt_model *m, dlt_layer *l, const span *sp, float *kv,
+			   const float *x, float *y)
 {
 	const dlt_backend *be = m->be;
 	const int C = (int)width(m, l->in), n = sp->n;
 	const size_t row = span_row(m, sp), seq_qkv = m->t[0].n * 3 * C;
-	float *qkv = sp->pos ? l->dqkv : l->qkv + row * 3 * C;
+	float *qkv = sp->pos ? l->dqkv : kv + row * 3 * C;
 	float *att = sp->pos ? l->datt : l->att + row * C;
 
 	be->gemm(m->prec, 0, 1, n, 3 * C, C, 1.0f, x, C, pw(m, l->w), C, 0.0f, qkv, 3 * C);
 	be->bias_act(qkv, pw(m, l->b), n, 3 * C, DLT_ACT_NONE, 0.0f);
+	if (m->prec != DLT_PREC_F32)
+		be->round(qkv, (size_t)n * 3 * C, m->prec);
 	if (!sp->pos) {
-		be->attention_decode(l->qkv + (size_t)sp->seq * seq_qkv, att, sp->p0, n, C, l->heads);
+		be->attention_decode(kv + (size_t)sp->seq * seq_qkv, att, sp->p0, n, C, l->heads);
 	} else {
 		for (int i = 0; i < n; i++) {
-			float *cache = l->qkv + (size_t)sp->seqs[i] * seq_qkv;
+			float *cache = kv + (size_t)sp->seqs[i] * seq_qkv;
 			be->copy(cache + (size_t)sp->pos[i] * 3 * C, qkv + (size_t)i * 3 * C,
 				 (size_t)3 * C * sizeof(float));
 			be->attention_decode(cache, att + (size_t)i * C, sp->pos[i], 1, C, l->heads);
 		}
 	}
+	if (m->prec != DLT_PREC_F32)
+		be->round(att, (size_t)n * C, m->prec);
 	be->gemm(m->prec, 0, 1, n, C, C, 1.0f, att, C, pw(m, l->w2), C, 0.0f, y, C);
 	be->bias_act(y, pw(m, l->b2), n, C, DLT_ACT_NONE, 0.0f);
 }
 
-/* Op l on the rows of a span: forward_op's arithmetic on those rows.
- * Returns the tensor it wrote, -1 if none. */
-static int row_forward(dlt_model *m, dlt_layer *l, const span *sp)
+/* Op l on the rows of a span: forward_op's arithmetic on those rows (kv:
+ * an attention's cache).  Returns the tensor it wrote, -1 if none. */
+static int row_forward(dlt_model *m, dlt_layer *l, const span *sp, float *kv)
 {
 	const dlt_backend *be = m->be;
 	const size_t r0 = span_row(m, sp);
@@ -365,7 +390,7 @@ static int row_forward(dlt_model *m, dlt_layer *l, const span *sp)
 			be->bias_act(y, pw(m, l->b), n, wout, l->act, l->slope);
 		break;
 	case DLT_LAYER_ATTENTION:
-		attention_span(m, l, sp, x, y);
+		attention_span(m, l, sp, kv, x, y);
 		break;
 	case DLT_LAYER_DROPOUT:	/* evaluation: the identity */
 		be->copy(y, x, (size_t)n * win * sizeof(*y));
@@ -392,7 +417,7 @@ static void run_span(dlt_infer *x, const span *sp)
 	const float *out = dlt_tensor_a(m, m->n_t - 1);
 
 	for (int i = 0; i < m->n_layers; i++) {
-		int t = row_forward(m, &m->layers[i], sp);
+		int t = row_forward(m, &m->layers[i], sp, x->kv[i]);
 		size_t w;
 		if (t < 0 || m->prec == DLT_PREC_F32)
 			continue;

@@ -71,8 +71,14 @@ struct dlt_layer {
 	dlt_attn_dropout drop;	/* attention: the last forward's dropout */
 	int w2, b2;		/* attention: the output projection's params */
 	/* attention: q, k, v [rows, 3C], the heads' output [rows, C] and the
-	 * rows' log-sum-exp [B, H, T]; their gradients */
+	 * rows' log-sum-exp [B, H, T]; their gradients.  With half (bf16 and
+	 * fp16 where plan_halves keeps activations in 16 bits), qkv and att
+	 * are in the pool at the op, forward and backward, and half holds
+	 * their 16 bits between (qkv's 3 rows C, then att's); held: this
+	 * step's. */
 	float *qkv, *att, *lse, *dqkv, *datt;
+	uint16_t *half;
+	int held;
 };
 
 /* The activations and gradient of tensor i. */

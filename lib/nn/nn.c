@@ -1053,8 +1053,9 @@ static int plan_block(dlt_model *m, int halves, buf_life *g, int *order, int *li
 	*n += ng;
 	for (int i = m->n_t; i < 2 * m->n_t; i++)
 		g[i].slot += m->n_t;
+	/* dqkv and datt; with halves, qkv and att too (the same lives) */
 	for (int i = 0; i < m->n_layers; i++)
-		if (m->layers[i].kind == DLT_LAYER_ATTENTION) {
+		for (int h = 0; h <= halves && m->layers[i].kind == DLT_LAYER_ATTENTION; h++) {
 			g[k] = no_life(4 * (size_t)m->max_batch * m->t[m->layers[i].in].n, k);
 			g[k].lo = g[k].hi = i;
 			g[k].lo2 = g[k].hi2 = 2 * m->n_layers - i;
@@ -1062,6 +1063,9 @@ static int plan_block(dlt_model *m, int halves, buf_life *g, int *order, int *li
 		}
 	pack_lives(g, order, *n, live, total);
 	*floats = (double)*total;
+	for (int i = 0; i < m->n_layers; i++)
+		if (m->layers[i].kind == DLT_LAYER_ATTENTION)
+			*floats += (halves ? 2.0 : 4.0) * m->max_batch * m->t[m->layers[i].in].n;
 	for (int i = 0; i < m->n_t; i++) {
 		double rows = (double)m->max_batch * (double)m->t[i].n;
 		if (m->t[i].a_of == i && !m->t[i].pooled)
@@ -1087,7 +1091,7 @@ static int make_pool(dlt_model *m, int pipelined)
 	int *order, *live;
 
 	for (int i = 0; i < m->n_layers; i++)
-		n_attn += m->layers[i].kind == DLT_LAYER_ATTENTION;
+		n_attn += 2 * (m->layers[i].kind == DLT_LAYER_ATTENTION);
 	g = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(*g));
 	order = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(int));
 	live = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(int));
@@ -1119,9 +1123,18 @@ static int make_pool(dlt_model *m, int pipelined)
 	k = 2 * m->n_t;
 	for (int i = 0; i < m->n_layers; i++) {
 		dlt_layer *l = &m->layers[i];
-		if (l->kind == DLT_LAYER_ATTENTION) {
-			l->dqkv = m->pool + g[k++].off;
-			l->datt = l->dqkv + 3 * (size_t)m->max_batch * m->t[l->in].n;
+		size_t rows_c = (size_t)m->max_batch * m->t[l->in].n;
+		if (l->kind != DLT_LAYER_ATTENTION)
+			continue;
+		l->dqkv = m->pool + g[k++].off;
+		l->datt = l->dqkv + 3 * rows_c;
+		if (halves) {
+			l->qkv = m->pool + g[k++].off;
+			l->att = l->qkv + 3 * rows_c;
+			if (!(l->half = alloc_rows(m, 4, rows_c, sizeof(uint16_t)))) {
+				rc = DLT_ENOMEM;
+				goto out;
+			}
 		}
 	}
 out:
@@ -1177,8 +1190,8 @@ static int make_buffers(dlt_model *m, int pipelined)
 		}
 		case DLT_LAYER_ATTENTION: {
 			size_t rows = (size_t)m->max_batch * m->t[l->in].rows;
-			if (!(l->qkv = alloc_rows(m, 3, rows * c, sizeof(float))) ||
-			    !(l->att = alloc_rows(m, 1, rows * c, sizeof(float))) ||
+			if ((!l->half && (!(l->qkv = alloc_rows(m, 3, rows * c, sizeof(float))) ||
+					  !(l->att = alloc_rows(m, 1, rows * c, sizeof(float))))) ||
 			    !(l->lse = alloc_rows(m, l->heads, rows, sizeof(float))))
 				return DLT_ENOMEM;
 			break;
@@ -1262,8 +1275,11 @@ void dlt_model_free(dlt_model *m)
 			dev_free(m->layers[i].mask);
 			dev_free(m->layers[i].arg);
 			dev_free(m->layers[i].mean);
-			dev_free(m->layers[i].qkv);
-			dev_free(m->layers[i].att);
+			if (!m->layers[i].half) {
+				dev_free(m->layers[i].qkv);
+				dev_free(m->layers[i].att);
+			}
+			dev_free(m->layers[i].half);
 			dev_free(m->layers[i].lse);
 		}
 		dev_free(m->work);
@@ -1409,11 +1425,16 @@ static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long lon
 		be->gemm(m->prec, 0, 1, rows, 3 * C, C, 1.0f, x, C, pw(m, l->w), C, 0.0f, l->qkv,
 			 3 * C);
 		be->bias_act(l->qkv, pw(m, l->b), rows, 3 * C, DLT_ACT_NONE, 0.0f);
+		/* activations of the type, as every op's output */
+		if (m->prec != DLT_PREC_F32)
+			be->round(l->qkv, (size_t)rows * 3 * C, m->prec);
 		l->drop.rate = train ? l->rate : 0.0f;
 		l->drop.seed = m->seed;
 		l->drop.stream = dropout_stream(step, l->index);
 		be->attention_forward(l->qkv, l->att, l->lse, batch, ti->rows, C, l->heads,
 				      l->causal, l->drop);
+		if (m->prec != DLT_PREC_F32)
+			be->round(l->att, (size_t)rows * C, m->prec);
 		be->gemm(m->prec, 0, 1, rows, C, C, 1.0f, l->att, C, pw(m, l->w2), C, 0.0f, y, C);
 		be->bias_act(y, pw(m, l->b2), rows, C, DLT_ACT_NONE, 0.0f);
 		break;
@@ -1532,6 +1553,14 @@ float *dlt_model_forward(dlt_model *m, int batch, int train, long long step)
  * (plan_halves); before op i's backward, those it reads first widened */
 static void narrow_after(dlt_model *m, int i, int batch)
 {
+	dlt_layer *l = &m->layers[i];
+	if (l->half) {
+		size_t rows_c = (size_t)m->max_batch * m->t[l->in].n;
+		size_t n = (size_t)batch * m->t[l->in].n;
+		m->be->narrow(l->qkv, l->half, 3 * n, m->prec);
+		m->be->narrow(l->att, l->half + 3 * rows_c, n, m->prec);
+		l->held = 1;
+	}
 	for (int k = 0; k < m->n_t; k++) {
 		dlt_tensor *t = &m->t[k];
 		if (t->narrow_at == i) {
@@ -1543,6 +1572,14 @@ static void narrow_after(dlt_model *m, int i, int batch)
 
 static void widen_before(dlt_model *m, int i, int batch)
 {
+	dlt_layer *l = &m->layers[i];
+	if (l->half && l->held) {
+		size_t rows_c = (size_t)m->max_batch * m->t[l->in].n;
+		size_t n = (size_t)batch * m->t[l->in].n;
+		m->be->widen(l->half, l->qkv, 3 * n, m->prec);
+		m->be->widen(l->half + 3 * rows_c, l->att, n, m->prec);
+		l->held = 0;
+	}
 	for (int k = 0; k < m->n_t; k++) {
 		dlt_tensor *t = &m->t[k];
 		if (t->widen_at == i && t->held) {
