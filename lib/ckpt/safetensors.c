@@ -14,6 +14,7 @@
 
 #include "archive/archive.h"
 #include "ckpt/safetensors.h"
+#include "kernels/common/math.h"
 #include "util/util.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -79,31 +80,6 @@ int dlt_st_dtype_from_dlt(int dlt_dtype)
 		if (dlt_dtype && dtypes[i].dlt == dlt_dtype)
 			return i;
 	return 0;
-}
-
-float dlt_f16_to_f32(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h >> 15) << 31, exp = h >> 10 & 0x1f, man = h & 0x3ff, bits;
-	float f;
-
-	if (exp == 0x1f) {		/* infinity, NaN (payload kept) */
-		bits = sign | 0x7f800000u | man << 13;
-	} else if (exp) {
-		bits = sign | (exp + 112) << 23 | man << 13;
-	} else {			/* zero, subnormal: man * 2^-24 exactly */
-		f = ldexpf((float)man, -24);
-		return sign ? -f : f;
-	}
-	memcpy(&f, &bits, 4);
-	return f;
-}
-
-float dlt_bf16_to_f32(uint16_t h)
-{
-	uint32_t bits = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &bits, 4);
-	return f;
 }
 
 /* A name from the file, quoted and made safe to print on one line (as
@@ -514,7 +490,7 @@ int dlt_safetensors_read_f32(const dlt_safetensors *st, const dlt_st_tensor *t,
 	for (size_t i = 0; i < n; i++) {
 		uint16_t h;
 		memcpy(&h, p + 2 * i, 2);
-		out[i] = t->dtype == DLT_ST_F16 ? dlt_f16_to_f32(h) : dlt_bf16_to_f32(h);
+		out[i] = dlt_widen16(h, t->dtype == DLT_ST_F16 ? DLT_PREC_F16 : DLT_PREC_BF16);
 	}
 	return 0;
 }

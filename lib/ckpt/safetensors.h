@@ -101,9 +101,4 @@ int dlt_safetensors_write_data(dlt_safetensors_writer *w, const void *data, size
 int dlt_safetensors_writer_close(dlt_safetensors_writer *w);	/* commits; frees */
 void dlt_safetensors_writer_abort(dlt_safetensors_writer *w);	/* frees */
 
-/* IEEE half and bfloat16 to float, exactly (every value of either is a
- * float): subnormals, infinities and NaNs included. */
-float dlt_f16_to_f32(uint16_t h);
-float dlt_bf16_to_f32(uint16_t h);
-
 #endif

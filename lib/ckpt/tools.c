@@ -10,6 +10,7 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
 #include "config/config.h"
+#include "kernels/common/math.h"
 #include "util/util.h"
 
 #define CODEC DLT_SHUFFLE_ZSTD
@@ -473,8 +474,8 @@ static double elem(const void *p, int dtype, size_t i)
 	const unsigned char *b = p;
 	switch (dtype) {
 	case DLT_F32: { float v; memcpy(&v, b + 4 * i, 4); return v; }
-	case DLT_F16: { uint16_t v; memcpy(&v, b + 2 * i, 2); return dlt_f16_to_f32(v); }
-	case DLT_BF16: { uint16_t v; memcpy(&v, b + 2 * i, 2); return dlt_bf16_to_f32(v); }
+	case DLT_F16: { uint16_t v; memcpy(&v, b + 2 * i, 2); return dlt_widen16(v, DLT_PREC_F16); }
+	case DLT_BF16: { uint16_t v; memcpy(&v, b + 2 * i, 2); return dlt_widen16(v, DLT_PREC_BF16); }
 	case DLT_I32: { int32_t v; memcpy(&v, b + 4 * i, 4); return v; }
 	case DLT_I64: { int64_t v; memcpy(&v, b + 8 * i, 8); return (double)v; }
 	default: return b[i];

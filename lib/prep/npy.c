@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <zlib.h>
 
+#include "kernels/common/math.h"
 #include "prep.h"
 
 #define NPY_MAX_HEADER (1u << 20)	/* NumPy itself refuses headers past 10000 bytes */
@@ -698,23 +699,6 @@ static int64_t load_int(const struct npy *a, size_t off)
 	return (int64_t)(v << shift) >> shift;
 }
 
-static float half_to_float(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h >> 15) << 31, exp = h >> 10 & 0x1f, man = h & 0x3ff, bits;
-	float f;
-
-	if (exp == 0x1f) {
-		bits = sign | 0x7f800000u | man << 13;
-	} else if (exp == 0) {
-		f = ldexpf((float)man, -24);	/* zero or subnormal: exact */
-		return sign ? -f : f;
-	} else {
-		bits = sign | (exp + 112) << 23 | man << 13;
-	}
-	memcpy(&f, &bits, sizeof(f));
-	return f;
-}
-
 /* An element as f32, as NumPy's astype(np.float32) gives it; 0 when it is
  * not a finite f32 (nan, inf, or a double beyond the floats). */
 static int load_f32(const struct npy *a, size_t off, float *out)
@@ -736,7 +720,7 @@ static int load_f32(const struct npy *a, size_t off, float *out)
 	}
 	v = load(a, off);
 	if (a->size == 2) {
-		f = half_to_float((uint16_t)v);
+		f = dlt_widen16((uint16_t)v, DLT_PREC_F16);
 	} else if (a->size == 4) {
 		uint32_t b = (uint32_t)v;
 		memcpy(&f, &b, sizeof(f));

@@ -16,6 +16,7 @@
 
 #include "archive/archive.h"
 #include "ckpt/safetensors.h"
+#include "kernels/common/math.h"
 #include "tap.h"
 #include "util/util.h"
 
@@ -156,16 +157,16 @@ static void test_half(void)
 	int good = 1;
 
 	for (size_t i = 0; i < sizeof(f16) / sizeof(*f16); i++)
-		good &= dlt_f16_to_f32(f16[i].h) == f16[i].f;
+		good &= dlt_widen16(f16[i].h, DLT_PREC_F16) == f16[i].f;
 	ok(good, "f16: ones, a third, the largest, the smallest normal and subnormal, infinities");
-	ok(bits(dlt_f16_to_f32(0x8000)) == 0x80000000u, "f16: -0 keeps its sign");
-	ok(isnan(dlt_f16_to_f32(0x7e00)) && isnan(dlt_f16_to_f32(0xfc01)), "f16: NaNs stay NaN");
+	ok(bits(dlt_widen16(0x8000, DLT_PREC_F16)) == 0x80000000u, "f16: -0 keeps its sign");
+	ok(isnan(dlt_widen16(0x7e00, DLT_PREC_F16)) && isnan(dlt_widen16(0xfc01, DLT_PREC_F16)), "f16: NaNs stay NaN");
 #ifdef __FLT16_MAX__
 	good = 1;
 	for (uint32_t h = 0; h < 65536; h++) {
 		_Float16 x;
 		uint16_t u = h;
-		float want, got = dlt_f16_to_f32(u);
+		float want, got = dlt_widen16(u, DLT_PREC_F16);
 		memcpy(&x, &u, 2);
 		want = (float)x;
 		good &= isnan(want) ? isnan(got) : bits(got) == bits(want);
@@ -174,11 +175,11 @@ static void test_half(void)
 #endif
 	good = 1;
 	for (uint32_t h = 0; h < 65536; h++) {
-		float f = dlt_bf16_to_f32(h);
+		float f = dlt_widen16((uint16_t)h, DLT_PREC_BF16);
 		good &= bits(f) == h << 16;
 	}
 	ok(good, "bf16: all 65536 values are the top half of the float");
-	ok(dlt_bf16_to_f32(0x3f80) == 1.0f && dlt_bf16_to_f32(0xc0a0) == -5.0f, "bf16: 1, -5");
+	ok(dlt_widen16(0x3f80, DLT_PREC_BF16) == 1.0f && dlt_widen16(0xc0a0, DLT_PREC_BF16) == -5.0f, "bf16: 1, -5");
 }
 
 /* Round trips */
