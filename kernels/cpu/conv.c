@@ -875,16 +875,19 @@ static conv_plan conv_plan_of(const dlt_conv *s)
  * paths (Winograd, the first layer's) run for every precision.  The GEMM
  * path still passes prec on, so that a CPU with bf16 dot products runs
  * them; elsewhere the GEMM's rounding of the copies leaves them as they
- * are. */
+ * are.  What holds values of prec already (bf16 and fp16 training rounds
+ * every activation and gradient) is read where it is: its copy's pages
+ * are then never touched, so they take no memory. */
 static size_t round16(size_t floats)
 {
 	return (floats + 15) & ~(size_t)15;
 }
 
-/* from rounded to prec into to, or from itself at f32 */
+/* from rounded to prec into to, or from itself at f32 or where rounding
+ * would not change it */
 static const float *rounded(int prec, const float *from, size_t n, float *to)
 {
-	if (prec == DLT_PREC_F32)
+	if (prec == DLT_PREC_F32 || dlt_cpu_is_rounded(from, n, prec))
 		return from;
 	dlt_cpu_round(from, to, n, prec);
 	return to;
