@@ -374,19 +374,6 @@ void dlt_cpu_round(const float *x, float *y, size_t n, int prec)
 		dlt_cpu_round_to(x + i, y + i, min_sz(CHUNK, n - i), prec);
 }
 
-int dlt_cpu_is_rounded(const float *x, size_t n, int prec)
-{
-	int same = 1;
-	#pragma omp parallel for schedule(static) reduction(&&:same) if (n >= PAR_MIN)
-	for (size_t i = 0; i < n; i += 1024) {
-		float r[1024];
-		size_t k = min_sz(1024, n - i);
-		dlt_cpu_round_to(x + i, r, k, prec);
-		same = same && !memcmp(r, x + i, k * sizeof(float));
-	}
-	return same;
-}
-
 static void cpu_round(float *x, size_t n, int prec)
 {
 	dlt_cpu_round(x, x, n, prec);

@@ -551,6 +551,9 @@ typedef struct gemm_args {
 	long ldc, cs;		/* C's element (i, j) is C[i ldc + j cs] */
 	int prec;		/* enum dlt_prec: A and B are rounded to it */
 	int weights;		/* B is the table's weights, which may be held */
+	/* what A's and B's panels are rounded to: prec, or f32 where the
+	 * operand holds values of prec already (exact_operands) */
+	int prec_a, prec_b;
 } gemm_args;
 
 /* bf16 by dlt_round_bf16's integer steps, 8 lanes at a time */
@@ -606,6 +609,27 @@ void dlt_cpu_round_to(const float *x, float *y, size_t n, int prec)
 		memmove(y, x, n * sizeof(*y));
 }
 
+/* The first 1024 on their own: values that are not of the type show
+ * there, and the pass over the rest is spared */
+int dlt_cpu_is_rounded(const float *x, size_t n, int prec)
+{
+	float r[1024];
+	size_t k = n < 1024 ? n : 1024;
+	int same;
+	dlt_cpu_round_to(x, r, k, prec);
+	same = !memcmp(r, x, k * sizeof(float));
+	#pragma omp parallel for schedule(static) reduction(&&:same) if (same && n >= (1 << 16))
+	for (size_t i = k; i < n; i += 1024) {
+		float t[1024];
+		size_t c = n - i < 1024 ? n - i : 1024;
+		if (!same)
+			continue;
+		dlt_cpu_round_to(x + i, t, c, prec);
+		same = !memcmp(t, x + i, c * sizeof(float));
+	}
+	return same;
+}
+
 /* bf16 or fp16 inputs: the packed panels are rounded, so the micro-
  * kernels and the order of the sums stay those of f32. */
 static void round_panel(float *p, size_t n, int prec)
@@ -655,7 +679,7 @@ static void gemm_unpacked(const gemm_args *g, int i0, int i1, int j0, int j1)
  * an L1 set (the 8 rows of a 1024 x 1024 A run at half speed). */
 static int a_in_place(const impl *im, const gemm_args *g, int cols)
 {
-	return im->ukr_sa && g->prec == DLT_PREC_F32 && cols <= 1024 && g->lda % 1024 != 0;
+	return im->ukr_sa && g->prec_a == DLT_PREC_F32 && cols <= 1024 && g->lda % 1024 != 0;
 }
 
 /* ---- weights held: B's panels packed once (dlt_cpu_hold_weights) ---- */
@@ -739,7 +763,7 @@ static void gemm_block(const impl *im, const gemm_args *g, const float *held, in
 				bp = (float *)held + round_up((size_t)g->N, nr) * pc + (size_t)jc * kc;
 			} else {
 				pack_b(nr, simd, g->tB, g->B, g->ldb, pc, kc, jc, nc, bp);
-				round_panel(bp, round_up(nc, nr) * kc, g->prec);
+				round_panel(bp, round_up(nc, nr) * kc, g->prec_b);
 			}
 			for (int ic = i0; ic < i1; ic += MC) {
 				/* rows from full_m are packed, at ap */
@@ -747,7 +771,7 @@ static void gemm_block(const impl *im, const gemm_args *g, const float *held, in
 				if (full_m < mc) {
 					pack_a(mr, simd, g->tA, g->A, g->lda, ic + full_m, mc - full_m,
 					       pc, kc, ap);
-					round_panel(ap, round_up(mc - full_m, mr) * kc, g->prec);
+					round_panel(ap, round_up(mc - full_m, mr) * kc, g->prec_a);
 				}
 				if (mc == 1 && im->urow) {	/* one row: 4 panels a call */
 					for (int jr = 0; jr < nc; jr += 4 * nr) {
@@ -824,7 +848,8 @@ static void gemm_ours(const impl *im, const gemm_args *g0)
 	 * logits).  Each element gets the same products in the same order,
 	 * so the same bits. */
 	gemm_args gt = { !g0->tB, !g0->tA, g0->N, g0->M, g0->K, g0->alpha, g0->beta, g0->B,
-			 g0->A, g0->C, g0->ldb, g0->lda, g0->cs, g0->ldc, g0->prec, 0 };
+			 g0->A, g0->C, g0->ldb, g0->lda, g0->cs, g0->ldc, g0->prec, 0,
+			 g0->prec_b, g0->prec_a };
 	const gemm_args *g = g0->N < im->nr &&
 		tile_use(g0->N, g0->M, im->mr, im->nr) > 1.2 * tile_use(g0->M, g0->N, im->mr, im->nr)
 		? &gt : g0;
@@ -916,13 +941,32 @@ int dlt_cpu_gemm_supported(int kind)
 	return kind >= 0 && kind < DLT_GEMM_KINDS && supported[kind];
 }
 
+/* bf16 (without the CPU's bf16 products) and fp16 run the f32 kernels on
+ * rounded panels.  Training's activations and gradients hold values of
+ * the type already, so an A or B that does (whole, without gaps between
+ * its rows) is not rounded again, and A is then read where it lies as in
+ * f32 (a_in_place); the check is a pass over it, the packing it spares
+ * one and a half.  Weights are f32 masters: not checked. */
+static void exact_operands(gemm_args *g)
+{
+	if (g->prec == DLT_PREC_F32)
+		return;
+	if (g->lda == (g->tA ? g->M : g->K) &&
+	    dlt_cpu_is_rounded(g->A, (size_t)g->M * g->K, g->prec))
+		g->prec_a = DLT_PREC_F32;
+	if (!g->weights && g->ldb == (g->tB ? g->K : g->N) &&
+	    dlt_cpu_is_rounded(g->B, (size_t)g->K * g->N, g->prec))
+		g->prec_b = DLT_PREC_F32;
+}
+
 /* dlt_cpu_sgemm_kind; weights: called through the backend table, whose B
  * are weights that may be held */
 static void sgemm(int kind, int weights, int prec, int tA, int tB, int M, int N, int K,
 		  float alpha, const float *A, int lda, const float *B, int ldb, float beta,
 		  float *C, int ldc)
 {
-	gemm_args g = { tA, tB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, prec, weights };
+	gemm_args g = { tA, tB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, prec, weights,
+			prec, prec };
 	pthread_once(&once, init);
 	if (M <= 0 || N <= 0)
 		return;
@@ -939,6 +983,7 @@ static void sgemm(int kind, int weights, int prec, int tA, int tB, int M, int N,
 	}
 	if (kind < 0 || kind >= DLT_GEMM_KINDS || !supported[kind])
 		kind = best_ours;
+	exact_operands(&g);
 	gemm_ours(&impls[kind], &g);
 }
 

@@ -20,8 +20,6 @@ void dlt_host_zero(void *p, size_t bytes);
 /* y = x rounded to prec (y may be x), on the backend's threads: the
  * table's round, and the convolutions' rounded copies */
 void dlt_cpu_round(const float *x, float *y, size_t n, int prec);
-/* Whether x holds values of prec already (rounding would keep its bits) */
-int dlt_cpu_is_rounded(const float *x, size_t n, int prec);
 
 size_t dlt_cpu_conv_workspace(int prec, const dlt_conv *s);
 void dlt_cpu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w,

@@ -1769,8 +1769,13 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 		be->gemm(m->prec, 1, 0, C, C, rows, 1.0f, dy, C, l->att, C, 0.0f, pg(m, l->w2), C);
 		be->bias_grad(dy, pg(m, l->b2), rows, C);
 		be->gemm(m->prec, 0, 0, rows, C, C, 1.0f, dy, C, pw(m, l->w2), C, 0.0f, l->datt, C);
+		/* gradients of the type, as every op's (and as forward's q, k, v) */
+		if (m->prec != DLT_PREC_F32)
+			be->round(l->datt, (size_t)rows * C, m->prec);
 		be->attention_backward(l->qkv, l->att, l->datt, l->lse, l->dqkv, batch, ti->rows,
 				       C, l->heads, l->causal, l->drop);
+		if (m->prec != DLT_PREC_F32)
+			be->round(l->dqkv, (size_t)rows * 3 * C, m->prec);
 		be->gemm(m->prec, 1, 0, 3 * C, C, rows, 1.0f, l->dqkv, 3 * C, x, C, 0.0f,
 			 pg(m, l->w), C);
 		be->bias_grad(l->dqkv, pg(m, l->b), rows, 3 * C);

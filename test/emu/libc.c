@@ -36,6 +36,15 @@ void *memmove(void *d, const void *s, size_t n)
 	return d;
 }
 
+int memcmp(const void *a, const void *b, size_t n)
+{
+	const unsigned char *p = a, *q = b;
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != q[i])
+			return p[i] - q[i];
+	return 0;
+}
+
 int strcmp(const char *a, const char *b)
 {
 	while (*a && *a == *b)
