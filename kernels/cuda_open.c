@@ -11,7 +11,7 @@
 
 #define SONAME "libdlt-cuda.so"
 
-typedef const dlt_backend *open_fn(int device, char *why, size_t n);
+typedef const dlt_backend *open_fn(int abi, int device, char *why, size_t n);
 
 void *dlt_cuda_lib(char *why, size_t n)
 {
@@ -28,7 +28,7 @@ const dlt_backend *dlt_backend_cuda(int device, char *why, size_t n)
 	void *lib = dlt_cuda_lib(why, n);
 	open_fn *open_backend;
 	if (!lib || !(open_backend = (open_fn *)dlt_plugin_sym(lib, SONAME,
-							       "dlt_backend_cuda_open", why, n)))
+							       "dlt_backend_cuda_abi_open", why, n)))
 		return NULL;
-	return open_backend(device, why, n);
+	return open_backend(DLT_BACKEND_ABI, device, why, n);
 }

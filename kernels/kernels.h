@@ -85,6 +85,11 @@ typedef struct dlt_attn_dropout {
 /* What conv_pool_fuses says a backend does as one op */
 enum { DLT_FUSES_FORWARD = 1, DLT_FUSES_BACKWARD = 2 };
 
+/* The layout of dlt_backend: libdlt-cuda.so, built apart, fills one and
+ * refuses a program of another layout.  One more with every change of
+ * the struct. */
+#define DLT_BACKEND_ABI 2
+
 typedef struct dlt_backend {
 	const char *name;
 	/* Memory the kernels work on.  host: it is the host's own (the CPU),

@@ -1,5 +1,5 @@
 /* The CUDA backend: one device per process, its state made once by
- * dlt_backend_cuda_open (the one symbol libdlt-cuda.so exports, which
+ * dlt_backend_cuda_abi_open (the one symbol libdlt-cuda.so exports, which
  * kernels/cuda_open.c looks up), the table's memory entries, and the
  * table.  The kernels are in the other files of this directory.
  *
@@ -266,8 +266,13 @@ cuda_fail:
 }
 
 extern "C" __attribute__((visibility("default"))) const dlt_backend *
-dlt_backend_cuda_open(int device, char *why, size_t n)
+dlt_backend_cuda_abi_open(int abi, int device, char *why, size_t n)
 {
+	if (abi != DLT_BACKEND_ABI) {
+		snprintf(why, n, "libdlt-cuda.so is of another dlt (backend ABI %d, not %d)",
+			 DLT_BACKEND_ABI, abi);
+		return NULL;
+	}
 	if (ready) {
 		if (device == cu.device)
 			return &table;

@@ -1128,13 +1128,13 @@ static int make_pool(dlt_model *m, int pipelined)
 			continue;
 		l->dqkv = m->pool + g[k++].off;
 		l->datt = l->dqkv + 3 * rows_c;
-		if (halves) {
-			l->qkv = m->pool + g[k++].off;
-			l->att = l->qkv + 3 * rows_c;
+		if (halves) {	/* half first: without it, qkv would be freed as its own */
 			if (!(l->half = alloc_rows(m, 4, rows_c, sizeof(uint16_t)))) {
 				rc = DLT_ENOMEM;
 				goto out;
 			}
+			l->qkv = m->pool + g[k++].off;
+			l->att = l->qkv + 3 * rows_c;
 		}
 	}
 out:
