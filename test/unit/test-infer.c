@@ -473,6 +473,26 @@ static void test_errors(void)
 	dlt_infer_close(x);
 }
 
+/* libdlt-cuda.so refuses a program whose backend table has another
+ * layout, by name, before it looks for a GPU (so this runs without one) */
+static void test_cuda_abi(void)
+{
+	typedef const dlt_backend *open_fn(int abi, int device, char *why, size_t n);
+	char why[256] = "", want[128];
+	void *lib = dlt_cuda_lib(why, sizeof(why));
+	open_fn *open_backend;
+	if (!lib) {
+		skip("no libdlt-cuda.so: %s", why);
+		return;
+	}
+	open_backend = (open_fn *)dlt_plugin_sym(lib, "libdlt-cuda.so",
+						 "dlt_backend_cuda_abi_open", why, sizeof(why));
+	snprintf(want, sizeof(want), "libdlt-cuda.so is of another dlt (backend ABI %d, not %d)",
+		 DLT_BACKEND_ABI, DLT_BACKEND_ABI + 1);
+	ok(open_backend && !open_backend(DLT_BACKEND_ABI + 1, 0, why, sizeof(why)) &&
+	   !strcmp(why, want), "libdlt-cuda.so refuses another table layout: %s", why);
+}
+
 /* On a GPU, where there is one: the cache against the reference there,
  * and the CPU's logits within 1e-4 */
 static void test_cuda(void)
@@ -541,6 +561,7 @@ int main(int argc, char **argv)
 	test_batch();
 	test_score();
 	test_errors();
+	test_cuda_abi();
 	test_cuda();
 	return done_testing();
 }
