@@ -447,27 +447,42 @@ static void row_block(const args *g, const uint16_t *bp, int ic, int mc, int jc,
 }
 
 /* Slabs of NC columns, slices of KC along k; each slice's B packed once,
- * then the threads take blocks of MC rows, packing their own A. */
+ * its panels shared out among the threads, then the threads take blocks of
+ * MC rows, packing their own A.  Fewer blocks than threads (a batch of 128
+ * rows is 2 blocks; a weight gradient's M is the layer's width) split the
+ * slab's columns too, a share of its panels to each: every element still
+ * gets the same sums, so the same bits. */
 static void run(const args *g)
 {
 	int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
 	int blocks = (g->M + MC - 1) / MC;
 	if ((double)g->M * g->N * g->K < PAR_MIN_FMA)
 		threads = 1;
-	threads = min_i(threads, blocks);
 	for (int jc = 0; jc < g->N; jc += NC) {
-		int nc = min_i(NC, g->N - jc);
+		int nc = min_i(NC, g->N - jc), panels = (nc + NR - 1) / NR;
+		int splits = blocks >= threads ? 1 : min_i(panels, (threads + blocks - 1) / blocks);
+		int packers = min_i(threads, panels), tasks = blocks * splits;
 		for (int pc = 0; pc < g->K; pc += KC) {
 			int kc = min_i(KC, g->K - pc), kp = (kc + 1) / 2;
 			int upd = pc ? UPD_ADD : g->beta == 0.0f ? UPD_ZERO : UPD_BETA;
-			uint16_t *bp = grow(&tl_b, &tl_b_cap, key_b,
-					    (size_t)2 * kp * ((nc + NR - 1) / NR * NR));
-			if (bp)
-				pack_b(g->tB, g->B, g->ldb, pc, kc, kp, jc, nc, bp);
-			#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-			for (int b = 0; b < blocks; b++)
-				row_block(g, bp, b * MC, min_i(MC, g->M - b * MC), jc, nc, pc, kc, kp,
-					  upd);
+			uint16_t *bp = grow(&tl_b, &tl_b_cap, key_b, (size_t)2 * kp * panels * NR);
+			#pragma omp parallel for num_threads(packers) schedule(static) if (bp && packers > 1)
+			for (int s = 0; s < packers; s++) {
+				int p0 = s * panels / packers, p1 = (s + 1) * panels / packers;
+				if (bp && p1 > p0)
+					pack_b(g->tB, g->B, g->ldb, pc, kc, kp, jc + p0 * NR,
+					       min_i(p1 * NR, nc) - p0 * NR, bp + (size_t)2 * kp * NR * p0);
+			}
+			#pragma omp parallel for num_threads(min_i(threads, tasks)) schedule(static) \
+				if (threads > 1 && tasks > 1)
+			for (int t = 0; t < tasks; t++) {
+				int b = t / splits, s = t % splits;
+				int p0 = s * panels / splits, p1 = (s + 1) * panels / splits;
+				if (p1 > p0)
+					row_block(g, bp ? bp + (size_t)2 * kp * NR * p0 : NULL, b * MC,
+						  min_i(MC, g->M - b * MC), jc + p0 * NR,
+						  min_i(p1 * NR, nc) - p0 * NR, pc, kc, kp, upd);
+			}
 		}
 	}
 }
