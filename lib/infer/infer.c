@@ -199,11 +199,10 @@ static int lm_setup(dlt_infer *x)
 		return 0;
 	x->n_sample = tv < x->V ? tv : x->V;
 	x->cache = 1;
-	for (int i = 0; i < m->n_layers; i++)
-		x->cache &= row_op(m, &m->layers[i]);
 	for (int i = 0; i < m->n_layers; i++) {
 		const dlt_layer *l = &m->layers[i];
 		size_t n = 3 * (size_t)m->max_batch * m->t[l->in].n;
+		x->cache &= row_op(m, l);
 		if (l->kind == DLT_LAYER_ATTENTION &&
 		    !(x->kv[i] = l->half ? m->be->alloc(n * sizeof(float)) : l->qkv))
 			return dlt_error(DLT_ENOMEM, "%s: out of memory for the attention's cache",

@@ -1107,6 +1107,7 @@ static int make_pool(dlt_model *m, int pipelined)
 	}
 	if ((rc = plan_block(m, halves, g, order, live, &n, &total, &with)) < 0)
 		goto out;
+	m->halves = halves;
 	if (!(m->pool = alloc_rows(m, 1, total, sizeof(float)))) {
 		rc = DLT_ENOMEM;
 		goto out;
@@ -1387,6 +1388,14 @@ static float *bufw(const dlt_model *m, int k)
 	return m->dev_bufs + m->bufs[k].off;
 }
 
+/* bf16 and fp16: n activations or gradients rounded to the type, as every
+ * op's output and every gradient is */
+static void round_acts(const dlt_model *m, float *x, size_t n)
+{
+	if (m->prec != DLT_PREC_F32)
+		m->be->round(x, n, m->prec);
+}
+
 /* Returns the tensor whose activations it wrote, -1 if none (a conv that
  * does the max pool after it writes the pool's). */
 static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long long step)
@@ -1425,16 +1434,13 @@ static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long lon
 		be->gemm(m->prec, 0, 1, rows, 3 * C, C, 1.0f, x, C, pw(m, l->w), C, 0.0f, l->qkv,
 			 3 * C);
 		be->bias_act(l->qkv, pw(m, l->b), rows, 3 * C, DLT_ACT_NONE, 0.0f);
-		/* activations of the type, as every op's output */
-		if (m->prec != DLT_PREC_F32)
-			be->round(l->qkv, (size_t)rows * 3 * C, m->prec);
+		round_acts(m, l->qkv, (size_t)rows * 3 * C);
 		l->drop.rate = train ? l->rate : 0.0f;
 		l->drop.seed = m->seed;
 		l->drop.stream = dropout_stream(step, l->index);
 		be->attention_forward(l->qkv, l->att, l->lse, batch, ti->rows, C, l->heads,
 				      l->causal, l->drop);
-		if (m->prec != DLT_PREC_F32)
-			be->round(l->att, (size_t)rows * C, m->prec);
+		round_acts(m, l->att, (size_t)rows * C);
 		be->gemm(m->prec, 0, 1, rows, C, C, 1.0f, l->att, C, pw(m, l->w2), C, 0.0f, y, C);
 		be->bias_act(y, pw(m, l->b2), rows, C, DLT_ACT_NONE, 0.0f);
 		break;
@@ -1534,8 +1540,8 @@ static void run_forward(dlt_model *m, dlt_layer *l, int batch, int train, long l
 	use_params(m, l, 1);
 	t = forward_op(m, l, batch, train, step);
 	use_params(m, l, 0);
-	if (t >= 0 && m->prec != DLT_PREC_F32)
-		m->be->round(dlt_tensor_a(m, t), (size_t)batch * m->t[t].n, m->prec);
+	if (t >= 0)
+		round_acts(m, dlt_tensor_a(m, t), (size_t)batch * m->t[t].n);
 }
 
 float *dlt_model_forward(dlt_model *m, int batch, int train, long long step)
@@ -1554,6 +1560,8 @@ float *dlt_model_forward(dlt_model *m, int batch, int train, long long step)
 static void narrow_after(dlt_model *m, int i, int batch)
 {
 	dlt_layer *l = &m->layers[i];
+	if (!m->halves)
+		return;
 	if (l->half) {
 		size_t rows_c = (size_t)m->max_batch * m->t[l->in].n;
 		size_t n = (size_t)batch * m->t[l->in].n;
@@ -1573,6 +1581,8 @@ static void narrow_after(dlt_model *m, int i, int batch)
 static void widen_before(dlt_model *m, int i, int batch)
 {
 	dlt_layer *l = &m->layers[i];
+	if (!m->halves)
+		return;
 	if (l->half && l->held) {
 		size_t rows_c = (size_t)m->max_batch * m->t[l->in].n;
 		size_t n = (size_t)batch * m->t[l->in].n;
@@ -1593,7 +1603,7 @@ void dlt_model_forward_ops(dlt_model *m, int from, int to, int batch, int train,
 {
 	for (int i = from; i < to; i++) {
 		run_forward(m, &m->layers[i], batch, train, step);
-		if (train)
+		if (train)	/* an evaluation's activations are not read again */
 			narrow_after(m, i, batch);
 	}
 }
@@ -1690,8 +1700,7 @@ double dlt_model_loss(dlt_model *m, const void *targets, int batch, int *correct
 		k = (float)((double)m->loss_scale * batch / m->grad_batch);
 	if (k != 1.0f)
 		m->be->scale(dy, n, k);
-	if (m->prec != DLT_PREC_F32)
-		m->be->round(dy, n, m->prec);
+	round_acts(m, dy, n);
 	if (correct)
 		*correct = hits;
 	return sum / batch;
@@ -1769,13 +1778,10 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 		be->gemm(m->prec, 1, 0, C, C, rows, 1.0f, dy, C, l->att, C, 0.0f, pg(m, l->w2), C);
 		be->bias_grad(dy, pg(m, l->b2), rows, C);
 		be->gemm(m->prec, 0, 0, rows, C, C, 1.0f, dy, C, pw(m, l->w2), C, 0.0f, l->datt, C);
-		/* gradients of the type, as every op's (and as forward's q, k, v) */
-		if (m->prec != DLT_PREC_F32)
-			be->round(l->datt, (size_t)rows * C, m->prec);
+		round_acts(m, l->datt, (size_t)rows * C);
 		be->attention_backward(l->qkv, l->att, l->datt, l->lse, l->dqkv, batch, ti->rows,
 				       C, l->heads, l->causal, l->drop);
-		if (m->prec != DLT_PREC_F32)
-			be->round(l->dqkv, (size_t)rows * 3 * C, m->prec);
+		round_acts(m, l->dqkv, (size_t)rows * 3 * C);
 		be->gemm(m->prec, 1, 0, 3 * C, C, rows, 1.0f, l->dqkv, 3 * C, x, C, 0.0f,
 			 pg(m, l->w), C);
 		be->bias_grad(l->dqkv, pg(m, l->b), rows, 3 * C);
@@ -1851,8 +1857,8 @@ void dlt_model_backward_ops(dlt_model *m, int from, int to, int batch)
 		use_params(m, l, 1);
 		dx = backward_op(m, l, batch);
 		use_params(m, l, 0);
-		if (dx && m->prec != DLT_PREC_F32)
-			m->be->round(dx, (size_t)batch * m->t[l->in].n, m->prec);
+		if (dx)
+			round_acts(m, dx, (size_t)batch * m->t[l->in].n);
 		if (m->grads_ready && m->ready_at[i] != SIZE_MAX)
 			m->grads_ready(m->grads_ctx, m->ready_at[i]);
 	}

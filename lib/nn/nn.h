@@ -61,6 +61,7 @@ typedef struct dlt_model {
 	float *pool;
 	uint64_t seed;		/* dropout masks: Philox keyed by seed, step, layer */
 	int prec;		/* enum dlt_prec of the activations and products */
+	int halves;		/* activations wait for backward in 16 bits (make_pool) */
 	int init_gpt2;		/* train.init: gpt2 */
 	int n_attention;	/* attention layers (GPT-2's init scales by them) */
 	int out_rows;		/* positions of the output a sample (a sequence's T) */
