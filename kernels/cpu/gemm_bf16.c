@@ -264,6 +264,116 @@ static int pairs_of_rows8(const float *src, long ld, int n, int kp, uint32_t *ds
 }
 #endif
 
+#if defined(__x86_64__)
+#define T_CVT __attribute__((target("avx2,avx512f,avx512bf16")))
+
+/* Whether any of 16 floats is subnormal, which vcvtne2ps2bf16 reads as
+ * zero where dlt_round_bf16 rounds it */
+T_CVT static inline int subnormals(__m512 v)
+{
+	__m512i mag = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
+	return _mm512_cmplt_epu32_mask(_mm512_sub_epi32(mag, _mm512_set1_epi32(1)),
+				       _mm512_set1_epi32(0x007fffff)) != 0;
+}
+
+/* 32 floats from x as 16 pairs (word q: x[2q] low, x[2q + 1] high) by
+ * vcvtne2ps2bf16, which rounds to nearest even and quietens a NaN as
+ * dlt_round_bf16 does: the bits of to_bf16, the rare vector with a
+ * subnormal made by it */
+T_CVT static inline void pairs32(const float *x, uint32_t *w)
+{
+	__m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
+	if (subnormals(lo) || subnormals(hi)) {
+		for (int q = 0; q < 16; q++)
+			w[q] = (uint32_t)to_bf16(x[2 * q]) | (uint32_t)to_bf16(x[2 * q + 1]) << 16;
+		return;
+	}
+	_mm512_storeu_si512(w, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+/* pairs_of_rows8 with the words made 16 at a time by pairs32: where the
+ * CPU has AVX512_BF16, whose packing took a third of the products' time */
+T_CVT static int pairs_of_rows8_cvt(const float *src, long ld, int n, int kp, uint32_t *dst,
+				    int stride)
+{
+	uint32_t w[8][KC / 2] __attribute__((aligned(64)));
+	int r0 = 0;
+	for (; r0 + 8 <= n; r0 += 8) {
+		int q = 0;
+		for (int i = 0; i < 8; i++) {
+			const float *row = src + (size_t)(r0 + i) * ld;
+			int k = 0;
+			for (; k + 16 <= kp; k += 16)
+				pairs32(row + 2 * k, &w[i][k]);
+			for (; k < kp; k++)
+				w[i][k] = (uint32_t)to_bf16(row[2 * k]) |
+					  (uint32_t)to_bf16(row[2 * k + 1]) << 16;
+		}
+		for (; q + 8 <= kp; q += 8) {
+			__m256 v[8];
+			for (int i = 0; i < 8; i++)
+				v[i] = _mm256_load_ps((const float *)&w[i][q]);
+			TRANSPOSE8(v);
+			for (int i = 0; i < 8; i++)
+				_mm256_storeu_ps((float *)(dst + (size_t)(q + i) * stride + r0), v[i]);
+		}
+		for (; q < kp; q++)
+			for (int i = 0; i < 8; i++)
+				dst[(size_t)q * stride + r0 + i] = w[i][q];
+	}
+	return r0;
+}
+
+/* pairs_of_cols, 16 columns at a time (an A's panel of 8 in the lower
+ * half): rows 2q and 2q + 1 converted by vcvtneps2bf16 and their bf16
+ * interleaved */
+T_CVT static void pairs_of_cols_cvt(const float *src, long ld, int n, int kp, uint32_t *dst,
+				    int stride)
+{
+	for (int q = 0; q < kp; q++) {
+		const float *lo = src + (size_t)2 * q * ld, *hi = lo + ld;
+		uint32_t *d = dst + (size_t)q * stride;
+		for (int r = 0; r < n; r += 16) {
+			__mmask16 in = n - r >= 16 ? 0xffff : (__mmask16)((1u << (n - r)) - 1);
+			__m512 a = _mm512_maskz_loadu_ps(in, lo + r), b = _mm512_maskz_loadu_ps(in, hi + r);
+			__m256i x, y, p0, p1;
+			uint32_t w[16] __attribute__((aligned(32)));
+			if (subnormals(a) || subnormals(b)) {
+				for (int c = r; c < n && c < r + 16; c++)
+					d[c] = (uint32_t)to_bf16(lo[c]) | (uint32_t)to_bf16(hi[c]) << 16;
+				continue;
+			}
+			x = (__m256i)_mm512_cvtneps_pbh(a);
+			y = (__m256i)_mm512_cvtneps_pbh(b);
+			p0 = _mm256_unpacklo_epi16(x, y);	/* columns 0-3, 8-11 */
+			p1 = _mm256_unpackhi_epi16(x, y);	/* 4-7, 12-15 */
+			if (in == 0xffff) {
+				_mm256_storeu_si256((__m256i *)(d + r),
+						    _mm256_permute2x128_si256(p0, p1, 0x20));
+				_mm256_storeu_si256((__m256i *)(d + r + 8),
+						    _mm256_permute2x128_si256(p0, p1, 0x31));
+				continue;
+			}
+			_mm256_store_si256((__m256i *)w, _mm256_permute2x128_si256(p0, p1, 0x20));
+			_mm256_store_si256((__m256i *)(w + 8), _mm256_permute2x128_si256(p0, p1, 0x31));
+			memcpy(d + r, w, (size_t)(n - r) * sizeof(uint32_t));
+		}
+	}
+}
+
+T_CVT static void pairs_avx512bf16(int cols, const float *src, long ld, int n, int kp,
+				   uint32_t *dst, int stride)
+{
+	int n8;
+	if (cols) {
+		pairs_of_cols_cvt(src, ld, n, kp, dst, stride);
+		return;
+	}
+	n8 = pairs_of_rows8_cvt(src, ld, n, kp, dst, stride);
+	pairs_of_rows(src + (size_t)n8 * ld, ld, n - n8, kp, dst + n8, stride);
+}
+#endif
+
 static int no_rows8(const float *src, long ld, int n, int kp, uint32_t *dst, int stride)
 {
 	(void)src, (void)ld, (void)n, (void)kp, (void)dst, (void)stride;
@@ -321,6 +431,8 @@ static void init(void)
 		return;
 	__get_cpuid_count(7, 1, &a, &b, &c, &d);
 	native = !!(a & (1u << 5));
+	if (native)
+		pairs = pairs_avx512bf16;
 #endif
 }
 

@@ -407,16 +407,55 @@ static void test_bf16_kernel(int native, const char *what)
 	}
 }
 
+/* The packing rounds as dlt_round_bf16: the largest f32 subnormal goes
+ * up to bf16's smallest normal, 2^-126, where a conversion that reads
+ * subnormals as zero (vcvtne2ps2bf16's) would drop it.  Each element of C
+ * sums two products of it with 2^100, one from A and one from B: 2^-25,
+ * every layout, whole vectors of the packing (M 8, N 32, K 64). */
+static void test_bf16_subnormal(int native, const char *what)
+{
+	const int M = 8, N = 32, K = 64;
+	float sub, *A = calloc((size_t)M * K, 4), *B = calloc((size_t)K * N, 4);
+	float *C = malloc((size_t)M * N * 4);
+	uint32_t bits = 0x007fffff;
+	int bad = 0;
+	memcpy(&sub, &bits, 4);
+	for (int t = 0; t < 4; t++) {
+		int tA = t & 1, tB = t >> 1;
+		for (int i = 0; i < M; i++) {
+			A[tA ? 5 * M + i : i * K + 5] = sub;
+			A[tA ? 9 * M + i : i * K + 9] = 0x1p100f;
+		}
+		for (int j = 0; j < N; j++) {
+			B[tB ? j * K + 5 : 5 * N + j] = 0x1p100f;
+			B[tB ? j * K + 9 : 9 * N + j] = sub;
+		}
+		dlt_cpu_sgemm_bf16(native, tA, tB, M, N, K, 1.0f, A, tA ? M : K, B, tB ? K : N,
+				   0.0f, C, N);
+		for (int e = 0; e < M * N; e++)
+			bad += C[e] != 0x1p-25f;
+		memset(A, 0, (size_t)M * K * 4);
+		memset(B, 0, (size_t)K * N * 4);
+	}
+	ok(!bad, "bf16 %s: the largest subnormal packed as 2^-126, in A and in B, every "
+	   "transpose (%d of %d wrong)", what, bad, 4 * M * N);
+	free(A);
+	free(B);
+	free(C);
+}
+
 static void test_bf16(void)
 {
 	diag("bf16 GEMM: %s", dlt_cpu_gemm_prec_name(DLT_PREC_BF16));
 	test_bf16_kernel(0, "portable micro-kernel");
+	test_bf16_subnormal(0, "portable micro-kernel");
 	if (!dlt_cpu_bf16_native()) {
 		skip("bf16 vdpbf16ps: this CPU or OS lacks AVX512_BF16 (cpuid 7.1 eax bit 5) "
 		     "or the ZMM state (xgetbv); t0500 runs it on an emulated CPU");
 		return;
 	}
 	test_bf16_kernel(1, "vdpbf16ps");
+	test_bf16_subnormal(1, "vdpbf16ps");
 	{
 		problem p;
 		float *C1 = NULL, *C2;
