@@ -560,16 +560,22 @@ static void row_block(const args *g, const uint16_t *bp, int ic, int mc, int jc,
 
 /* Slabs of NC columns, slices of KC along k; each slice's B packed once,
  * its panels shared out among the threads, then the threads take blocks of
- * MC rows, packing their own A.  Fewer blocks than threads (a batch of 128
+ * up to MC rows, packing their own A.  Fewer blocks than threads (a batch of 128
  * rows is 2 blocks; a weight gradient's M is the layer's width) split the
  * slab's columns too, a share of its panels to each: every element still
  * gets the same sums, so the same bits. */
 static void run(const args *g)
 {
 	int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-	int blocks = (g->M + MC - 1) / MC;
+	int blocks = (g->M + MC - 1) / MC, mb;
 	if ((double)g->M * g->N * g->K < PAR_MIN_FMA)
 		threads = 1;
+	/* blocks of at most MC rows, a multiple of the threads of them, as
+	 * even as whole panels allow: 128 rows on 2 threads are 64 + 64, not
+	 * 96 + 32 with one thread waiting for the other */
+	blocks = (blocks + threads - 1) / threads * threads;
+	mb = ((g->M + blocks - 1) / blocks + MR - 1) / MR * MR;
+	blocks = (g->M + mb - 1) / mb;
 	for (int jc = 0; jc < g->N; jc += NC) {
 		int nc = min_i(NC, g->N - jc), panels = (nc + NR - 1) / NR;
 		int splits = blocks >= threads ? 1 : min_i(panels, (threads + blocks - 1) / blocks);
@@ -591,8 +597,8 @@ static void run(const args *g)
 				int b = t / splits, s = t % splits;
 				int p0 = s * panels / splits, p1 = (s + 1) * panels / splits;
 				if (p1 > p0)
-					row_block(g, bp ? bp + (size_t)2 * kp * NR * p0 : NULL, b * MC,
-						  min_i(MC, g->M - b * MC), jc + p0 * NR,
+					row_block(g, bp ? bp + (size_t)2 * kp * NR * p0 : NULL, b * mb,
+						  min_i(mb, g->M - b * mb), jc + p0 * NR,
 						  min_i(p1 * NR, nc) - p0 * NR, pc, kc, kp, upd);
 			}
 		}
