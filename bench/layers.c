@@ -93,7 +93,7 @@ static void dense_fwd(const char *name, int in, int out, int act, const float *x
 	snprintf(label, sizeof(label), "%s fwd", name);
 	TIME(label, 2.0 * BATCH * in * out,
 	     (be->gemm(0, 0, 1, BATCH, out, in, 1.0f, x, in, w, in, 0.0f, y, out),
-	      be->bias_act(y, b, BATCH, out, act, 0.0f)));
+	      be->bias_act(y, b, BATCH, out, act, 0.0f, DLT_PREC_F32)));
 }
 
 static void dense_bwd(const char *name, int in, int out, const float *x, const float *w,
@@ -221,7 +221,7 @@ static void cnn(void)
 			conv_pool_fwd(&c1, &p1, x, w1, b1, y1, y2, arg1, work);
 			conv_pool_fwd(&c2, &p2, y2, w2, b2, y3, y4, arg2, work);
 			be->gemm(0, 0, 1, BATCH, 128, 3136, 1.0f, y4, 3136, w3, 3136, 0.0f, y5, 128);
-			be->bias_act(y5, b3, BATCH, 128, DLT_ACT_RELU, 0.0f);
+			be->bias_act(y5, b3, BATCH, 128, DLT_ACT_RELU, 0.0f, DLT_PREC_F32);
 			be->gemm(0, 0, 1, BATCH, 10, 128, 1.0f, y5, 128, w4, 128, 0.0f, y6, 10);
 			be->gemm(0, 0, 0, BATCH, 3136, 128, 1.0f, g5, 128, w3, 3136, 0.0f, g4, 3136);
 			conv_pool_bwd(&c2, &p2, y2, w2, g3, g4, arg2, g2, dw, work);
@@ -275,7 +275,7 @@ static void seq_dense_fwd(const char *name, int rows, int in, int out, const flo
 	snprintf(label, sizeof(label), "%s fwd", name);
 	TIME(label, 2.0 * rows * in * out,
 	     (be->gemm(0, 0, 1, rows, out, in, 1.0f, x, in, w, in, 0.0f, y, out),
-	      b ? be->bias_act(y, b, rows, out, DLT_ACT_NONE, 0.0f) : (void)0));
+	      b ? be->bias_act(y, b, rows, out, DLT_ACT_NONE, 0.0f, DLT_PREC_F32) : (void)0));
 }
 
 static void seq_dense_bwd(const char *name, int rows, int in, int out, const float *x,

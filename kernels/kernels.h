@@ -17,6 +17,10 @@ extern "C" {		/* kernels/cuda/ is compiled as CUDA C++ */
  * too (round), so activations hold only values of that type.  Rounding
  * to fp16 overflows to inf as fp16 does: loss scaling sees it. */
 enum dlt_prec { DLT_PREC_F32 = 0, DLT_PREC_BF16, DLT_PREC_F16 };
+/* gemm's prec | DLT_ROUND_C: C rounded to prec too, as the product ends,
+ * while it is still in cache (an activation or a gradient that nothing
+ * is added to first): the bits of gemm then round, without the pass */
+enum { DLT_ROUND_C = 16 };
 
 /* The losses (train.loss).  Cross-entropy is softmax_xent's; the others
  * are element-wise, pointwise_loss's: y - t squared (mse), |y - t| (l1),
@@ -88,7 +92,7 @@ enum { DLT_FUSES_FORWARD = 1, DLT_FUSES_BACKWARD = 2 };
 /* The layout of dlt_backend: libdlt-cuda.so, built apart, fills one and
  * refuses a program of another layout.  One more with every change of
  * the struct. */
-#define DLT_BACKEND_ABI 2
+#define DLT_BACKEND_ABI 3
 
 typedef struct dlt_backend {
 	const char *name;
@@ -113,12 +117,14 @@ typedef struct dlt_backend {
 	void (*upload_async)(void *dst, const void *src, size_t bytes);
 
 	/* C = alpha * op(A) * op(B) + beta * C, row-major, op = transpose when
-	 * tX; A and B rounded to prec (enum dlt_prec) */
+	 * tX; A and B rounded to prec (enum dlt_prec; | DLT_ROUND_C: C too) */
 	void (*gemm)(int prec, int tA, int tB, int M, int N, int K, float alpha,
 		     const float *A, int lda, const float *B, int ldb,
 		     float beta, float *C, int ldc);
-	/* y[r][c] = act(y[r][c] + bias[c]) in place; bias may be NULL */
-	void (*bias_act)(float *y, const float *bias, int rows, int cols, int act, float slope);
+	/* y[r][c] = act(y[r][c] + bias[c]) in place, rounded to prec (a
+	 * product's output: the same pass); bias may be NULL */
+	void (*bias_act)(float *y, const float *bias, int rows, int cols, int act, float slope,
+			 int prec);
 	/* out = act(x) element-wise (x == out allowed) */
 	void (*act_forward)(const float *x, float *y, size_t n, int act, float slope);
 	/* dx = dy * act'(x); y = act(x) is given too (sigmoid and tanh use it) */

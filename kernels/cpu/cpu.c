@@ -139,16 +139,24 @@ static void bias_act_row(float *y, const float *bias, int cols, int act, float s
 	}
 }
 
-static void cpu_bias_act(float *y, const float *bias, int rows, int cols, int act, float slope)
+/* each chunk or row rounded as soon as it is done, while in L1 */
+static void cpu_bias_act(float *y, const float *bias, int rows, int cols, int act, float slope,
+			 int prec)
 {
 	size_t n = (size_t)rows * cols;
 	if (!bias) {
-		cpu_act_forward(y, y, n, act, slope);
+		#pragma omp parallel for schedule(dynamic) if (n >= PAR_MIN)
+		for (size_t i = 0; i < n; i += CHUNK) {
+			act_span(y + i, y + i, min_sz(CHUNK, n - i), act, slope);
+			dlt_cpu_round_to(y + i, y + i, min_sz(CHUNK, n - i), prec);
+		}
 		return;
 	}
 	#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-	for (int r = 0; r < rows; r++)
+	for (int r = 0; r < rows; r++) {
 		bias_act_row(y + (size_t)r * cols, bias, cols, act, slope);
+		dlt_cpu_round_to(y + (size_t)r * cols, y + (size_t)r * cols, (size_t)cols, prec);
+	}
 }
 
 __attribute__((target_clones("avx2", "default")))

@@ -554,6 +554,7 @@ typedef struct gemm_args {
 	/* what A's and B's panels are rounded to: prec, or f32 where the
 	 * operand holds values of prec already (exact_operands) */
 	int prec_a, prec_b;
+	int round;		/* what C is rounded to (DLT_ROUND_C's), f32: not */
 } gemm_args;
 
 /* bf16 by dlt_round_bf16's integer steps, 8 lanes at a time */
@@ -574,6 +575,30 @@ static void round_bf16_avx2(const float *x, float *y, size_t n)
 	}
 	for (; i < n; i++)
 		y[i] = dlt_round_bf16(x[i]);
+}
+
+/* bf16 by vcvtneps2bf16, 16 lanes an instruction (the integer steps'
+ * bits: to nearest even, a NaN quietened with its payload's top kept),
+ * where the CPU has AVX512_BF16; a vector with a subnormal, which the
+ * instruction reads as zero, the integer way */
+__attribute__((target("avx2,avx512f,avx512bf16")))
+static void round_bf16_cvt(const float *x, float *y, size_t n)
+{
+	const __m512i mag = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1);
+	const __m512i sub = _mm512_set1_epi32(0x007fffff);
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		__m512 v = _mm512_loadu_ps(x + i);
+		__m512i a = _mm512_and_si512(_mm512_castps_si512(v), mag);
+		__m256i h;
+		if (_mm512_cmplt_epu32_mask(_mm512_sub_epi32(a, one), sub)) {
+			round_bf16_avx2(x + i, y + i, 16);
+			continue;
+		}
+		h = (__m256i)_mm512_cvtneps_pbh(v);
+		_mm512_storeu_si512(y + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+	}
+	round_bf16_avx2(x + i, y + i, n - i);
 }
 
 /* fp16 by F16C's conversions there and back, which round as
@@ -598,7 +623,9 @@ static void round_f16_avx2(const float *x, float *y, size_t n)
 void dlt_cpu_round_to(const float *x, float *y, size_t n, int prec)
 {
 	int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-	if (prec == DLT_PREC_BF16 && avx2)
+	if (prec == DLT_PREC_BF16 && dlt_cpu_bf16_native())
+		round_bf16_cvt(x, y, n);
+	else if (prec == DLT_PREC_BF16 && avx2)
 		round_bf16_avx2(x, y, n);
 	else if (prec == DLT_PREC_F16 && avx2)
 		round_f16_avx2(x, y, n);
@@ -737,6 +764,22 @@ static const float *held_panels(const impl *im, const gemm_args *g)
 	return p;
 }
 
+/* C's rows i0 .. i1, columns j0 .. j1 rounded to g->round, the block just
+ * done, so still in cache */
+static void round_c(const gemm_args *g, int i0, int i1, int j0, int j1)
+{
+	if (g->round == DLT_PREC_F32)
+		return;
+	for (int i = i0; i < i1; i++) {
+		float *c = g->C + i * g->ldc + j0 * g->cs;
+		if (g->cs == 1)
+			dlt_cpu_round_to(c, c, (size_t)(j1 - j0), g->round);
+		else
+			for (int j = 0; j < j1 - j0; j++)
+				c[j * g->cs] = dlt_round_prec(c[j * g->cs], g->round);
+	}
+}
+
 /* Rows i0 .. i1, columns j0 .. j1 of C.  A's panels packed, or read where
  * they lie but for one short of MR rows (a_in_place); B's packed, or
  * held's (held_panels); the same sums. */
@@ -781,6 +824,8 @@ static void gemm_block(const impl *im, const gemm_args *g, const float *held, in
 							 g->C + ic * g->ldc + (jc + jr) * g->cs, g->cs,
 							 n, g->alpha, g->beta, upd);
 					}
+					if (pc + kc >= g->K)
+						round_c(g, ic, ic + mc, jc, jc + nc);
 					continue;
 				}
 				for (int jr = 0; jr < nc; jr += nr) {
@@ -799,6 +844,8 @@ static void gemm_block(const impl *im, const gemm_args *g, const float *held, in
 								n, g->alpha, g->beta, upd);
 					}
 				}
+				if (pc + kc >= g->K)
+					round_c(g, ic, ic + mc, jc, jc + nc);
 			}
 		}
 	}
@@ -849,7 +896,7 @@ static void gemm_ours(const impl *im, const gemm_args *g0)
 	 * so the same bits. */
 	gemm_args gt = { !g0->tB, !g0->tA, g0->N, g0->M, g0->K, g0->alpha, g0->beta, g0->B,
 			 g0->A, g0->C, g0->ldb, g0->lda, g0->cs, g0->ldc, g0->prec, 0,
-			 g0->prec_b, g0->prec_a };
+			 g0->prec_b, g0->prec_a, g0->round };
 	const gemm_args *g = g0->N < im->nr &&
 		tile_use(g0->N, g0->M, im->mr, im->nr) > 1.2 * tile_use(g0->M, g0->N, im->mr, im->nr)
 		? &gt : g0;
@@ -965,8 +1012,11 @@ static void sgemm(int kind, int weights, int prec, int tA, int tB, int M, int N,
 		  float alpha, const float *A, int lda, const float *B, int ldb, float beta,
 		  float *C, int ldc)
 {
-	gemm_args g = { tA, tB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, prec, weights,
-			prec, prec };
+	int round = prec & DLT_ROUND_C ? prec & ~DLT_ROUND_C : DLT_PREC_F32;
+	gemm_args g = { tA, tB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1,
+			prec & ~DLT_ROUND_C, weights, prec & ~DLT_ROUND_C, prec & ~DLT_ROUND_C,
+			round };
+	prec &= ~DLT_ROUND_C;
 	pthread_once(&once, init);
 	if (M <= 0 || N <= 0)
 		return;
@@ -979,6 +1029,7 @@ static void sgemm(int kind, int weights, int prec, int tA, int tB, int M, int N,
 	}
 	if (K <= 0 || alpha == 0.0f) {
 		scale_c(M, N, beta, C, ldc);
+		round_c(&g, 0, M, 0, N);
 		return;
 	}
 	if (kind < 0 || kind >= DLT_GEMM_KINDS || !supported[kind])
@@ -999,8 +1050,9 @@ static void dispatch(int weights, int prec, int tA, int tB, int M, int N, int K,
 		     int ldc)
 {
 	int kind = dlt_cpu_gemm_kind();	/* and bf16_native */
-	if (prec == DLT_PREC_BF16 && bf16_native) {
-		dlt_cpu_sgemm_bf16(1, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	if ((prec & ~DLT_ROUND_C) == DLT_PREC_BF16 && bf16_native) {
+		dlt_cpu_sgemm_bf16(1 | (prec & DLT_ROUND_C), tA, tB, M, N, K, alpha, A, lda, B, ldb,
+				   beta, C, ldc);
 		return;
 	}
 	sgemm(kind, weights, prec, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -509,6 +509,7 @@ typedef struct args {
 	const float *A, *B;
 	float *C;
 	ukr_fn *ukr;
+	int round;		/* C rounded to bf16 too (DLT_ROUND_C) */
 } args;
 
 /* Out of memory for a packing buffer: rows ic .. ic+mc, columns jc ..
@@ -539,6 +540,18 @@ static void unpacked(const args *g, int ic, int mc, int jc, int nc, int pc, int 
 		}
 }
 
+/* With DLT_ROUND_C, C's rows ic .. ic+mc, columns jc .. jc+nc rounded once
+ * k's last slice (the one ending at k) is in: the block just done, still in
+ * cache */
+static void round_c(const args *g, int ic, int mc, int jc, int nc, int k)
+{
+	if (!g->round || k < g->K)
+		return;
+	for (int i = ic; i < ic + mc; i++)
+		dlt_cpu_round_to(g->C + (size_t)i * g->ldc + jc, g->C + (size_t)i * g->ldc + jc,
+				 (size_t)nc, DLT_PREC_BF16);
+}
+
 /* Rows ic .. ic+mc of C against the packed slab bp (nc columns from jc;
  * NULL: there was no memory for it). */
 static void row_block(const args *g, const uint16_t *bp, int ic, int mc, int jc, int nc, int pc,
@@ -548,6 +561,7 @@ static void row_block(const args *g, const uint16_t *bp, int ic, int mc, int jc,
 			  : NULL;
 	if (!ap) {
 		unpacked(g, ic, mc, jc, nc, pc, kc, upd);
+		round_c(g, ic, mc, jc, nc, pc + kc);
 		return;
 	}
 	pack_a(g->tA, g->A, g->lda, ic, mc, pc, kc, kp, ap);
@@ -556,6 +570,7 @@ static void row_block(const args *g, const uint16_t *bp, int ic, int mc, int jc,
 			g->ukr(kp, ap + (size_t)2 * kp * ir, bp + (size_t)2 * kp * jr,
 			       g->C + (size_t)(ic + ir) * g->ldc + jc + jr, g->ldc, min_i(MR, mc - ir),
 			       min_i(NR, nc - jr), g->alpha, g->beta, upd);
+	round_c(g, ic, mc, jc, nc, pc + kc);
 }
 
 /* Slabs of NC columns, slices of KC along k; each slice's B packed once,
@@ -605,14 +620,15 @@ static void run(const args *g)
 	}
 }
 
-void dlt_cpu_sgemm_bf16(int use_native, int tA, int tB, int M, int N, int K, float alpha,
+void dlt_cpu_sgemm_bf16(int flags, int tA, int tB, int M, int N, int K, float alpha,
 			const float *A, int lda, const float *B, int ldb, float beta, float *C,
 			int ldc)
 {
-	args g = { tA, tB, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, ukr_emulated };
+	args g = { tA, tB, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, ukr_emulated,
+		   !!(flags & DLT_ROUND_C) };
 	pthread_once(&once, init);	/* the buffers' keys */
 #if defined(__x86_64__)
-	if (use_native && dlt_cpu_bf16_native())
+	if ((flags & 1) && dlt_cpu_bf16_native())
 		g.ukr = ukr_avx512bf16;
 #endif
 	if (M <= 0 || N <= 0)
@@ -623,6 +639,7 @@ void dlt_cpu_sgemm_bf16(int use_native, int tA, int tB, int M, int N, int K, flo
 				float *p = C + (size_t)i * ldc + j;
 				*p = beta == 0.0f ? 0.0f : beta * *p;
 			}
+		round_c(&g, 0, M, 0, N, K);
 		return;
 	}
 	run(&g);

@@ -9,10 +9,11 @@
 int dlt_cpu_bf16_native(void);
 
 /* C = alpha op(A) op(B) + beta C, row-major, A and B rounded to bf16.
- * use_native: vdpbf16ps where the CPU has it; else, or with 0, the same
+ * flags: 1, vdpbf16ps where the CPU has it; else, or without, the same
  * packing and loops around a portable C micro-kernel that does the
- * instruction's arithmetic (slow: for the tests). */
-void dlt_cpu_sgemm_bf16(int use_native, int tA, int tB, int M, int N, int K, float alpha,
+ * instruction's arithmetic (slow: for the tests); DLT_ROUND_C, C rounded
+ * to bf16 too (kernels.h). */
+void dlt_cpu_sgemm_bf16(int flags, int tA, int tB, int M, int N, int K, float alpha,
 			const float *A, int lda, const float *B, int ldb, float beta, float *C,
 			int ldc);
 

@@ -18,21 +18,25 @@ static void ref_gemm(int prec, int tA, int tB, int M, int N, int K, float alpha,
 			for (int k = 0; k < K; k++) {
 				float a = tA ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
 				float b = tB ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
-				s += (double)dlt_round_prec(a, prec) * dlt_round_prec(b, prec);
+				s += (double)dlt_round_prec(a, prec & ~DLT_ROUND_C) *
+				     dlt_round_prec(b, prec & ~DLT_ROUND_C);
 			}
 			/* beta == 0 ignores C, as BLAS does: it may hold garbage */
 			float *c = &C[(size_t)i * ldc + j];
 			*c = (float)(alpha * s) + (beta == 0.0f ? 0.0f : beta * *c);
+			if (prec & DLT_ROUND_C)
+				*c = dlt_round_prec(*c, prec & ~DLT_ROUND_C);
 		}
 	}
 }
 
-static void ref_bias_act(float *y, const float *bias, int rows, int cols, int act, float slope)
+static void ref_bias_act(float *y, const float *bias, int rows, int cols, int act, float slope,
+			 int prec)
 {
 	for (int r = 0; r < rows; r++) {
 		for (int c = 0; c < cols; c++) {
 			float *p = &y[(size_t)r * cols + c];
-			*p = dlt_act(*p + (bias ? bias[c] : 0.0f), act, slope);
+			*p = dlt_round_prec(dlt_act(*p + (bias ? bias[c] : 0.0f), act, slope), prec);
 		}
 	}
 }

@@ -30,20 +30,19 @@ void cu_act_forward(const float *x, float *y, size_t n, int act, float slope)
 		LAUNCH(act_kernel, n, x, y, n, act, slope);
 }
 
+/* without a bias, y as it is (a -0 stays -0, as act_forward keeps it) */
 static __global__ void bias_act_kernel(float *y, const float *bias, size_t n, int cols, int act,
-				       float slope)
+				       float slope, int prec)
 {
 	GRID_STRIDE(i, n)
-		y[i] = dlt_act(y[i] + bias[i % cols], act, slope);
+		y[i] = dlt_round_prec(dlt_act(bias ? y[i] + bias[i % cols] : y[i], act, slope), prec);
 }
 
-void cu_bias_act(float *y, const float *bias, int rows, int cols, int act, float slope)
+void cu_bias_act(float *y, const float *bias, int rows, int cols, int act, float slope, int prec)
 {
 	size_t n = (size_t)rows * cols;
-	if (!bias)
-		cu_act_forward(y, y, n, act, slope);
-	else
-		LAUNCH(bias_act_kernel, n, y, bias, n, cols, act, slope);
+	if (n && (bias || act != DLT_ACT_NONE || prec != DLT_PREC_F32))
+		LAUNCH(bias_act_kernel, n, y, bias, n, cols, act, slope, prec);
 }
 
 static __global__ void act_backward_kernel(const float *x, const float *y, const float *dy,

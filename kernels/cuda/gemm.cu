@@ -45,8 +45,8 @@ static void pack(const float *src, int ld, int r0, int c0, int rows, int cols, i
 	cu_launched("gemm: rounding the operands");
 }
 
-void cu_gemm(int prec, int tA, int tB, int M, int N, int K, float alpha, const float *A,
-	     int lda, const float *B, int ldb, float beta, float *C, int ldc)
+static void product(int prec, int tA, int tB, int M, int N, int K, float alpha, const float *A,
+		    int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
 	cublasOperation_t opA = tA ? CUBLAS_OP_T : CUBLAS_OP_N;
 	cublasOperation_t opB = tB ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -89,4 +89,20 @@ void cu_gemm(int prec, int tA, int tB, int M, int N, int K, float alpha, const f
 						CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "gemm"))
 			return;
 	}
+}
+
+/* DLT_ROUND_C: C rounded after the product, a pass of its own here */
+void cu_gemm(int prec, int tA, int tB, int M, int N, int K, float alpha, const float *A,
+	     int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+	int round = prec & DLT_ROUND_C;
+	prec &= ~DLT_ROUND_C;
+	product(prec, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	if (!round || prec == DLT_PREC_F32 || M < 1 || N < 1)
+		return;
+	if (ldc == N)
+		cu_round(C, (size_t)M * N, prec);
+	else
+		for (int i = 0; i < M; i++)
+			cu_round(C + (size_t)i * ldc, (size_t)N, prec);
 }

@@ -138,7 +138,7 @@ void cu_batchnorm_eval(int n, int c, int hw, const float *x, const float *gamma,
 void cu_batchnorm_backward(int n, int c, int hw, const float *x, const float *dy,
 			   const float *gamma, const float *mean, const float *invstd, float *dx,
 			   float *dgamma, float *dbeta);
-void cu_bias_act(float *y, const float *bias, int rows, int cols, int act, float slope);
+void cu_bias_act(float *y, const float *bias, int rows, int cols, int act, float slope, int prec);
 void cu_act_forward(const float *x, float *y, size_t n, int act, float slope);
 void cu_act_backward(const float *x, const float *y, const float *dy, float *dx, size_t n,
 		     int act, float slope);

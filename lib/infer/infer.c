@@ -331,9 +331,7 @@ static void attention_span(dlt_model *m, dlt_layer *l, const span *sp, float *kv
 	float *att = sp->pos ? l->datt : l->att + row * C;
 
 	be->gemm(m->prec, 0, 1, n, 3 * C, C, 1.0f, x, C, pw(m, l->w), C, 0.0f, qkv, 3 * C);
-	be->bias_act(qkv, pw(m, l->b), n, 3 * C, DLT_ACT_NONE, 0.0f);
-	if (m->prec != DLT_PREC_F32)
-		be->round(qkv, (size_t)n * 3 * C, m->prec);
+	be->bias_act(qkv, pw(m, l->b), n, 3 * C, DLT_ACT_NONE, 0.0f, m->prec);
 	if (!sp->pos) {
 		be->attention_decode(kv + (size_t)sp->seq * seq_qkv, att, sp->p0, n, C, l->heads);
 	} else {
@@ -347,7 +345,7 @@ static void attention_span(dlt_model *m, dlt_layer *l, const span *sp, float *kv
 	if (m->prec != DLT_PREC_F32)
 		be->round(att, (size_t)n * C, m->prec);
 	be->gemm(m->prec, 0, 1, n, C, C, 1.0f, att, C, pw(m, l->w2), C, 0.0f, y, C);
-	be->bias_act(y, pw(m, l->b2), n, C, DLT_ACT_NONE, 0.0f);
+	be->bias_act(y, pw(m, l->b2), n, C, DLT_ACT_NONE, 0.0f, m->prec);
 }
 
 /* Op l on the rows of a span: forward_op's arithmetic on those rows (kv:
@@ -384,9 +382,7 @@ static int row_forward(dlt_model *m, dlt_layer *l, const span *sp, float *kv)
 				      l->invstd + r0, n, win, l->eps);
 		break;
 	case DLT_LAYER_DENSE:
-		be->gemm(m->prec, 0, 1, n, wout, win, 1.0f, x, win, pw(m, l->w), win, 0.0f, y, wout);
-		if (l->b >= 0 || l->act != DLT_ACT_NONE)
-			be->bias_act(y, pw(m, l->b), n, wout, l->act, l->slope);
+		dlt_dense_forward(m, l, x, y, n);
 		break;
 	case DLT_LAYER_ATTENTION:
 		attention_span(m, l, sp, kv, x, y);
@@ -418,7 +414,7 @@ static void run_span(dlt_infer *x, const span *sp)
 	for (int i = 0; i < m->n_layers; i++) {
 		int t = row_forward(m, &m->layers[i], sp, x->kv[i]);
 		size_t w;
-		if (t < 0 || m->prec == DLT_PREC_F32)
+		if (t < 0 || m->prec == DLT_PREC_F32 || dlt_op_rounds(&m->layers[i]))
 			continue;
 		w = width(m, t);
 		m->be->round(dlt_tensor_a(m, t) + r0 * w, (size_t)sp->n * w, m->prec);

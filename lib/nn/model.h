@@ -92,4 +92,19 @@ static inline float *dlt_tensor_g(const dlt_model *m, int i)
 	return m->t[m->t[i].g_of].g;
 }
 
+/* Whether op l's forward leaves its output rounded to the model's
+ * precision itself, in the pass that ends it (bias_act's, or the
+ * product's: DLT_ROUND_C), so that no pass of its own follows; its
+ * backward does so for its input's gradient and its weights' */
+static inline int dlt_op_rounds(const dlt_layer *l)
+{
+	return l->kind == DLT_LAYER_DENSE || l->kind == DLT_LAYER_ATTENTION;
+}
+
+/* A dense op's forward on rows rows of x (its input's positions rows of
+ * their own) into y, rounded (dlt_op_rounds): training's and
+ * generation's */
+void dlt_dense_forward(const dlt_model *m, const dlt_layer *l, const float *x, float *y,
+		       int rows);
+
 #endif

@@ -1396,6 +1396,21 @@ static void round_acts(const dlt_model *m, float *x, size_t n)
 		m->be->round(x, n, m->prec);
 }
 
+void dlt_dense_forward(const dlt_model *m, const dlt_layer *l, const float *x, float *y,
+		       int rows)
+{
+	const dlt_tensor *ti = &m->t[l->in];
+	int out = (int)(m->t[l->out].n / ti->rows), in = (int)(ti->n / ti->rows);
+	if (l->b >= 0 || l->act != DLT_ACT_NONE) {
+		m->be->gemm(m->prec, 0, 1, rows, out, in, 1.0f, x, in, pw(m, l->w), in, 0.0f, y,
+			    out);
+		m->be->bias_act(y, pw(m, l->b), rows, out, l->act, l->slope, m->prec);
+	} else {
+		m->be->gemm(m->prec | DLT_ROUND_C, 0, 1, rows, out, in, 1.0f, x, in, pw(m, l->w),
+			    in, 0.0f, y, out);
+	}
+}
+
 /* Returns the tensor whose activations it wrote, -1 if none (a conv that
  * does the max pool after it writes the pool's). */
 static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long long step)
@@ -1408,15 +1423,9 @@ static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long lon
 	int hw = ti->s.h * ti->s.w;
 
 	switch (l->kind) {
-	case DLT_LAYER_DENSE: {
-		/* a sequence's positions are rows of their own */
-		int rows = batch * ti->rows, out = (int)(m->t[l->out].n / ti->rows);
-		int in = (int)(ti->n / ti->rows);
-		be->gemm(m->prec, 0, 1, rows, out, in, 1.0f, x, in, pw(m, l->w), in, 0.0f, y, out);
-		if (l->b >= 0 || l->act != DLT_ACT_NONE)
-			be->bias_act(y, pw(m, l->b), rows, out, l->act, l->slope);
+	case DLT_LAYER_DENSE:
+		dlt_dense_forward(m, l, x, y, batch * ti->rows);
 		break;
-	}
 	case DLT_LAYER_EMBEDDING:
 		/* the input holds token ids, i32, in its floats' place */
 		be->embedding_forward((const int32_t *)x, pw(m, l->w), y, batch * (int)ti->n,
@@ -1433,8 +1442,7 @@ static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long lon
 		int rows = batch * ti->rows, C = ti->s.c;
 		be->gemm(m->prec, 0, 1, rows, 3 * C, C, 1.0f, x, C, pw(m, l->w), C, 0.0f, l->qkv,
 			 3 * C);
-		be->bias_act(l->qkv, pw(m, l->b), rows, 3 * C, DLT_ACT_NONE, 0.0f);
-		round_acts(m, l->qkv, (size_t)rows * 3 * C);
+		be->bias_act(l->qkv, pw(m, l->b), rows, 3 * C, DLT_ACT_NONE, 0.0f, m->prec);
 		l->drop.rate = train ? l->rate : 0.0f;
 		l->drop.seed = m->seed;
 		l->drop.stream = dropout_stream(step, l->index);
@@ -1442,7 +1450,7 @@ static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long lon
 				      l->causal, l->drop);
 		round_acts(m, l->att, (size_t)rows * C);
 		be->gemm(m->prec, 0, 1, rows, C, C, 1.0f, l->att, C, pw(m, l->w2), C, 0.0f, y, C);
-		be->bias_act(y, pw(m, l->b2), rows, C, DLT_ACT_NONE, 0.0f);
+		be->bias_act(y, pw(m, l->b2), rows, C, DLT_ACT_NONE, 0.0f, m->prec);
 		break;
 	}
 	case DLT_LAYER_CONV2D:
@@ -1540,7 +1548,7 @@ static void run_forward(dlt_model *m, dlt_layer *l, int batch, int train, long l
 	use_params(m, l, 1);
 	t = forward_op(m, l, batch, train, step);
 	use_params(m, l, 0);
-	if (t >= 0)
+	if (t >= 0 && !dlt_op_rounds(l))
 		round_acts(m, dlt_tensor_a(m, t), (size_t)batch * m->t[t].n);
 }
 
@@ -1713,18 +1721,20 @@ static float *pg(const dlt_model *m, int k)
 
 /* bf16 and fp16: a matrix product's weight and bias gradients come out
  * in that type, as from the half-precision product on a GPU; they are
- * summed into the f32 master weights' update. */
+ * summed into the f32 master weights' update.  The weights' come so
+ * from the products of the ops that round (dlt_op_rounds). */
 static void round_grads(const dlt_model *m, const dlt_layer *l)
 {
 	if (m->prec == DLT_PREC_F32)
 		return;
-	m->be->round(pg(m, l->w), m->params[l->w].n, m->prec);
+	if (!dlt_op_rounds(l))
+		m->be->round(pg(m, l->w), m->params[l->w].n, m->prec);
 	if (l->b >= 0)
 		m->be->round(pg(m, l->b), m->params[l->b].n, m->prec);
-	if (l->w2 >= 0) {
+	if (l->w2 >= 0 && !dlt_op_rounds(l))
 		m->be->round(pg(m, l->w2), m->params[l->w2].n, m->prec);
+	if (l->b2 >= 0)
 		m->be->round(pg(m, l->b2), m->params[l->b2].n, m->prec);
-	}
 }
 
 /* Returns the input gradient it wrote, NULL if none. */
@@ -1745,13 +1755,13 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 		int in = (int)(ti->n / ti->rows);
 		/* a tied head runs first in backward: it writes the embedding's
 		 * gradient, which the embedding then adds to */
-		be->gemm(m->prec, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 0.0f, pg(m, l->w),
-			 in);
+		be->gemm(m->prec | DLT_ROUND_C, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 0.0f,
+			 pg(m, l->w), in);
 		if (l->b >= 0)
 			be->bias_grad(dy, pg(m, l->b), rows, out);
 		if (dx)
-			be->gemm(m->prec, 0, 0, rows, in, out, 1.0f, dy, out, pw(m, l->w), in, 0.0f,
-				 dx, in);
+			be->gemm(m->prec | DLT_ROUND_C, 0, 0, rows, in, out, 1.0f, dy, out,
+				 pw(m, l->w), in, 0.0f, dx, in);
 		round_grads(m, l);
 		break;
 	}
@@ -1775,19 +1785,20 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 		break;
 	case DLT_LAYER_ATTENTION: {
 		int rows = batch * ti->rows, C = ti->s.c;
-		be->gemm(m->prec, 1, 0, C, C, rows, 1.0f, dy, C, l->att, C, 0.0f, pg(m, l->w2), C);
+		be->gemm(m->prec | DLT_ROUND_C, 1, 0, C, C, rows, 1.0f, dy, C, l->att, C, 0.0f,
+			 pg(m, l->w2), C);
 		be->bias_grad(dy, pg(m, l->b2), rows, C);
-		be->gemm(m->prec, 0, 0, rows, C, C, 1.0f, dy, C, pw(m, l->w2), C, 0.0f, l->datt, C);
-		round_acts(m, l->datt, (size_t)rows * C);
+		be->gemm(m->prec | DLT_ROUND_C, 0, 0, rows, C, C, 1.0f, dy, C, pw(m, l->w2), C,
+			 0.0f, l->datt, C);
 		be->attention_backward(l->qkv, l->att, l->datt, l->lse, l->dqkv, batch, ti->rows,
 				       C, l->heads, l->causal, l->drop);
 		round_acts(m, l->dqkv, (size_t)rows * 3 * C);
-		be->gemm(m->prec, 1, 0, 3 * C, C, rows, 1.0f, l->dqkv, 3 * C, x, C, 0.0f,
-			 pg(m, l->w), C);
+		be->gemm(m->prec | DLT_ROUND_C, 1, 0, 3 * C, C, rows, 1.0f, l->dqkv, 3 * C, x, C,
+			 0.0f, pg(m, l->w), C);
 		be->bias_grad(l->dqkv, pg(m, l->b), rows, 3 * C);
 		if (dx)
-			be->gemm(m->prec, 0, 0, rows, C, 3 * C, 1.0f, l->dqkv, 3 * C, pw(m, l->w), C,
-				 0.0f, dx, C);
+			be->gemm(m->prec | DLT_ROUND_C, 0, 0, rows, C, 3 * C, 1.0f, l->dqkv, 3 * C,
+				 pw(m, l->w), C, 0.0f, dx, C);
 		round_grads(m, l);
 		break;
 	}
@@ -1857,7 +1868,7 @@ void dlt_model_backward_ops(dlt_model *m, int from, int to, int batch)
 		use_params(m, l, 1);
 		dx = backward_op(m, l, batch);
 		use_params(m, l, 0);
-		if (dx)
+		if (dx && !dlt_op_rounds(l))
 			round_acts(m, dx, (size_t)batch * m->t[l->in].n);
 		if (m->grads_ready && m->ready_at[i] != SIZE_MAX)
 			m->grads_ready(m->grads_ctx, m->ready_at[i]);

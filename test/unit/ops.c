@@ -297,16 +297,57 @@ static double check_gemm_longk(const dlt_backend *be, size_t i, int arg)
 	return gemm_on(be, longk[i], arg);
 }
 
-/* arg: the activation; + 16 leaves the bias out */
+/* DLT_ROUND_C (arg as gemm_on's): C of the product and its rounding in
+ * one, against the product, then round, on the same backend: the same
+ * bits (0 where they are, else 1) */
+static double gemm_round_on(const dlt_backend *be, mat s, int arg)
+{
+	int tA = arg & 1, tB = !!(arg & 2), M = s.rows, N = s.cols, K = s.k;
+	int prec = arg & 16 ? DLT_PREC_BF16 : DLT_PREC_F16;
+	size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+	float *A = randv(na, -2, 2), *B = randv(nb, -2, 2), *C = randv(nc, -1, 1);
+	float *dA = upf(be, A, na), *dB = upf(be, B, nb), *d1 = upf(be, C, nc), *d2 = upf(be, C, nc);
+	float *c1, *c2;
+	int same;
+	be->gemm(prec | DLT_ROUND_C, tA, tB, M, N, K, 0.5f, dA, tA ? M : K, dB, tB ? K : N, 1.5f,
+		 d1, N);
+	be->gemm(prec, tA, tB, M, N, K, 0.5f, dA, tA ? M : K, dB, tB ? K : N, 1.5f, d2, N);
+	be->round(d2, nc, prec);
+	c1 = down(be, d1, nc);
+	c2 = down(be, d2, nc);
+	same = !memcmp(c1, c2, nc * sizeof(float));
+	be->free(dA);
+	be->free(dB);
+	free(A);
+	free(B);
+	free(C);
+	free(c1);
+	free(c2);
+	return same ? 0.0 : 1.0;
+}
+
+static double check_gemm_round(const dlt_backend *be, size_t i, int arg)
+{
+	return gemm_round_on(be, mats[i], arg);
+}
+
+static double check_gemm_round_longk(const dlt_backend *be, size_t i, int arg)
+{
+	return gemm_round_on(be, longk[i], arg);
+}
+
+/* arg: the activation; + 16 leaves the bias out; + BF16 or FP16 (32, 64
+ * here) rounds to it */
 static double check_bias_act(const dlt_backend *be, size_t i, int arg)
 {
 	mat s = mats[i];
 	size_t n = (size_t)s.rows * s.cols;
 	float *y = randv(n, -4, 4), *b = randv(s.cols, -1, 1), *dy = upf(be, y, n);
 	float *db = upf(be, b, s.cols), *got;
+	int prec = arg & 32 ? DLT_PREC_BF16 : arg & 64 ? DLT_PREC_F16 : DLT_PREC_F32;
 	double d;
-	be->bias_act(dy, arg & 16 ? NULL : db, s.rows, s.cols, arg & 15, 0.1f);
-	ref->bias_act(y, arg & 16 ? NULL : b, s.rows, s.cols, arg & 15, 0.1f);
+	be->bias_act(dy, arg & 16 ? NULL : db, s.rows, s.cols, arg & 15, 0.1f, prec);
+	ref->bias_act(y, arg & 16 ? NULL : b, s.rows, s.cols, arg & 15, 0.1f, prec);
 	got = down(be, dy, n);
 	d = dist(got, y, n);
 	be->free(db);
@@ -1449,6 +1490,13 @@ static const row rows[] = {
 	/* the CUDA backend's 16-bit operands a range of K at a time */
 	{ "gemm nt bf16, long k", check_gemm_longk, 2 + BF16, LONGK, { NO, 1e-5 } },
 	{ "gemm tn fp16, long k", check_gemm_longk, 1 + FP16, LONGK, { NO, 1e-5 } },
+	/* DLT_ROUND_C: the bits of the product then round, every backend */
+	{ "gemm nt bf16, C rounded", check_gemm_round, 2 + BF16, MATS, { 0, 0 } },
+	{ "gemm tn bf16, C rounded", check_gemm_round, 1 + BF16, MATS, { 0, 0 } },
+	{ "gemm nn fp16, C rounded", check_gemm_round, FP16, MATS, { 0, 0 } },
+	{ "gemm tt fp16, C rounded", check_gemm_round, 3 + FP16, MATS, { 0, 0 } },
+	{ "gemm tn bf16, C rounded, long k", check_gemm_round_longk, 1 + BF16, LONGK, { 0, 0 } },
+	{ "gemm nt fp16, C rounded, long k", check_gemm_round_longk, 2 + FP16, LONGK, { 0, 0 } },
 	{ "bias_act none", check_bias_act, DLT_ACT_NONE, MATS, { 1e-7, 0 } },
 	{ "bias_act relu", check_bias_act, DLT_ACT_RELU, MATS, { 1e-7, 0 } },
 	{ "bias_act leaky_relu", check_bias_act, DLT_ACT_LEAKY_RELU, MATS, { 1e-7, 0 } },
@@ -1461,6 +1509,13 @@ static const row rows[] = {
 	{ "bias_act gelu, no bias", check_bias_act, DLT_ACT_GELU + 16, MATS, { 1e-7, 1e-6 } },
 	{ "bias_act gelu_tanh, no bias", check_bias_act, DLT_ACT_GELU_TANH + 16, MATS,
 	  { 1e-7, 1e-6 } },
+	/* rounded in the same pass: within an ulp of bf16 where the
+	 * activation's arithmetic may differ in f32's last bit */
+	{ "bias_act none, bf16", check_bias_act, DLT_ACT_NONE + 32, MATS, { 0, 0 } },
+	{ "bias_act relu, fp16", check_bias_act, DLT_ACT_RELU + 64, MATS, { 0, 0 } },
+	{ "bias_act none, no bias, fp16", check_bias_act, DLT_ACT_NONE + 16 + 64, MATS, { 0, 0 } },
+	{ "bias_act gelu_tanh, bf16", check_bias_act, DLT_ACT_GELU_TANH + 32, MATS,
+	  { 4e-3, 4e-3 } },
 	{ "act_forward none", check_act_forward, DLT_ACT_NONE, MATS, { 1e-7, 0 } },
 	{ "act_forward relu", check_act_forward, DLT_ACT_RELU, MATS, { 1e-7, 0 } },
 	{ "act_forward leaky_relu", check_act_forward, DLT_ACT_LEAKY_RELU, MATS, { 1e-7, 0 } },
