@@ -620,6 +620,23 @@ static void round_f16_avx2(const float *x, float *y, size_t n)
 		y[i] = dlt_round_f16(x[i]);
 }
 
+/* round_f16_avx2's conversions 16 lanes at a time */
+__attribute__((target("avx2,f16c,avx512f")))
+static void round_f16_avx512(const float *x, float *y, size_t n)
+{
+	const __m512i quiet = _mm512_set1_epi32(0x00400000);
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		__m512 v = _mm512_loadu_ps(x + i);
+		__m512 r = _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+		__mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+		r = _mm512_mask_mov_ps(r, nan, _mm512_castsi512_ps(_mm512_or_si512(
+			_mm512_castps_si512(v), quiet)));
+		_mm512_storeu_ps(y + i, r);
+	}
+	round_f16_avx2(x + i, y + i, n - i);
+}
+
 void dlt_cpu_round_to(const float *x, float *y, size_t n, int prec)
 {
 	int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
@@ -627,6 +644,8 @@ void dlt_cpu_round_to(const float *x, float *y, size_t n, int prec)
 		round_bf16_cvt(x, y, n);
 	else if (prec == DLT_PREC_BF16 && avx2)
 		round_bf16_avx2(x, y, n);
+	else if (prec == DLT_PREC_F16 && avx2 && __builtin_cpu_supports("avx512f"))
+		round_f16_avx512(x, y, n);
 	else if (prec == DLT_PREC_F16 && avx2)
 		round_f16_avx2(x, y, n);
 	else if (prec != DLT_PREC_F32)
