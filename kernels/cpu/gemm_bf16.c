@@ -230,6 +230,25 @@ typedef void pairs_fn(int cols, const float *src, long ld, int n, int kp, uint32
 		      int stride);
 
 #if defined(__x86_64__)
+/* 8 rows' words w[i][q], q < kp, to word q stride + i of dst: 8 x 8 of
+ * them turned into place in registers at a time */
+__attribute__((target("avx2"), always_inline))
+static inline void words_of_rows8(uint32_t (*w)[KC / 2], int kp, uint32_t *dst, int stride)
+{
+	int q = 0;
+	for (; q + 8 <= kp; q += 8) {
+		__m256 v[8];
+		for (int i = 0; i < 8; i++)
+			v[i] = _mm256_load_ps((const float *)&w[i][q]);
+		TRANSPOSE8(v);
+		for (int i = 0; i < 8; i++)
+			_mm256_storeu_ps((float *)(dst + (size_t)(q + i) * stride), v[i]);
+	}
+	for (; q < kp; q++)
+		for (int i = 0; i < 8; i++)
+			dst[(size_t)q * stride + i] = w[i][q];
+}
+
 /* pairs_of_rows for the first n / 8 * 8 rows, which it returns: each 8
  * rows' words turned into place 8 x 8 in registers, where a store a word
  * to a column of dst made the packing of bf16 take half the time of the
@@ -240,7 +259,6 @@ static int pairs_of_rows8(const float *src, long ld, int n, int kp, uint32_t *ds
 	uint32_t w[8][KC / 2] __attribute__((aligned(32)));
 	int r0 = 0;
 	for (; r0 + 8 <= n; r0 += 8) {
-		int q = 0;
 		for (int i = 0; i < 8; i++) {
 			const float *row = src + (size_t)(r0 + i) * ld;
 			#pragma omp simd
@@ -248,17 +266,7 @@ static int pairs_of_rows8(const float *src, long ld, int n, int kp, uint32_t *ds
 				w[i][k] = (uint32_t)to_bf16(row[2 * k]) |
 					  (uint32_t)to_bf16(row[2 * k + 1]) << 16;
 		}
-		for (; q + 8 <= kp; q += 8) {
-			__m256 v[8];
-			for (int i = 0; i < 8; i++)
-				v[i] = _mm256_load_ps((const float *)&w[i][q]);
-			TRANSPOSE8(v);
-			for (int i = 0; i < 8; i++)
-				_mm256_storeu_ps((float *)(dst + (size_t)(q + i) * stride + r0), v[i]);
-		}
-		for (; q < kp; q++)
-			for (int i = 0; i < 8; i++)
-				dst[(size_t)q * stride + r0 + i] = w[i][q];
+		words_of_rows8(w, kp, dst + r0, stride);
 	}
 	return r0;
 }
@@ -299,7 +307,6 @@ T_CVT static int pairs_of_rows8_cvt(const float *src, long ld, int n, int kp, ui
 	uint32_t w[8][KC / 2] __attribute__((aligned(64)));
 	int r0 = 0;
 	for (; r0 + 8 <= n; r0 += 8) {
-		int q = 0;
 		for (int i = 0; i < 8; i++) {
 			const float *row = src + (size_t)(r0 + i) * ld;
 			int k = 0;
@@ -309,17 +316,7 @@ T_CVT static int pairs_of_rows8_cvt(const float *src, long ld, int n, int kp, ui
 				w[i][k] = (uint32_t)to_bf16(row[2 * k]) |
 					  (uint32_t)to_bf16(row[2 * k + 1]) << 16;
 		}
-		for (; q + 8 <= kp; q += 8) {
-			__m256 v[8];
-			for (int i = 0; i < 8; i++)
-				v[i] = _mm256_load_ps((const float *)&w[i][q]);
-			TRANSPOSE8(v);
-			for (int i = 0; i < 8; i++)
-				_mm256_storeu_ps((float *)(dst + (size_t)(q + i) * stride + r0), v[i]);
-		}
-		for (; q < kp; q++)
-			for (int i = 0; i < 8; i++)
-				dst[(size_t)q * stride + r0 + i] = w[i][q];
+		words_of_rows8(w, kp, dst + r0, stride);
 	}
 	return r0;
 }
