@@ -1721,8 +1721,9 @@ static float *pg(const dlt_model *m, int k)
 
 /* bf16 and fp16: a matrix product's weight and bias gradients come out
  * in that type, as from the half-precision product on a GPU; they are
- * summed into the f32 master weights' update.  The weights' come so
- * from the products of the ops that round (dlt_op_rounds). */
+ * summed into the f32 master weights' update.  Dense's and attention's
+ * products round their weights' themselves (dlt_op_rounds); a conv's
+ * are rounded here, and every bias's. */
 static void round_grads(const dlt_model *m, const dlt_layer *l)
 {
 	if (m->prec == DLT_PREC_F32)
@@ -1731,8 +1732,6 @@ static void round_grads(const dlt_model *m, const dlt_layer *l)
 		m->be->round(pg(m, l->w), m->params[l->w].n, m->prec);
 	if (l->b >= 0)
 		m->be->round(pg(m, l->b), m->params[l->b].n, m->prec);
-	if (l->w2 >= 0 && !dlt_op_rounds(l))
-		m->be->round(pg(m, l->w2), m->params[l->w2].n, m->prec);
 	if (l->b2 >= 0)
 		m->be->round(pg(m, l->b2), m->params[l->b2].n, m->prec);
 }
