@@ -358,6 +358,36 @@ T_CVT static void pairs_of_cols_cvt(const float *src, long ld, int n, int kp, ui
 	}
 }
 
+/* Two A panels (MR = 8 columns each) from rows 2q and 2q + 1 at once, q <
+ * kp: 16 columns, a whole cache line of each row, where a panel alone
+ * reads half of one and the next panel the other half much later
+ * (pairs_of_cols_cvt's arithmetic) */
+T_CVT static void two_panels_cvt(const float *src, long ld, int kp, uint32_t *d0, uint32_t *d1)
+{
+	for (int q = 0; q < kp; q++) {
+		const float *lo = src + (size_t)2 * q * ld, *hi = lo + ld;
+		__m512 a = _mm512_loadu_ps(lo), b = _mm512_loadu_ps(hi);
+		__m256i x, y, p0, p1;
+		if (subnormals(a) || subnormals(b)) {
+			for (int c = 0; c < 8; c++) {
+				d0[(size_t)q * 8 + c] = (uint32_t)to_bf16(lo[c]) |
+							(uint32_t)to_bf16(hi[c]) << 16;
+				d1[(size_t)q * 8 + c] = (uint32_t)to_bf16(lo[c + 8]) |
+							(uint32_t)to_bf16(hi[c + 8]) << 16;
+			}
+			continue;
+		}
+		x = (__m256i)_mm512_cvtneps_pbh(a);
+		y = (__m256i)_mm512_cvtneps_pbh(b);
+		p0 = _mm256_unpacklo_epi16(x, y);	/* columns 0-3, 8-11 */
+		p1 = _mm256_unpackhi_epi16(x, y);	/* 4-7, 12-15 */
+		_mm256_storeu_si256((__m256i *)(d0 + (size_t)q * 8),
+				    _mm256_permute2x128_si256(p0, p1, 0x20));
+		_mm256_storeu_si256((__m256i *)(d1 + (size_t)q * 8),
+				    _mm256_permute2x128_si256(p0, p1, 0x31));
+	}
+}
+
 T_CVT static void pairs_avx512bf16(int cols, const float *src, long ld, int n, int kp,
 				   uint32_t *dst, int stride)
 {
@@ -397,6 +427,8 @@ PAIRS(pairs_avx2, __attribute__((target("avx2"))), pairs_of_rows8)
 PAIRS(pairs_plain, , no_rows8)
 
 static pairs_fn *pairs = pairs_plain;
+/* two_panels_cvt where the CPU has AVX512_BF16, else NULL */
+static void (*two_panels)(const float *src, long ld, int kp, uint32_t *d0, uint32_t *d1);
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int native;
@@ -429,7 +461,10 @@ static void init(void)
 	__get_cpuid_count(7, 1, &a, &b, &c, &d);
 	native = !!(a & (1u << 5));
 	if (native)
+	if (native) {
 		pairs = pairs_avx512bf16;
+		two_panels = two_panels_cvt;
+	}
 #endif
 }
 
@@ -461,11 +496,17 @@ static void pack_panel(int t, const float *X, int ld, int r0, int m, int w, int 
 			}
 }
 
-/* op(A)'s rows i0 .. i0+m, k p0 .. p0+kc, as MR-row panels of kp pairs. */
+/* op(A)'s rows i0 .. i0+m, k p0 .. p0+kc, as MR-row panels of kp pairs;
+ * a transposed A's whole panels two at a time where two_panels can */
 static void pack_a(int tA, const float *A, int lda, int i0, int m, int p0, int kc, int kp,
 		   uint16_t *dst)
 {
-	for (int ip = 0; ip < m; ip += MR, dst += (size_t)2 * MR * kp)
+	int ip = 0;
+	if (tA && two_panels && kc % 2 == 0)
+		for (; ip + 2 * MR <= m; ip += 2 * MR, dst += (size_t)4 * MR * kp)
+			two_panels(A + (size_t)p0 * lda + i0 + ip, lda, kp, (uint32_t *)dst,
+				   (uint32_t *)dst + (size_t)MR * kp);
+	for (; ip < m; ip += MR, dst += (size_t)2 * MR * kp)
 		pack_panel(tA, A, lda, i0 + ip, m - ip, MR, p0, kc, kp, dst);
 }
 

@@ -411,10 +411,10 @@ static void test_bf16_kernel(int native, const char *what)
  * up to bf16's smallest normal, 2^-126, where a conversion that reads
  * subnormals as zero (vcvtne2ps2bf16's) would drop it.  Each element of C
  * sums two products of it with 2^100, one from A and one from B: 2^-25,
- * every layout, whole vectors of the packing (M 8, N 32, K 64). */
+ * every layout, whole vectors of the packing (M 16: two A panels at once, N 32, K 64). */
 static void test_bf16_subnormal(int native, const char *what)
 {
-	const int M = 8, N = 32, K = 64;
+	const int M = 16, N = 32, K = 64;
 	float sub, *A = calloc((size_t)M * K, 4), *B = calloc((size_t)K * N, 4);
 	float *C = malloc((size_t)M * N * 4);
 	uint32_t bits = 0x007fffff;
