@@ -579,19 +579,17 @@ static void round_bf16_avx2(const float *x, float *y, size_t n)
 
 /* bf16 by vcvtneps2bf16, 16 lanes an instruction (the integer steps'
  * bits: to nearest even, a NaN quietened with its payload's top kept),
- * where the CPU has AVX512_BF16; a vector with a subnormal, which the
- * instruction reads as zero, the integer way */
-__attribute__((target("avx2,avx512f,avx512bf16")))
+ * where dlt_cpu_bf16_native says the CPU has it (and vfpclassps); a
+ * vector with a subnormal, which the instruction reads as zero, the
+ * integer way */
+__attribute__((target("avx2,avx512f,avx512dq,avx512bf16")))
 static void round_bf16_cvt(const float *x, float *y, size_t n)
 {
-	const __m512i mag = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1);
-	const __m512i sub = _mm512_set1_epi32(0x007fffff);
 	size_t i = 0;
 	for (; i + 16 <= n; i += 16) {
 		__m512 v = _mm512_loadu_ps(x + i);
-		__m512i a = _mm512_and_si512(_mm512_castps_si512(v), mag);
 		__m256i h;
-		if (_mm512_cmplt_epu32_mask(_mm512_sub_epi32(a, one), sub)) {
+		if (_mm512_fpclass_ps_mask(v, 0x20)) {
 			round_bf16_avx2(x + i, y + i, 16);
 			continue;
 		}

@@ -273,15 +273,13 @@ static int pairs_of_rows8(const float *src, long ld, int n, int kp, uint32_t *ds
 #endif
 
 #if defined(__x86_64__)
-#define T_CVT __attribute__((target("avx2,avx512f,avx512bf16")))
+#define T_CVT __attribute__((target("avx2,avx512f,avx512dq,avx512bf16")))
 
-/* Whether any of 16 floats is subnormal, which vcvtne2ps2bf16 reads as
- * zero where dlt_round_bf16 rounds it */
+/* Whether any of 16 floats is subnormal (vfpclassps' class 0x20), which
+ * vcvtne2ps2bf16 reads as zero where dlt_round_bf16 rounds it */
 T_CVT static inline int subnormals(__m512 v)
 {
-	__m512i mag = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
-	return _mm512_cmplt_epu32_mask(_mm512_sub_epi32(mag, _mm512_set1_epi32(1)),
-				       _mm512_set1_epi32(0x007fffff)) != 0;
+	return _mm512_fpclass_ps_mask(v, 0x20) != 0;
 }
 
 /* 32 floats from x as 16 pairs (word q: x[2q] low, x[2q + 1] high) by
@@ -438,13 +436,15 @@ static pthread_key_t key_a, key_b;
  * bit 16; and the OS must save the ZMM state: OSXSAVE (CPUID.1:ECX bit
  * 27), then XCR0 bits 1, 2 (SSE, AVX) and 5-7 (opmask, ZMM0-15 upper
  * halves, ZMM16-31).  AVX2 (the packing's pairs) is CPUID.(7,0):EBX bit
- * 5 with XCR0 bits 1 and 2. */
+ * 5 with XCR0 bits 1 and 2.  The conversions find subnormals with
+ * AVX512DQ's vfpclassps, CPUID.(7,0):EBX bit 17, which every CPU with
+ * AVX512_BF16 has (Cooper Lake, Sapphire Rapids, Zen 4 on). */
 static void init(void)
 {
 	pthread_key_create(&key_a, free);
 	pthread_key_create(&key_b, free);
 #if defined(__x86_64__)
-	unsigned a, b, c, d, lo, hi;
+	unsigned a, b, c, d, lo, hi, dq;
 	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))
 		return;
 	__asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
@@ -456,11 +456,11 @@ static void init(void)
 	if ((lo & 0xe6) != 0xe6 || !(b & (1u << 16)))
 		return;
 	pairs = pairs_avx512;
+	dq = b & (1u << 17);
 	if (a < 1)
 		return;
 	__get_cpuid_count(7, 1, &a, &b, &c, &d);
-	native = !!(a & (1u << 5));
-	if (native)
+	native = (a & (1u << 5)) && dq;
 	if (native) {
 		pairs = pairs_avx512bf16;
 		two_panels = two_panels_cvt;

@@ -5,7 +5,8 @@
 #define DLT_CPU_GEMM_BF16_H
 
 /* Whether the CPU and the OS run vdpbf16ps: cpuid's AVX512F and
- * AVX512_BF16, and XCR0's ZMM state. */
+ * AVX512_BF16, and XCR0's ZMM state; and AVX512DQ, whose vfpclassps the
+ * bf16 conversions use (every CPU with AVX512_BF16 has it). */
 int dlt_cpu_bf16_native(void);
 
 /* C = alpha op(A) op(B) + beta C, row-major, A and B rounded to bf16.
