@@ -635,20 +635,44 @@ static void round_f16_avx512(const float *x, float *y, size_t n)
 	round_f16_avx2(x + i, y + i, n - i);
 }
 
-void dlt_cpu_round_to(const float *x, float *y, size_t n, int prec)
+static void round_bf16_plain(const float *x, float *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = dlt_round_bf16(x[i]);
+}
+
+static void round_f16_plain(const float *x, float *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = dlt_round_f16(x[i]);
+}
+
+/* The CPU's best rounding of each type, chosen once: bias_act and the
+ * GEMMs round a row of a few hundred floats a call */
+typedef void round_fn(const float *x, float *y, size_t n);
+static round_fn *round_bf16 = round_bf16_plain, *round_f16 = round_f16_plain;
+static pthread_once_t round_once = PTHREAD_ONCE_INIT;
+
+static void round_choose(void)
 {
 	int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-	if (prec == DLT_PREC_BF16 && dlt_cpu_bf16_native())
-		round_bf16_cvt(x, y, n);
-	else if (prec == DLT_PREC_BF16 && avx2)
-		round_bf16_avx2(x, y, n);
-	else if (prec == DLT_PREC_F16 && avx2 && __builtin_cpu_supports("avx512f"))
-		round_f16_avx512(x, y, n);
-	else if (prec == DLT_PREC_F16 && avx2)
-		round_f16_avx2(x, y, n);
-	else if (prec != DLT_PREC_F32)
-		for (size_t i = 0; i < n; i++)
-			y[i] = dlt_round_prec(x[i], prec);
+	if (dlt_cpu_bf16_native())
+		round_bf16 = round_bf16_cvt;
+	else if (avx2)
+		round_bf16 = round_bf16_avx2;
+	if (avx2 && __builtin_cpu_supports("avx512f"))
+		round_f16 = round_f16_avx512;
+	else if (avx2)
+		round_f16 = round_f16_avx2;
+}
+
+void dlt_cpu_round_to(const float *x, float *y, size_t n, int prec)
+{
+	pthread_once(&round_once, round_choose);
+	if (prec == DLT_PREC_BF16)
+		round_bf16(x, y, n);
+	else if (prec == DLT_PREC_F16)
+		round_f16(x, y, n);
 	else if (x != y)
 		memmove(y, x, n * sizeof(*y));
 }
