@@ -19,8 +19,13 @@ extern "C" {		/* kernels/cuda/ is compiled as CUDA C++ */
 enum dlt_prec { DLT_PREC_F32 = 0, DLT_PREC_BF16, DLT_PREC_F16 };
 /* gemm's prec | DLT_ROUND_C: C rounded to prec too, as the product ends,
  * while it is still in cache (an activation or a gradient that nothing
- * is added to first): the bits of gemm then round, without the pass */
-enum { DLT_ROUND_C = 16 };
+ * is added to first): the bits of gemm then round, without the pass.
+ * | DLT_A_EXACT, DLT_B_EXACT: the caller knows A (B) to hold values of
+ * prec already (a model's activations and gradients do), so that a
+ * backend that would check it and then spare the rounding (the CPU's
+ * f32 kernels on bf16 or fp16) need not look; the bits are the same. */
+enum { DLT_ROUND_C = 16, DLT_A_EXACT = 32, DLT_B_EXACT = 64 };
+#define DLT_GEMM_FLAGS (DLT_ROUND_C | DLT_A_EXACT | DLT_B_EXACT)
 
 /* The losses (train.loss).  Cross-entropy is softmax_xent's; the others
  * are element-wise, pointwise_loss's: y - t squared (mse), |y - t| (l1),
@@ -117,7 +122,8 @@ typedef struct dlt_backend {
 	void (*upload_async)(void *dst, const void *src, size_t bytes);
 
 	/* C = alpha * op(A) * op(B) + beta * C, row-major, op = transpose when
-	 * tX; A and B rounded to prec (enum dlt_prec; | DLT_ROUND_C: C too) */
+	 * tX; A and B rounded to prec (enum dlt_prec; | DLT_ROUND_C: C too;
+	 * | DLT_A_EXACT, DLT_B_EXACT: they are already) */
 	void (*gemm)(int prec, int tA, int tB, int M, int N, int K, float alpha,
 		     const float *A, int lda, const float *B, int ldb,
 		     float beta, float *C, int ldc);

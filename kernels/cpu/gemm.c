@@ -1031,18 +1031,19 @@ int dlt_cpu_gemm_supported(int kind)
 
 /* bf16 (without the CPU's bf16 products) and fp16 run the f32 kernels on
  * rounded panels.  Training's activations and gradients hold values of
- * the type already, so an A or B that does (whole, without gaps between
- * its rows) is not rounded again, and A is then read where it lies as in
- * f32 (a_in_place); the check is a pass over it, the packing it spares
- * one and a half.  Weights are f32 masters: not checked. */
-static void exact_operands(gemm_args *g)
+ * the type already, so an A or B that does is not rounded again, and A
+ * is then read where it lies as in f32 (a_in_place).  The caller may say
+ * so (said: DLT_A_EXACT, DLT_B_EXACT, as nn does); else an operand whole,
+ * without gaps between its rows, is checked, a pass over it that spares
+ * the packing one and a half.  Weights are f32 masters: not checked. */
+static void exact_operands(gemm_args *g, int said)
 {
 	if (g->prec == DLT_PREC_F32)
 		return;
-	if (g->lda == (g->tA ? g->M : g->K) &&
+	if (!(said & DLT_A_EXACT) && g->lda == (g->tA ? g->M : g->K) &&
 	    dlt_cpu_is_rounded(g->A, (size_t)g->M * g->K, g->prec))
 		g->prec_a = DLT_PREC_F32;
-	if (!g->weights && g->ldb == (g->tB ? g->K : g->N) &&
+	if (!(said & DLT_B_EXACT) && !g->weights && g->ldb == (g->tB ? g->K : g->N) &&
 	    dlt_cpu_is_rounded(g->B, (size_t)g->K * g->N, g->prec))
 		g->prec_b = DLT_PREC_F32;
 }
@@ -1053,11 +1054,12 @@ static void sgemm(int kind, int weights, int prec, int tA, int tB, int M, int N,
 		  float alpha, const float *A, int lda, const float *B, int ldb, float beta,
 		  float *C, int ldc)
 {
-	int round = prec & DLT_ROUND_C ? prec & ~DLT_ROUND_C : DLT_PREC_F32;
-	gemm_args g = { tA, tB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1,
-			prec & ~DLT_ROUND_C, weights, prec & ~DLT_ROUND_C, prec & ~DLT_ROUND_C,
+	int p = prec & ~DLT_GEMM_FLAGS, round = prec & DLT_ROUND_C ? p : DLT_PREC_F32;
+	gemm_args g = { tA, tB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, p, weights,
+			prec & DLT_A_EXACT ? DLT_PREC_F32 : p, prec & DLT_B_EXACT ? DLT_PREC_F32 : p,
 			round };
-	prec &= ~DLT_ROUND_C;
+	int exact = prec & (DLT_A_EXACT | DLT_B_EXACT);
+	prec = p;
 	pthread_once(&once, init);
 	if (M <= 0 || N <= 0)
 		return;
@@ -1075,7 +1077,7 @@ static void sgemm(int kind, int weights, int prec, int tA, int tB, int M, int N,
 	}
 	if (kind < 0 || kind >= DLT_GEMM_KINDS || !supported[kind])
 		kind = best_ours;
-	exact_operands(&g);
+	exact_operands(&g, exact);
 	gemm_ours(&impls[kind], &g);
 }
 
@@ -1091,7 +1093,7 @@ static void dispatch(int weights, int prec, int tA, int tB, int M, int N, int K,
 		     int ldc)
 {
 	int kind = dlt_cpu_gemm_kind();	/* and bf16_native */
-	if ((prec & ~DLT_ROUND_C) == DLT_PREC_BF16 && bf16_native) {
+	if ((prec & ~DLT_GEMM_FLAGS) == DLT_PREC_BF16 && bf16_native) {
 		dlt_cpu_sgemm_bf16(1 | (prec & DLT_ROUND_C), tA, tB, M, N, K, alpha, A, lda, B, ldb,
 				   beta, C, ldc);
 		return;

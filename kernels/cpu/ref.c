@@ -18,14 +18,14 @@ static void ref_gemm(int prec, int tA, int tB, int M, int N, int K, float alpha,
 			for (int k = 0; k < K; k++) {
 				float a = tA ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
 				float b = tB ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
-				s += (double)dlt_round_prec(a, prec & ~DLT_ROUND_C) *
-				     dlt_round_prec(b, prec & ~DLT_ROUND_C);
+				s += (double)dlt_round_prec(a, prec & ~DLT_GEMM_FLAGS) *
+				     dlt_round_prec(b, prec & ~DLT_GEMM_FLAGS);
 			}
 			/* beta == 0 ignores C, as BLAS does: it may hold garbage */
 			float *c = &C[(size_t)i * ldc + j];
 			*c = (float)(alpha * s) + (beta == 0.0f ? 0.0f : beta * *c);
 			if (prec & DLT_ROUND_C)
-				*c = dlt_round_prec(*c, prec & ~DLT_ROUND_C);
+				*c = dlt_round_prec(*c, prec & ~DLT_GEMM_FLAGS);
 		}
 	}
 }

@@ -96,7 +96,7 @@ void cu_gemm(int prec, int tA, int tB, int M, int N, int K, float alpha, const f
 	     int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
 	int round = prec & DLT_ROUND_C;
-	prec &= ~DLT_ROUND_C;
+	prec &= ~DLT_GEMM_FLAGS;	/* the 16-bit copies round exact operands to themselves */
 	product(prec, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 	if (!round || prec == DLT_PREC_F32 || M < 1 || N < 1)
 		return;

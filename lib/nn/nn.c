@@ -1396,18 +1396,27 @@ static void round_acts(const dlt_model *m, float *x, size_t n)
 		m->be->round(x, n, m->prec);
 }
 
+/* flag (DLT_A_EXACT or DLT_B_EXACT) for a product's operand that is
+ * tensor t's activations: every op's output is rounded to the type, but
+ * the model's input holds the data as they come.  Gradients are all
+ * rounded: theirs is always the flag. */
+static int exact(const dlt_model *m, int t, int flag)
+{
+	return m->t[t].a_of ? flag : 0;
+}
+
 void dlt_dense_forward(const dlt_model *m, const dlt_layer *l, const float *x, float *y,
 		       int rows)
 {
 	const dlt_tensor *ti = &m->t[l->in];
 	int out = (int)(m->t[l->out].n / ti->rows), in = (int)(ti->n / ti->rows);
+	int prec = m->prec | exact(m, l->in, DLT_A_EXACT);
 	if (l->b >= 0 || l->act != DLT_ACT_NONE) {
-		m->be->gemm(m->prec, 0, 1, rows, out, in, 1.0f, x, in, pw(m, l->w), in, 0.0f, y,
-			    out);
+		m->be->gemm(prec, 0, 1, rows, out, in, 1.0f, x, in, pw(m, l->w), in, 0.0f, y, out);
 		m->be->bias_act(y, pw(m, l->b), rows, out, l->act, l->slope, m->prec);
 	} else {
-		m->be->gemm(m->prec | DLT_ROUND_C, 0, 1, rows, out, in, 1.0f, x, in, pw(m, l->w),
-			    in, 0.0f, y, out);
+		m->be->gemm(prec | DLT_ROUND_C, 0, 1, rows, out, in, 1.0f, x, in, pw(m, l->w), in,
+			    0.0f, y, out);
 	}
 }
 
@@ -1440,8 +1449,8 @@ static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long lon
 		break;
 	case DLT_LAYER_ATTENTION: {
 		int rows = batch * ti->rows, C = ti->s.c;
-		be->gemm(m->prec, 0, 1, rows, 3 * C, C, 1.0f, x, C, pw(m, l->w), C, 0.0f, l->qkv,
-			 3 * C);
+		be->gemm(m->prec | exact(m, l->in, DLT_A_EXACT), 0, 1, rows, 3 * C, C, 1.0f, x, C,
+			 pw(m, l->w), C, 0.0f, l->qkv, 3 * C);
 		be->bias_act(l->qkv, pw(m, l->b), rows, 3 * C, DLT_ACT_NONE, 0.0f, m->prec);
 		l->drop.rate = train ? l->rate : 0.0f;
 		l->drop.seed = m->seed;
@@ -1449,7 +1458,8 @@ static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long lon
 		be->attention_forward(l->qkv, l->att, l->lse, batch, ti->rows, C, l->heads,
 				      l->causal, l->drop);
 		round_acts(m, l->att, (size_t)rows * C);
-		be->gemm(m->prec, 0, 1, rows, C, C, 1.0f, l->att, C, pw(m, l->w2), C, 0.0f, y, C);
+		be->gemm(m->prec | DLT_A_EXACT, 0, 1, rows, C, C, 1.0f, l->att, C, pw(m, l->w2), C,
+			 0.0f, y, C);
 		be->bias_act(y, pw(m, l->b2), rows, C, DLT_ACT_NONE, 0.0f, m->prec);
 		break;
 	}
@@ -1754,13 +1764,13 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 		int in = (int)(ti->n / ti->rows);
 		/* a tied head runs first in backward: it writes the embedding's
 		 * gradient, which the embedding then adds to */
-		be->gemm(m->prec | DLT_ROUND_C, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 0.0f,
-			 pg(m, l->w), in);
+		be->gemm(m->prec | DLT_ROUND_C | DLT_A_EXACT | exact(m, l->in, DLT_B_EXACT), 1, 0,
+			 out, in, rows, 1.0f, dy, out, x, in, 0.0f, pg(m, l->w), in);
 		if (l->b >= 0)
 			be->bias_grad(dy, pg(m, l->b), rows, out);
 		if (dx)
-			be->gemm(m->prec | DLT_ROUND_C, 0, 0, rows, in, out, 1.0f, dy, out,
-				 pw(m, l->w), in, 0.0f, dx, in);
+			be->gemm(m->prec | DLT_ROUND_C | DLT_A_EXACT, 0, 0, rows, in, out, 1.0f, dy,
+				 out, pw(m, l->w), in, 0.0f, dx, in);
 		round_grads(m, l);
 		break;
 	}
@@ -1784,20 +1794,20 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 		break;
 	case DLT_LAYER_ATTENTION: {
 		int rows = batch * ti->rows, C = ti->s.c;
-		be->gemm(m->prec | DLT_ROUND_C, 1, 0, C, C, rows, 1.0f, dy, C, l->att, C, 0.0f,
-			 pg(m, l->w2), C);
+		be->gemm(m->prec | DLT_ROUND_C | DLT_A_EXACT | DLT_B_EXACT, 1, 0, C, C, rows, 1.0f,
+			 dy, C, l->att, C, 0.0f, pg(m, l->w2), C);
 		be->bias_grad(dy, pg(m, l->b2), rows, C);
-		be->gemm(m->prec | DLT_ROUND_C, 0, 0, rows, C, C, 1.0f, dy, C, pw(m, l->w2), C,
-			 0.0f, l->datt, C);
+		be->gemm(m->prec | DLT_ROUND_C | DLT_A_EXACT, 0, 0, rows, C, C, 1.0f, dy, C,
+			 pw(m, l->w2), C, 0.0f, l->datt, C);
 		be->attention_backward(l->qkv, l->att, l->datt, l->lse, l->dqkv, batch, ti->rows,
 				       C, l->heads, l->causal, l->drop);
 		round_acts(m, l->dqkv, (size_t)rows * 3 * C);
-		be->gemm(m->prec | DLT_ROUND_C, 1, 0, 3 * C, C, rows, 1.0f, l->dqkv, 3 * C, x, C,
-			 0.0f, pg(m, l->w), C);
+		be->gemm(m->prec | DLT_ROUND_C | DLT_A_EXACT | exact(m, l->in, DLT_B_EXACT), 1, 0,
+			 3 * C, C, rows, 1.0f, l->dqkv, 3 * C, x, C, 0.0f, pg(m, l->w), C);
 		be->bias_grad(l->dqkv, pg(m, l->b), rows, 3 * C);
 		if (dx)
-			be->gemm(m->prec | DLT_ROUND_C, 0, 0, rows, C, 3 * C, 1.0f, l->dqkv, 3 * C,
-				 pw(m, l->w), C, 0.0f, dx, C);
+			be->gemm(m->prec | DLT_ROUND_C | DLT_A_EXACT, 0, 0, rows, C, 3 * C, 1.0f,
+				 l->dqkv, 3 * C, pw(m, l->w), C, 0.0f, dx, C);
 		round_grads(m, l);
 		break;
 	}
