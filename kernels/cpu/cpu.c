@@ -139,7 +139,8 @@ static void bias_act_row(float *y, const float *bias, int cols, int act, float s
 	}
 }
 
-/* each chunk or row rounded as soon as it is done, while in L1 */
+/* each chunk or row rounded as soon as it is done, while in L1 (f32: not
+ * at all) */
 static void cpu_bias_act(float *y, const float *bias, int rows, int cols, int act, float slope,
 			 int prec)
 {
@@ -148,14 +149,17 @@ static void cpu_bias_act(float *y, const float *bias, int rows, int cols, int ac
 		#pragma omp parallel for schedule(dynamic) if (n >= PAR_MIN)
 		for (size_t i = 0; i < n; i += CHUNK) {
 			act_span(y + i, y + i, min_sz(CHUNK, n - i), act, slope);
-			dlt_cpu_round_to(y + i, y + i, min_sz(CHUNK, n - i), prec);
+			if (prec != DLT_PREC_F32)
+				dlt_cpu_round_to(y + i, y + i, min_sz(CHUNK, n - i), prec);
 		}
 		return;
 	}
 	#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
 	for (int r = 0; r < rows; r++) {
 		bias_act_row(y + (size_t)r * cols, bias, cols, act, slope);
-		dlt_cpu_round_to(y + (size_t)r * cols, y + (size_t)r * cols, (size_t)cols, prec);
+		if (prec != DLT_PREC_F32)
+			dlt_cpu_round_to(y + (size_t)r * cols, y + (size_t)r * cols, (size_t)cols,
+					 prec);
 	}
 }
 

@@ -1033,17 +1033,16 @@ int dlt_cpu_gemm_supported(int kind)
  * rounded panels.  Training's activations and gradients hold values of
  * the type already, so an A or B that does is not rounded again, and A
  * is then read where it lies as in f32 (a_in_place).  The caller may say
- * so (said: DLT_A_EXACT, DLT_B_EXACT, as nn does); else an operand whole,
- * without gaps between its rows, is checked, a pass over it that spares
- * the packing one and a half.  Weights are f32 masters: not checked. */
-static void exact_operands(gemm_args *g, int said)
+ * so (DLT_A_EXACT, DLT_B_EXACT, as nn does: prec_a, prec_b are f32 from
+ * the start); else an operand whole, without gaps between its rows, is
+ * checked, a pass over it that spares the packing one and a half.
+ * Weights are f32 masters: not checked. */
+static void exact_operands(gemm_args *g)
 {
-	if (g->prec == DLT_PREC_F32)
-		return;
-	if (!(said & DLT_A_EXACT) && g->lda == (g->tA ? g->M : g->K) &&
+	if (g->prec_a != DLT_PREC_F32 && g->lda == (g->tA ? g->M : g->K) &&
 	    dlt_cpu_is_rounded(g->A, (size_t)g->M * g->K, g->prec))
 		g->prec_a = DLT_PREC_F32;
-	if (!(said & DLT_B_EXACT) && !g->weights && g->ldb == (g->tB ? g->K : g->N) &&
+	if (g->prec_b != DLT_PREC_F32 && !g->weights && g->ldb == (g->tB ? g->K : g->N) &&
 	    dlt_cpu_is_rounded(g->B, (size_t)g->K * g->N, g->prec))
 		g->prec_b = DLT_PREC_F32;
 }
@@ -1058,7 +1057,6 @@ static void sgemm(int kind, int weights, int prec, int tA, int tB, int M, int N,
 	gemm_args g = { tA, tB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, p, weights,
 			prec & DLT_A_EXACT ? DLT_PREC_F32 : p, prec & DLT_B_EXACT ? DLT_PREC_F32 : p,
 			round };
-	int exact = prec & (DLT_A_EXACT | DLT_B_EXACT);
 	prec = p;
 	pthread_once(&once, init);
 	if (M <= 0 || N <= 0)
@@ -1077,7 +1075,7 @@ static void sgemm(int kind, int weights, int prec, int tA, int tB, int M, int N,
 	}
 	if (kind < 0 || kind >= DLT_GEMM_KINDS || !supported[kind])
 		kind = best_ours;
-	exact_operands(&g, exact);
+	exact_operands(&g);
 	gemm_ours(&impls[kind], &g);
 }
 
