@@ -319,9 +319,27 @@ T_CVT static int pairs_of_rows8_cvt(const float *src, long ld, int n, int kp, ui
 	return r0;
 }
 
+/* The words of 16 columns (those of in) of rows lo and hi: columns 0-7
+ * in *w0, 8-15 in *w1, by vcvtneps2bf16 and an interleave of the bf16; 0
+ * where a subnormal leaves them to to_bf16 */
+T_CVT static inline int words16(const float *lo, const float *hi, __mmask16 in, __m256i *w0,
+				__m256i *w1)
+{
+	__m512 a = _mm512_maskz_loadu_ps(in, lo), b = _mm512_maskz_loadu_ps(in, hi);
+	__m256i x, y, p0, p1;
+	if (subnormals(a) || subnormals(b))
+		return 0;
+	x = (__m256i)_mm512_cvtneps_pbh(a);
+	y = (__m256i)_mm512_cvtneps_pbh(b);
+	p0 = _mm256_unpacklo_epi16(x, y);	/* columns 0-3, 8-11 */
+	p1 = _mm256_unpackhi_epi16(x, y);	/* 4-7, 12-15 */
+	*w0 = _mm256_permute2x128_si256(p0, p1, 0x20);
+	*w1 = _mm256_permute2x128_si256(p0, p1, 0x31);
+	return 1;
+}
+
 /* pairs_of_cols, 16 columns at a time (an A's panel of 8 in the lower
- * half): rows 2q and 2q + 1 converted by vcvtneps2bf16 and their bf16
- * interleaved */
+ * half) by words16 */
 T_CVT static void pairs_of_cols_cvt(const float *src, long ld, int n, int kp, uint32_t *dst,
 				    int stride)
 {
@@ -330,59 +348,38 @@ T_CVT static void pairs_of_cols_cvt(const float *src, long ld, int n, int kp, ui
 		uint32_t *d = dst + (size_t)q * stride;
 		for (int r = 0; r < n; r += 16) {
 			__mmask16 in = n - r >= 16 ? 0xffff : (__mmask16)((1u << (n - r)) - 1);
-			__m512 a = _mm512_maskz_loadu_ps(in, lo + r), b = _mm512_maskz_loadu_ps(in, hi + r);
-			__m256i x, y, p0, p1;
-			uint32_t w[16] __attribute__((aligned(32)));
-			if (subnormals(a) || subnormals(b)) {
+			__m256i w[2];
+			if (!words16(lo + r, hi + r, in, &w[0], &w[1])) {
 				for (int c = r; c < n && c < r + 16; c++)
 					d[c] = (uint32_t)to_bf16(lo[c]) | (uint32_t)to_bf16(hi[c]) << 16;
-				continue;
+			} else if (in == 0xffff) {
+				_mm256_storeu_si256((__m256i *)(d + r), w[0]);
+				_mm256_storeu_si256((__m256i *)(d + r + 8), w[1]);
+			} else {
+				memcpy(d + r, w, (size_t)(n - r) * sizeof(uint32_t));
 			}
-			x = (__m256i)_mm512_cvtneps_pbh(a);
-			y = (__m256i)_mm512_cvtneps_pbh(b);
-			p0 = _mm256_unpacklo_epi16(x, y);	/* columns 0-3, 8-11 */
-			p1 = _mm256_unpackhi_epi16(x, y);	/* 4-7, 12-15 */
-			if (in == 0xffff) {
-				_mm256_storeu_si256((__m256i *)(d + r),
-						    _mm256_permute2x128_si256(p0, p1, 0x20));
-				_mm256_storeu_si256((__m256i *)(d + r + 8),
-						    _mm256_permute2x128_si256(p0, p1, 0x31));
-				continue;
-			}
-			_mm256_store_si256((__m256i *)w, _mm256_permute2x128_si256(p0, p1, 0x20));
-			_mm256_store_si256((__m256i *)(w + 8), _mm256_permute2x128_si256(p0, p1, 0x31));
-			memcpy(d + r, w, (size_t)(n - r) * sizeof(uint32_t));
 		}
 	}
 }
 
 /* Two A panels (MR = 8 columns each) from rows 2q and 2q + 1 at once, q <
  * kp: 16 columns, a whole cache line of each row, where a panel alone
- * reads half of one and the next panel the other half much later
- * (pairs_of_cols_cvt's arithmetic) */
+ * reads half of one and the next panel the other half much later */
 T_CVT static void two_panels_cvt(const float *src, long ld, int kp, uint32_t *d0, uint32_t *d1)
 {
 	for (int q = 0; q < kp; q++) {
 		const float *lo = src + (size_t)2 * q * ld, *hi = lo + ld;
-		__m512 a = _mm512_loadu_ps(lo), b = _mm512_loadu_ps(hi);
-		__m256i x, y, p0, p1;
-		if (subnormals(a) || subnormals(b)) {
-			for (int c = 0; c < 8; c++) {
-				d0[(size_t)q * 8 + c] = (uint32_t)to_bf16(lo[c]) |
-							(uint32_t)to_bf16(hi[c]) << 16;
-				d1[(size_t)q * 8 + c] = (uint32_t)to_bf16(lo[c + 8]) |
-							(uint32_t)to_bf16(hi[c + 8]) << 16;
-			}
+		__m256i w0, w1;
+		if (words16(lo, hi, 0xffff, &w0, &w1)) {
+			_mm256_storeu_si256((__m256i *)(d0 + (size_t)q * 8), w0);
+			_mm256_storeu_si256((__m256i *)(d1 + (size_t)q * 8), w1);
 			continue;
 		}
-		x = (__m256i)_mm512_cvtneps_pbh(a);
-		y = (__m256i)_mm512_cvtneps_pbh(b);
-		p0 = _mm256_unpacklo_epi16(x, y);	/* columns 0-3, 8-11 */
-		p1 = _mm256_unpackhi_epi16(x, y);	/* 4-7, 12-15 */
-		_mm256_storeu_si256((__m256i *)(d0 + (size_t)q * 8),
-				    _mm256_permute2x128_si256(p0, p1, 0x20));
-		_mm256_storeu_si256((__m256i *)(d1 + (size_t)q * 8),
-				    _mm256_permute2x128_si256(p0, p1, 0x31));
+		for (int c = 0; c < 8; c++) {
+			d0[(size_t)q * 8 + c] = (uint32_t)to_bf16(lo[c]) | (uint32_t)to_bf16(hi[c]) << 16;
+			d1[(size_t)q * 8 + c] = (uint32_t)to_bf16(lo[c + 8]) |
+						(uint32_t)to_bf16(hi[c + 8]) << 16;
+		}
 	}
 }
 
@@ -613,10 +610,10 @@ static void row_block(const args *g, const uint16_t *bp, int ic, int mc, int jc,
 
 /* Slabs of NC columns, slices of KC along k; each slice's B packed once,
  * its panels shared out among the threads, then the threads take blocks of
- * up to MC rows, packing their own A.  Fewer blocks than threads (a batch of 128
- * rows is 2 blocks; a weight gradient's M is the layer's width) split the
- * slab's columns too, a share of its panels to each: every element still
- * gets the same sums, so the same bits. */
+ * up to MC rows, packing their own A.  Fewer blocks than threads (an M of
+ * less than a panel a thread) split the slab's columns too, a share of its
+ * panels to each: every element still gets the same sums, so the same
+ * bits. */
 static void run(const args *g)
 {
 	int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
