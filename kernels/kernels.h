@@ -24,8 +24,11 @@ enum dlt_prec { DLT_PREC_F32 = 0, DLT_PREC_BF16, DLT_PREC_F16 };
  * prec already (a model's activations and gradients do), so that a
  * backend that would check it and then spare the rounding (the CPU's
  * f32 kernels on bf16 or fp16) need not look; the bits are the same. */
-enum { DLT_ROUND_C = 16, DLT_A_EXACT = 32, DLT_B_EXACT = 64 };
-#define DLT_GEMM_FLAGS (DLT_ROUND_C | DLT_A_EXACT | DLT_B_EXACT)
+/* | DLT_A_HALF, DLT_B_HALF (prec bf16 or fp16): A (B) holds prec's 16-bit
+ * words (uint16_t, lda of them a row: a kept activation's half), read
+ * as they are; a backward then needs no widened copy of it. */
+enum { DLT_ROUND_C = 16, DLT_A_EXACT = 32, DLT_B_EXACT = 64, DLT_A_HALF = 128, DLT_B_HALF = 256 };
+#define DLT_GEMM_FLAGS (DLT_ROUND_C | DLT_A_EXACT | DLT_B_EXACT | DLT_A_HALF | DLT_B_HALF)
 
 /* The losses (train.loss).  Cross-entropy is softmax_xent's; the others
  * are element-wise, pointwise_loss's: y - t squared (mse), |y - t| (l1),
@@ -123,7 +126,8 @@ typedef struct dlt_backend {
 
 	/* C = alpha * op(A) * op(B) + beta * C, row-major, op = transpose when
 	 * tX; A and B rounded to prec (enum dlt_prec; | DLT_ROUND_C: C too;
-	 * | DLT_A_EXACT, DLT_B_EXACT: they are already) */
+	 * | DLT_A_EXACT, DLT_B_EXACT: they are already; | DLT_A_HALF,
+	 * DLT_B_HALF: 16-bit words, the pointer cast) */
 	void (*gemm)(int prec, int tA, int tB, int M, int N, int K, float alpha,
 		     const float *A, int lda, const float *B, int ldb,
 		     float beta, float *C, int ldc);

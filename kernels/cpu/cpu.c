@@ -401,14 +401,6 @@ static void narrow_bf16(const float *x, uint16_t *y, size_t n)
 		y[i] = (uint16_t)(dlt_f32_bits(x[i]) >> 16);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void widen_bf16(const uint16_t *x, float *y, size_t n)
-{
-	#pragma omp simd
-	for (size_t i = 0; i < n; i++)
-		y[i] = dlt_bits_f32((uint32_t)x[i] << 16);
-}
-
 __attribute__((target("avx2,f16c")))
 static void narrow_f16_f16c(const float *x, uint16_t *y, size_t n)
 {
@@ -418,16 +410,6 @@ static void narrow_f16_f16c(const float *x, uint16_t *y, size_t n)
 				 _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
 	for (; i < n; i++)
 		y[i] = dlt_narrow16(x[i], DLT_PREC_F16);
-}
-
-__attribute__((target("avx2,f16c")))
-static void widen_f16_f16c(const uint16_t *x, float *y, size_t n)
-{
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
-	for (; i < n; i++)
-		y[i] = dlt_widen16(x[i], DLT_PREC_F16);
 }
 
 static void narrow_span(const float *x, uint16_t *y, size_t n, int prec, int f16c)
@@ -441,17 +423,6 @@ static void narrow_span(const float *x, uint16_t *y, size_t n, int prec, int f16
 			y[i] = dlt_narrow16(x[i], prec);
 }
 
-static void widen_span(const uint16_t *x, float *y, size_t n, int prec, int f16c)
-{
-	if (prec == DLT_PREC_BF16)
-		widen_bf16(x, y, n);
-	else if (f16c)
-		widen_f16_f16c(x, y, n);
-	else
-		for (size_t i = 0; i < n; i++)
-			y[i] = dlt_widen16(x[i], prec);
-}
-
 static void cpu_narrow(const float *x, uint16_t *y, size_t n, int prec)
 {
 	int f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
@@ -462,10 +433,9 @@ static void cpu_narrow(const float *x, uint16_t *y, size_t n, int prec)
 
 static void cpu_widen(const uint16_t *x, float *y, size_t n, int prec)
 {
-	int f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
 	#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
 	for (size_t i = 0; i < n; i += CHUNK)
-		widen_span(x + i, y + i, min_sz(CHUNK, n - i), prec, f16c);
+		dlt_cpu_widen_to(x + i, y + i, min_sz(CHUNK, n - i), prec);
 }
 
 static size_t cpu_nonfinite(const float *x, size_t n)

@@ -513,6 +513,45 @@ static void pack_b(int nr, int simd, int tB, const float *B, int ldb, int p0, in
 	}
 }
 
+/* A 16-bit operand's panels: each panel's part of the operand widened
+ * into stage (room for DLT_GEMM_NR_MAX x kc floats), then packed from
+ * there as an f32 operand would be from where it lies: the same panels. */
+static void widen_rows(const uint16_t *src, long ld, int rows, int cols, int prec, float *dst)
+{
+	for (int r = 0; r < rows; r++)
+		dlt_cpu_widen_to(src + (size_t)r * ld, dst + (size_t)r * cols, (size_t)cols, prec);
+}
+
+static void pack_a16(int mr, int simd, int tA, const uint16_t *A, int lda, int i0, int m,
+		     int p0, int kc, int prec, float *stage, float *dst)
+{
+	for (int ip = 0; ip < m; ip += mr, dst += (size_t)mr * kc) {
+		int r = min_i(mr, m - ip);
+		if (!tA) {
+			widen_rows(A + (size_t)(i0 + ip) * lda + p0, lda, r, kc, prec, stage);
+			pack_a(mr, simd, 0, stage, kc, 0, r, 0, kc, dst);
+		} else {
+			widen_rows(A + (size_t)p0 * lda + i0 + ip, lda, kc, r, prec, stage);
+			pack_a(mr, simd, 1, stage, r, 0, r, 0, kc, dst);
+		}
+	}
+}
+
+static void pack_b16(int nr, int simd, int tB, const uint16_t *B, int ldb, int p0, int kc,
+		     int j0, int n, int prec, float *stage, float *dst)
+{
+	for (int jp = 0; jp < n; jp += nr, dst += (size_t)nr * kc) {
+		int c = min_i(nr, n - jp);
+		if (!tB) {
+			widen_rows(B + (size_t)p0 * ldb + j0 + jp, ldb, kc, c, prec, stage);
+			pack_b(nr, simd, 0, stage, c, 0, kc, 0, c, dst);
+		} else {
+			widen_rows(B + (size_t)(j0 + jp) * ldb + p0, ldb, c, kc, prec, stage);
+			pack_b(nr, simd, 1, stage, kc, 0, kc, 0, c, dst);
+		}
+	}
+}
+
 /* ---- the blocked loops over one thread's block of C ---- */
 
 /* Each thread's packing buffer, grown to the largest need and then kept,
@@ -555,6 +594,8 @@ typedef struct gemm_args {
 	 * operand holds values of prec already (exact_operands) */
 	int prec_a, prec_b;
 	int round;		/* what C is rounded to (DLT_ROUND_C's), f32: not */
+	/* A (B) holds prec's 16-bit words, not floats (DLT_A_HALF, DLT_B_HALF) */
+	int half_a, half_b;
 } gemm_args;
 
 /* bf16 by dlt_round_bf16's integer steps, 8 lanes at a time */
@@ -647,10 +688,48 @@ static void round_f16_plain(const float *x, float *y, size_t n)
 		y[i] = dlt_round_f16(x[i]);
 }
 
-/* The CPU's best rounding of each type, chosen once: bias_act and the
- * GEMMs round a row of a few hundred floats a call */
+/* 16-bit words to floats: a bf16's are a float's upper half */
+__attribute__((target("avx2")))
+static void widen_bf16_avx2(const uint16_t *x, float *y, size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + i)));
+		_mm256_storeu_si256((__m256i *)(y + i), _mm256_slli_epi32(h, 16));
+	}
+	for (; i < n; i++)
+		y[i] = dlt_widen16(x[i], DLT_PREC_BF16);
+}
+
+__attribute__((target("avx2,f16c")))
+static void widen_f16_f16c(const uint16_t *x, float *y, size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+	for (; i < n; i++)
+		y[i] = dlt_widen16(x[i], DLT_PREC_F16);
+}
+
+static void widen_bf16_plain(const uint16_t *x, float *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = dlt_widen16(x[i], DLT_PREC_BF16);
+}
+
+static void widen_f16_plain(const uint16_t *x, float *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = dlt_widen16(x[i], DLT_PREC_F16);
+}
+
+/* The CPU's best rounding and widening of each type, chosen once:
+ * bias_act and the GEMMs round a row of a few hundred floats a call, and
+ * the GEMMs widen a 16-bit operand's rows as they pack them */
 typedef void round_fn(const float *x, float *y, size_t n);
+typedef void widen_fn(const uint16_t *x, float *y, size_t n);
 static round_fn *round_bf16 = round_bf16_plain, *round_f16 = round_f16_plain;
+static widen_fn *widen_bf16 = widen_bf16_plain, *widen_f16 = widen_f16_plain;
 static pthread_once_t round_once = PTHREAD_ONCE_INIT;
 
 static void round_choose(void)
@@ -664,6 +743,16 @@ static void round_choose(void)
 		round_f16 = round_f16_avx512;
 	else if (avx2)
 		round_f16 = round_f16_avx2;
+	if (avx2) {
+		widen_bf16 = widen_bf16_avx2;
+		widen_f16 = widen_f16_f16c;
+	}
+}
+
+void dlt_cpu_widen_to(const uint16_t *x, float *y, size_t n, int prec)
+{
+	pthread_once(&round_once, round_choose);
+	(prec == DLT_PREC_BF16 ? widen_bf16 : widen_f16)(x, y, n);
 }
 
 void dlt_cpu_round_to(const float *x, float *y, size_t n, int prec)
@@ -714,6 +803,11 @@ static int kc_step(int K)
 	return min_i(K, (int)round_up((K + slices - 1) / slices, 8));
 }
 
+static float element(const float *X, int half, int prec, size_t i)
+{
+	return half ? dlt_widen16(((const uint16_t *)X)[i], prec) : X[i];
+}
+
 /* Out of memory for the packing buffer: the same sums one element at a
  * time, slowly, so even then the bits do not change. */
 static void gemm_unpacked(const gemm_args *g, int i0, int i1, int j0, int j1)
@@ -725,10 +819,12 @@ static void gemm_unpacked(const gemm_args *g, int i0, int i1, int j0, int j1)
 			for (int pc = 0; pc < g->K; pc += kcmax) {
 				float acc = 0.0f;
 				for (int k = pc; k < min_i(pc + kcmax, g->K); k++) {
-					float a = g->tA ? g->A[(size_t)k * g->lda + i]
-							: g->A[(size_t)i * g->lda + k];
-					float b = g->tB ? g->B[(size_t)j * g->ldb + k]
-							: g->B[(size_t)k * g->ldb + j];
+					float a = element(g->A, g->half_a, g->prec,
+							  g->tA ? (size_t)k * g->lda + i
+								: (size_t)i * g->lda + k);
+					float b = element(g->B, g->half_b, g->prec,
+							  g->tB ? (size_t)j * g->ldb + k
+								: (size_t)k * g->ldb + j);
 					acc = fmaf(dlt_round_prec(a, g->prec),
 						   dlt_round_prec(b, g->prec), acc);
 				}
@@ -747,7 +843,8 @@ static void gemm_unpacked(const gemm_args *g, int i0, int i1, int j0, int j1)
  * an L1 set (the 8 rows of a 1024 x 1024 A run at half speed). */
 static int a_in_place(const impl *im, const gemm_args *g, int cols)
 {
-	return im->ukr_sa && g->prec_a == DLT_PREC_F32 && cols <= 1024 && g->lda % 1024 != 0;
+	return im->ukr_sa && g->prec_a == DLT_PREC_F32 && !g->half_a && cols <= 1024 &&
+	       g->lda % 1024 != 0;
 }
 
 /* ---- weights held: B's panels packed once (dlt_cpu_hold_weights) ---- */
@@ -833,7 +930,9 @@ static void gemm_block(const impl *im, const gemm_args *g, const float *held, in
 	/* 16 floats of room after A's panels for pack_rows_avx2 */
 	size_t a_n = round_up((size_t)min_i(MC, (int)round_up(i1 - i0, mr)) * kcmax, 16) + 16;
 	size_t b_n = (size_t)min_i(NC, (int)round_up(j1 - j0, nr)) * kcmax;
-	float *buf = packing_buffer(a_n + b_n), *ap = buf, *bp = buf + a_n;
+	size_t stage_n = g->half_a || g->half_b ? (size_t)DLT_GEMM_NR_MAX * kcmax : 0;
+	float *buf = packing_buffer(a_n + b_n + stage_n), *ap = buf, *bp = buf + a_n;
+	float *stage = bp + b_n;
 	if (!buf) {
 		gemm_unpacked(g, i0, i1, j0, j1);
 		return;
@@ -845,6 +944,9 @@ static void gemm_block(const impl *im, const gemm_args *g, const float *held, in
 			int upd = pc ? UPD_ADD : g->beta == 0.0f ? UPD_ZERO : UPD_BETA;
 			if (held) {
 				bp = (float *)held + round_up((size_t)g->N, nr) * pc + (size_t)jc * kc;
+			} else if (g->half_b) {
+				pack_b16(nr, simd, g->tB, (const uint16_t *)g->B, g->ldb, pc, kc, jc,
+					 nc, g->prec, stage, bp);
 			} else {
 				pack_b(nr, simd, g->tB, g->B, g->ldb, pc, kc, jc, nc, bp);
 				round_panel(bp, round_up(nc, nr) * kc, g->prec_b);
@@ -852,7 +954,10 @@ static void gemm_block(const impl *im, const gemm_args *g, const float *held, in
 			for (int ic = i0; ic < i1; ic += MC) {
 				/* rows from full_m are packed, at ap */
 				int mc = min_i(MC, i1 - ic), full_m = a_in ? mc / mr * mr : 0;
-				if (full_m < mc) {
+				if (full_m < mc && g->half_a) {
+					pack_a16(mr, simd, g->tA, (const uint16_t *)g->A, g->lda,
+						 ic + full_m, mc - full_m, pc, kc, g->prec, stage, ap);
+				} else if (full_m < mc) {
 					pack_a(mr, simd, g->tA, g->A, g->lda, ic + full_m, mc - full_m,
 					       pc, kc, ap);
 					round_panel(ap, round_up(mc - full_m, mr) * kc, g->prec_a);
@@ -937,7 +1042,7 @@ static void gemm_ours(const impl *im, const gemm_args *g0)
 	 * so the same bits. */
 	gemm_args gt = { !g0->tB, !g0->tA, g0->N, g0->M, g0->K, g0->alpha, g0->beta, g0->B,
 			 g0->A, g0->C, g0->ldb, g0->lda, g0->cs, g0->ldc, g0->prec, 0,
-			 g0->prec_b, g0->prec_a, g0->round };
+			 g0->prec_b, g0->prec_a, g0->round, g0->half_b, g0->half_a };
 	const gemm_args *g = g0->N < im->nr &&
 		tile_use(g0->N, g0->M, im->mr, im->nr) > 1.2 * tile_use(g0->M, g0->N, im->mr, im->nr)
 		? &gt : g0;
@@ -1054,9 +1159,12 @@ static void sgemm(int kind, int weights, int prec, int tA, int tB, int M, int N,
 		  float *C, int ldc)
 {
 	int p = prec & ~DLT_GEMM_FLAGS, round = prec & DLT_ROUND_C ? p : DLT_PREC_F32;
-	gemm_args g = { tA, tB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, p, weights,
-			prec & DLT_A_EXACT ? DLT_PREC_F32 : p, prec & DLT_B_EXACT ? DLT_PREC_F32 : p,
-			round };
+	int half_a = p != DLT_PREC_F32 && prec & DLT_A_HALF;
+	int half_b = p != DLT_PREC_F32 && prec & DLT_B_HALF;
+	gemm_args g = { tA, tB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, p,
+			weights && !half_b,
+			prec & (DLT_A_EXACT | DLT_A_HALF) ? DLT_PREC_F32 : p,
+			prec & (DLT_B_EXACT | DLT_B_HALF) ? DLT_PREC_F32 : p, round, half_a, half_b };
 	prec = p;
 	pthread_once(&once, init);
 	if (M <= 0 || N <= 0)
@@ -1092,8 +1200,8 @@ static void dispatch(int weights, int prec, int tA, int tB, int M, int N, int K,
 {
 	int kind = dlt_cpu_gemm_kind();	/* and bf16_native */
 	if ((prec & ~DLT_GEMM_FLAGS) == DLT_PREC_BF16 && bf16_native) {
-		dlt_cpu_sgemm_bf16(1 | (prec & DLT_ROUND_C), tA, tB, M, N, K, alpha, A, lda, B, ldb,
-				   beta, C, ldc);
+		dlt_cpu_sgemm_bf16(1 | (prec & (DLT_ROUND_C | DLT_A_HALF | DLT_B_HALF)), tA, tB, M,
+				   N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 		return;
 	}
 	sgemm(kind, weights, prec, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -21,6 +21,9 @@ void dlt_cpu_sgemm(int prec, int tA, int tB, int M, int N, int K, float alpha,
 /* y = x rounded to prec (enum dlt_prec), dlt_round_prec's bits; y may be
  * x.  On the calling thread: the GEMM rounds its panels with it. */
 void dlt_cpu_round_to(const float *x, float *y, size_t n, int prec);
+/* y = the 16-bit words x of prec widened to floats (the backend's
+ * widen), on the calling thread: the GEMM packs 16-bit operands with it */
+void dlt_cpu_widen_to(const uint16_t *x, float *y, size_t n, int prec);
 /* Whether x holds values of prec already (rounding would keep its bits);
  * on the backend's threads outside a parallel region */
 int dlt_cpu_is_rounded(const float *x, size_t n, int prec);

@@ -427,7 +427,7 @@ static void (*two_panels)(const float *src, long ld, int kp, uint32_t *d0, uint3
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int native;
-static pthread_key_t key_a, key_b;
+static pthread_key_t key_a, key_b, key_s;
 
 /* AVX512_BF16 is CPUID.(EAX=7,ECX=1):EAX bit 5; AVX512F CPUID.(7,0):EBX
  * bit 16; and the OS must save the ZMM state: OSXSAVE (CPUID.1:ECX bit
@@ -440,6 +440,7 @@ static void init(void)
 {
 	pthread_key_create(&key_a, free);
 	pthread_key_create(&key_b, free);
+	pthread_key_create(&key_s, free);
 #if defined(__x86_64__)
 	unsigned a, b, c, d, lo, hi, dq;
 	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))
@@ -493,12 +494,37 @@ static void pack_panel(int t, const float *X, int ld, int r0, int m, int w, int 
 			}
 }
 
+/* pack_panel of an operand of bf16 words (DLT_A_HALF, DLT_B_HALF): the
+ * panel's part widened into stage (room for NR x KC floats) and packed
+ * from there, the same words */
+static void pack_panel16(int t, const uint16_t *X, int ld, int r0, int m, int w, int p0, int kc,
+			 int kp, float *stage, uint16_t *dst)
+{
+	int n = min_i(m, w);
+	if (!t)
+		for (int i = 0; i < n; i++)
+			dlt_cpu_widen_to(X + (size_t)(r0 + i) * ld + p0, stage + (size_t)i * kc,
+					 (size_t)kc, DLT_PREC_BF16);
+	else
+		for (int k = 0; k < kc; k++)
+			dlt_cpu_widen_to(X + (size_t)(p0 + k) * ld + r0, stage + (size_t)k * n,
+					 (size_t)n, DLT_PREC_BF16);
+	pack_panel(t, stage, t ? n : kc, 0, m, w, 0, kc, kp, dst);
+}
+
 /* op(A)'s rows i0 .. i0+m, k p0 .. p0+kc, as MR-row panels of kp pairs;
- * a transposed A's whole panels two at a time where two_panels can */
+ * a transposed A's whole panels two at a time where two_panels can;
+ * stage: bf16 words' room (pack_panel16), or NULL where A is floats */
 static void pack_a(int tA, const float *A, int lda, int i0, int m, int p0, int kc, int kp,
-		   uint16_t *dst)
+		   float *stage, uint16_t *dst)
 {
 	int ip = 0;
+	if (stage) {
+		for (; ip < m; ip += MR, dst += (size_t)2 * MR * kp)
+			pack_panel16(tA, (const uint16_t *)A, lda, i0 + ip, m - ip, MR, p0, kc, kp,
+				     stage, dst);
+		return;
+	}
 	if (tA && two_panels && kc % 2 == 0)
 		for (; ip + 2 * MR <= m; ip += 2 * MR, dst += (size_t)4 * MR * kp)
 			two_panels(A + (size_t)p0 * lda + i0 + ip, lda, kp, (uint32_t *)dst,
@@ -510,18 +536,22 @@ static void pack_a(int tA, const float *A, int lda, int i0, int m, int p0, int k
 /* op(B)'s k p0 .. p0+kc, columns j0 .. j0+n, as NR-column panels: B's
  * transpose is an A (op(B)^T's rows are its columns) */
 static void pack_b(int tB, const float *B, int ldb, int p0, int kc, int kp, int j0, int n,
-		   uint16_t *dst)
+		   float *stage, uint16_t *dst)
 {
 	for (int jp = 0; jp < n; jp += NR, dst += (size_t)2 * NR * kp)
-		pack_panel(!tB, B, ldb, j0 + jp, n - jp, NR, p0, kc, kp, dst);
+		if (stage)
+			pack_panel16(!tB, (const uint16_t *)B, ldb, j0 + jp, n - jp, NR, p0, kc, kp,
+				     stage, dst);
+		else
+			pack_panel(!tB, B, ldb, j0 + jp, n - jp, NR, p0, kc, kp, dst);
 }
 
 /* ---- the loops ---- */
 
 /* Per-thread packing buffers, grown and kept, so a training step
  * allocates nothing after its first; freed when the thread ends. */
-static __thread uint16_t *tl_a, *tl_b;
-static __thread size_t tl_a_cap, tl_b_cap;
+static __thread uint16_t *tl_a, *tl_b, *tl_s;
+static __thread size_t tl_a_cap, tl_b_cap, tl_s_cap;
 
 static uint16_t *grow(uint16_t **p, size_t *cap, pthread_key_t key, size_t n)
 {
@@ -545,7 +575,25 @@ typedef struct args {
 	float *C;
 	ukr_fn *ukr;
 	int round;		/* C rounded to bf16 too (DLT_ROUND_C) */
+	int half_a, half_b;	/* A (B) holds bf16 words (DLT_A_HALF, DLT_B_HALF) */
 } args;
+
+/* This thread's stage for the operand's bf16 words (pack_panel16), NULL
+ * where the operand is floats; *failed where there was no memory */
+static float *stage_for(int half, int *failed)
+{
+	float *s;
+	if (!half)
+		return NULL;
+	s = (float *)grow(&tl_s, &tl_s_cap, key_s, (size_t)2 * NR * KC);
+	*failed |= !s;
+	return s;
+}
+
+static float element(const float *X, int half, size_t i)
+{
+	return half ? from_bf16(((const uint16_t *)X)[i]) : X[i];
+}
 
 /* Out of memory for a packing buffer: rows ic .. ic+mc, columns jc ..
  * jc+nc of C one element at a time, with vdpbf16ps's arithmetic in C, so
@@ -560,12 +608,12 @@ static void unpacked(const args *g, int ic, int mc, int jc, int nc, int pc, int 
 				uint32_t a = 0, b = 0;
 				for (int e = 0; e < 2 && k + e < pc + kc; e++) {
 					int kk = k + e;
-					a |= (uint32_t)to_bf16(g->tA ? g->A[(size_t)kk * g->lda + i]
-								     : g->A[(size_t)i * g->lda + kk])
-					     << 16 * e;
-					b |= (uint32_t)to_bf16(g->tB ? g->B[(size_t)j * g->ldb + kk]
-								     : g->B[(size_t)kk * g->ldb + j])
-					     << 16 * e;
+					size_t ia = g->tA ? (size_t)kk * g->lda + i
+							  : (size_t)i * g->lda + kk;
+					size_t ib = g->tB ? (size_t)j * g->ldb + kk
+							  : (size_t)kk * g->ldb + j;
+					a |= (uint32_t)to_bf16(element(g->A, g->half_a, ia)) << 16 * e;
+					b |= (uint32_t)to_bf16(element(g->B, g->half_b, ib)) << 16 * e;
 				}
 				t = dot_pair(t, a, b);
 			}
@@ -594,12 +642,14 @@ static void row_block(const args *g, const uint16_t *bp, int ic, int mc, int jc,
 {
 	uint16_t *ap = bp ? grow(&tl_a, &tl_a_cap, key_a, (size_t)2 * kp * ((mc + MR - 1) / MR * MR))
 			  : NULL;
-	if (!ap) {
+	int failed = 0;
+	float *stage = stage_for(g->half_a, &failed);
+	if (!ap || failed) {
 		unpacked(g, ic, mc, jc, nc, pc, kc, upd);
 		round_c(g, ic, mc, jc, nc, pc + kc);
 		return;
 	}
-	pack_a(g->tA, g->A, g->lda, ic, mc, pc, kc, kp, ap);
+	pack_a(g->tA, g->A, g->lda, ic, mc, pc, kc, kp, stage, ap);
 	for (int jr = 0; jr < nc; jr += NR)
 		for (int ir = 0; ir < mc; ir += MR)
 			g->ukr(kp, ap + (size_t)2 * kp * ir, bp + (size_t)2 * kp * jr,
@@ -634,13 +684,19 @@ static void run(const args *g)
 			int kc = min_i(KC, g->K - pc), kp = (kc + 1) / 2;
 			int upd = pc ? UPD_ADD : g->beta == 0.0f ? UPD_ZERO : UPD_BETA;
 			uint16_t *bp = grow(&tl_b, &tl_b_cap, key_b, (size_t)2 * kp * panels * NR);
-			#pragma omp parallel for num_threads(packers) schedule(static) if (bp && packers > 1)
+			int failed = 0;
+			#pragma omp parallel for num_threads(packers) schedule(static) \
+				if (bp && packers > 1) reduction(| : failed)
 			for (int s = 0; s < packers; s++) {
 				int p0 = s * panels / packers, p1 = (s + 1) * panels / packers;
-				if (bp && p1 > p0)
+				float *stage = bp ? stage_for(g->half_b, &failed) : NULL;
+				if (bp && p1 > p0 && !failed)
 					pack_b(g->tB, g->B, g->ldb, pc, kc, kp, jc + p0 * NR,
-					       min_i(p1 * NR, nc) - p0 * NR, bp + (size_t)2 * kp * NR * p0);
+					       min_i(p1 * NR, nc) - p0 * NR, stage,
+					       bp + (size_t)2 * kp * NR * p0);
 			}
+			if (failed)	/* the B panels of some thread: all unpacked */
+				bp = NULL;
 			#pragma omp parallel for num_threads(min_i(threads, tasks)) schedule(static) \
 				if (threads > 1 && tasks > 1)
 			for (int t = 0; t < tasks; t++) {
@@ -660,7 +716,7 @@ void dlt_cpu_sgemm_bf16(int flags, int tA, int tB, int M, int N, int K, float al
 			int ldc)
 {
 	args g = { tA, tB, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, ukr_emulated,
-		   !!(flags & DLT_ROUND_C) };
+		   !!(flags & DLT_ROUND_C), !!(flags & DLT_A_HALF), !!(flags & DLT_B_HALF) };
 	pthread_once(&once, init);	/* the buffers' keys */
 #if defined(__x86_64__)
 	if ((flags & 1) && dlt_cpu_bf16_native())

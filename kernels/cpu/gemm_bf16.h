@@ -13,7 +13,8 @@ int dlt_cpu_bf16_native(void);
  * flags: 1, vdpbf16ps where the CPU has it; else, or without, the same
  * packing and loops around a portable C micro-kernel that does the
  * instruction's arithmetic (slow: for the tests); DLT_ROUND_C, C rounded
- * to bf16 too (kernels.h). */
+ * to bf16 too; DLT_A_HALF, DLT_B_HALF, the operand holds bf16 words
+ * (kernels.h). */
 void dlt_cpu_sgemm_bf16(int flags, int tA, int tB, int M, int N, int K, float alpha,
 			const float *A, int lda, const float *B, int ldb, float beta, float *C,
 			int ldc);

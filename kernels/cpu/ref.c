@@ -8,24 +8,32 @@
 #include "kernels/cpu/layers.h"
 #include "kernels/cpu/transformer.h"
 
+/* Element i of a gemm operand: a float, or prec's 16-bit word (half) */
+static float operand(const float *X, int half, int prec, size_t i)
+{
+	return half && prec != DLT_PREC_F32 ? dlt_widen16(((const uint16_t *)X)[i], prec) : X[i];
+}
+
 static void ref_gemm(int prec, int tA, int tB, int M, int N, int K, float alpha,
 		     const float *A, int lda, const float *B, int ldb,
 		     float beta, float *C, int ldc)
 {
+	int p = prec & ~DLT_GEMM_FLAGS, ha = prec & DLT_A_HALF, hb = prec & DLT_B_HALF;
 	for (int i = 0; i < M; i++) {
 		for (int j = 0; j < N; j++) {
 			double s = 0.0;
 			for (int k = 0; k < K; k++) {
-				float a = tA ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
-				float b = tB ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
-				s += (double)dlt_round_prec(a, prec & ~DLT_GEMM_FLAGS) *
-				     dlt_round_prec(b, prec & ~DLT_GEMM_FLAGS);
+				float a = operand(A, ha, p, tA ? (size_t)k * lda + i
+							       : (size_t)i * lda + k);
+				float b = operand(B, hb, p, tB ? (size_t)j * ldb + k
+							       : (size_t)k * ldb + j);
+				s += (double)dlt_round_prec(a, p) * dlt_round_prec(b, p);
 			}
 			/* beta == 0 ignores C, as BLAS does: it may hold garbage */
 			float *c = &C[(size_t)i * ldc + j];
 			*c = (float)(alpha * s) + (beta == 0.0f ? 0.0f : beta * *c);
 			if (prec & DLT_ROUND_C)
-				*c = dlt_round_prec(*c, prec & ~DLT_GEMM_FLAGS);
+				*c = dlt_round_prec(*c, p);
 		}
 	}
 }

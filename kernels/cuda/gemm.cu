@@ -7,7 +7,8 @@
  * TF32).  bf16 and fp16: A and B are rounded by dlt_round_bf16 /
  * dlt_round_f16 (the CPU's rounding, ties to even) into 16-bit copies in
  * the preallocated scratch, then multiplied on the tensor cores, summed in
- * f32 (CUBLAS_COMPUTE_32F).  cuBLAS's own down-conversion
+ * f32 (CUBLAS_COMPUTE_32F); an operand of 16-bit words (DLT_A_HALF,
+ * DLT_B_HALF) is copied there as it is.  cuBLAS's own down-conversion
  * (COMPUTE_32F_FAST_16BF / _16F) is not used: it does not document how it
  * rounds, nor that it rounds at all for every shape.  Operands too large
  * for the scratch are done a range of K at a time, the later ranges
@@ -36,17 +37,33 @@ static __global__ void pack16(const float *src, int ld, int r0, int c0, int rows
 	}
 }
 
-static void pack(const float *src, int ld, int r0, int c0, int rows, int cols, int prec,
-		 uint16_t *dst)
+/* pack16 of an operand that holds 16-bit words already (DLT_A_HALF,
+ * DLT_B_HALF): the words copied */
+static __global__ void copy16(const uint16_t *src, int ld, int r0, int c0, int rows, int cols,
+			      uint16_t *dst)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	if (c >= cols)
+		return;
+	for (int r = blockIdx.y; r < rows; r += gridDim.y)
+		dst[(size_t)r * cols + c] = src[(size_t)(r0 + r) * ld + c0 + c];
+}
+
+static void pack(const float *src, int half, int ld, int r0, int c0, int rows, int cols,
+		 int prec, uint16_t *dst)
 {
 	dim3 grid((unsigned)((cols + CU_THREADS - 1) / CU_THREADS),
 		  (unsigned)(rows < 65535 ? rows : 65535));
-	pack16<<<grid, CU_THREADS, 0, cu.stream>>>(src, ld, r0, c0, rows, cols, prec, dst);
+	if (half)
+		copy16<<<grid, CU_THREADS, 0, cu.stream>>>((const uint16_t *)src, ld, r0, c0, rows,
+							  cols, dst);
+	else
+		pack16<<<grid, CU_THREADS, 0, cu.stream>>>(src, ld, r0, c0, rows, cols, prec, dst);
 	cu_launched("gemm: rounding the operands");
 }
 
-static void product(int prec, int tA, int tB, int M, int N, int K, float alpha, const float *A,
-		    int lda, const float *B, int ldb, float beta, float *C, int ldc)
+static void product(int prec, int ha, int hb, int tA, int tB, int M, int N, int K, float alpha,
+		    const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
 	cublasOperation_t opA = tA ? CUBLAS_OP_T : CUBLAS_OP_N;
 	cublasOperation_t opB = tB ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -76,13 +93,13 @@ static void product(int prec, int tA, int tB, int M, int N, int K, float alpha, 
 		uint16_t *a = (uint16_t *)cu.half;
 		uint16_t *b = a + (((size_t)M * nk + 7) & ~(size_t)7);
 		if (tA)
-			pack(A, lda, k0, 0, nk, M, prec, a);
+			pack(A, ha, lda, k0, 0, nk, M, prec, a);
 		else
-			pack(A, lda, 0, k0, M, nk, prec, a);
+			pack(A, ha, lda, 0, k0, M, nk, prec, a);
 		if (tB)
-			pack(B, ldb, 0, k0, N, nk, prec, b);
+			pack(B, hb, ldb, 0, k0, N, nk, prec, b);
 		else
-			pack(B, ldb, k0, 0, nk, N, prec, b);
+			pack(B, hb, ldb, k0, 0, nk, N, prec, b);
 		if (!cu_check_blas(cublasGemmEx(cu.blas, opB, opA, N, M, nk, &alpha, b, type,
 						tB ? nk : N, a, type, tA ? M : nk,
 						k0 ? &one : &beta, C, CUDA_R_32F, ldc,
@@ -95,9 +112,9 @@ static void product(int prec, int tA, int tB, int M, int N, int K, float alpha, 
 void cu_gemm(int prec, int tA, int tB, int M, int N, int K, float alpha, const float *A,
 	     int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
-	int round = prec & DLT_ROUND_C;
+	int round = prec & DLT_ROUND_C, ha = prec & DLT_A_HALF, hb = prec & DLT_B_HALF;
 	prec &= ~DLT_GEMM_FLAGS;	/* the 16-bit copies round exact operands to themselves */
-	product(prec, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	product(prec, ha, hb, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 	if (!round || prec == DLT_PREC_F32 || M < 1 || N < 1)
 		return;
 	if (ldc == N)

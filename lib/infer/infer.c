@@ -32,6 +32,8 @@ struct dlt_infer {
 	 * storage put qkv in the model's pool (l->half), which the other ops
 	 * reuse between tokens */
 	float **kv;
+	float *packed;		/* the packed rows' q, k, v and heads' output
+				 * (span's), for the widest attention */
 	float *logits;		/* host: max_batch x V, each sequence's last
 				 * position's */
 	int last;		/* the sequence of the token the callback has */
@@ -81,6 +83,8 @@ void dlt_infer_close(dlt_infer *x)
 		if (x->m.layers[i].half)
 			x->m.be->free(x->kv[i]);
 	free(x->kv);
+	if (x->packed)
+		x->m.be->free(x->packed);
 	if (x->have_m)
 		dlt_model_free(&x->m);
 	dlt_ckpt_close(&x->k);
@@ -185,13 +189,19 @@ int dlt_infer_need_lm(const dlt_infer *x)
 	return lm_check(x, 1);
 }
 
+/* Floats a position of tensor i (ids: 1) */
+static size_t width(const dlt_model *m, int i)
+{
+	return i == 0 ? 1 : m->t[i].n / (size_t)m->t[i].rows;
+}
+
 /* The buffers of a language model's generation and scoring; none for a
  * model that takes tokens but is not one (a classifier of sequences) */
 static int lm_setup(dlt_infer *x)
 {
 	dlt_model *m = &x->m;
 	uint32_t tv = dlt_tokenizer_vocab(x->tok);
-	size_t tv_floats;
+	size_t tv_floats, packed = 0;
 
 	if (!(x->kv = dlt_calloc((size_t)m->n_layers, sizeof(*x->kv))))
 		return DLT_ENOMEM;
@@ -203,11 +213,16 @@ static int lm_setup(dlt_infer *x)
 		const dlt_layer *l = &m->layers[i];
 		size_t n = 3 * (size_t)m->max_batch * m->t[l->in].n;
 		x->cache &= row_op(m, l);
-		if (l->kind == DLT_LAYER_ATTENTION &&
-		    !(x->kv[i] = l->half ? m->be->alloc(n * sizeof(float)) : l->qkv))
+		if (l->kind != DLT_LAYER_ATTENTION)
+			continue;
+		if (!(x->kv[i] = l->half ? m->be->alloc(n * sizeof(float)) : l->qkv))
 			return dlt_error(DLT_ENOMEM, "%s: out of memory for the attention's cache",
 					 x->path);
+		if ((size_t)4 * width(m, l->in) > packed)
+			packed = 4 * width(m, l->in);
 	}
+	if (packed && !(x->packed = m->be->alloc((size_t)m->max_batch * packed * sizeof(float))))
+		return dlt_error(DLT_ENOMEM, "%s: out of memory for the attention's rows", x->path);
 	if (!dlt_mul_ok((size_t)x->T, (size_t)x->V, &tv_floats))
 		return dlt_error(DLT_ENOMEM, "%s: %d x %u logits are too many", x->path, x->T, x->V);
 	if (!(x->logits = dlt_malloc((size_t)m->max_batch * x->V * sizeof(float))) ||
@@ -287,12 +302,6 @@ fail:
 
 /* ---- the model a row at a time ---- */
 
-/* Floats a position of tensor i (ids: 1) */
-static size_t width(const dlt_model *m, int i)
-{
-	return i == 0 ? 1 : m->t[i].n / (size_t)m->t[i].rows;
-}
-
 static const float *pw(const dlt_model *m, int k)
 {
 	return k >= 0 ? m->dev_w + m->params[k].off : NULL;
@@ -309,6 +318,7 @@ static const float *pw(const dlt_model *m, int k)
 typedef struct span {
 	int seq, p0, n;
 	const int *seqs, *pos;
+	float *packed;		/* pos set: room for the rows' q, k, v and heads' output */
 } span;
 
 /* The first tensor row of a span */
@@ -317,8 +327,8 @@ static size_t span_row(const dlt_model *m, const span *sp)
 	return sp->pos ? 0 : (size_t)sp->seq * m->t[0].n + (size_t)sp->p0;	/* T ids a row */
 }
 
-/* Attention on a span: the packed rows' q, k and v are made in the
- * gradient buffers (nothing goes backward here), then each row's k and v
+/* Attention on a span: the packed rows' q, k and v are made in
+ * sp->packed, then each row's k and v
  * go to its sequence's cache (kv) and its query attends there.  In bf16
  * and fp16, q, k, v and the heads' output are rounded, as in forward. */
 static void attention_span(dlt_model *m, dlt_layer *l, const span *sp, float *kv,
@@ -327,8 +337,8 @@ static void attention_span(dlt_model *m, dlt_layer *l, const span *sp, float *kv
 	const dlt_backend *be = m->be;
 	const int C = (int)width(m, l->in), n = sp->n;
 	const size_t row = span_row(m, sp), seq_qkv = m->t[0].n * 3 * C;
-	float *qkv = sp->pos ? l->dqkv : kv + row * 3 * C;
-	float *att = sp->pos ? l->datt : l->att + row * C;
+	float *qkv = sp->pos ? sp->packed : kv + row * 3 * C;
+	float *att = sp->pos ? sp->packed + (size_t)n * 3 * C : l->att + row * C;
 
 	be->gemm(m->prec, 0, 1, n, 3 * C, C, 1.0f, x, C, pw(m, l->w), C, 0.0f, qkv, 3 * C);
 	be->bias_act(qkv, pw(m, l->b), n, 3 * C, DLT_ACT_NONE, 0.0f, m->prec);
@@ -673,7 +683,7 @@ static int gen_start(dlt_infer *x, gen *q, const uint32_t *const *prompts, const
 static void gen_cached(dlt_infer *x, gen *q)
 {
 	const size_t T = (size_t)x->T;
-	span sp = { .seqs = q->seqs, .pos = q->pos };
+	span sp = { .seqs = q->seqs, .pos = q->pos, .packed = x->packed };
 
 	for (int b = 0; b < q->n_seq; b++) {
 		struct gen_seq *g = &q->g[b];

@@ -1029,7 +1029,7 @@ static int plan_acts(dlt_model *m, buf_life *g, int *order, int *n, int halves)
 /* One block, the pool, for what a step needs only a while: the
  * activations backward does not keep (plan_acts), the gradients of the
  * tensors (plan_grads), and each attention's dqkv and datt, live at its
- * op in backward and in forward (where generation uses them).  lives:
+ * op in backward (generation has rows of its own, lib/infer).  lives:
  * the activations', then the gradients' (n_t on), then the attentions'.
  * plan_block plans it with or without 16-bit storage (halves): *n lives in
  * order[], the block *total floats, and *floats what the activations take
@@ -1053,12 +1053,13 @@ static int plan_block(dlt_model *m, int halves, buf_life *g, int *order, int *li
 	*n += ng;
 	for (int i = m->n_t; i < 2 * m->n_t; i++)
 		g[i].slot += m->n_t;
-	/* dqkv and datt; with halves, qkv and att too (the same lives) */
+	/* dqkv and datt; with halves, qkv and att too, in forward as well */
 	for (int i = 0; i < m->n_layers; i++)
 		for (int h = 0; h <= halves && m->layers[i].kind == DLT_LAYER_ATTENTION; h++) {
 			g[k] = no_life(4 * (size_t)m->max_batch * m->t[m->layers[i].in].n, k);
-			g[k].lo = g[k].hi = i;
-			g[k].lo2 = g[k].hi2 = 2 * m->n_layers - i;
+			g[k].lo = g[k].hi = 2 * m->n_layers - i;
+			if (h)
+				g[k].lo2 = g[k].hi2 = i;
 			order[(*n)++] = k++;
 		}
 	pack_lives(g, order, *n, live, total);

@@ -336,6 +336,60 @@ static double check_gemm_round_longk(const dlt_backend *be, size_t i, int arg)
 	return gemm_round_on(be, longk[i], arg);
 }
 
+/* DLT_A_HALF, DLT_B_HALF (arg: 1 tA, 2 tB, 4 A of 16-bit words, 8 B of
+ * them, + BF16 (16) or FP16 (32)): the product of operands narrowed to their words
+ * against that of the same values as floats, on the same backend: the
+ * same bits (0 where they are, else 1) */
+static double gemm_half_on(const dlt_backend *be, mat s, int arg)
+{
+	int tA = arg & 1, tB = !!(arg & 2), M = s.rows, N = s.cols, K = s.k;
+	int prec = arg & 16 ? DLT_PREC_BF16 : DLT_PREC_F16;
+	int flags = (arg & 4 ? DLT_A_HALF : DLT_A_EXACT) | (arg & 8 ? DLT_B_HALF : DLT_B_EXACT);
+	size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+	float *A = randv(na, -2, 2), *B = randv(nb, -2, 2), *C = randv(nc, -1, 1), *c1, *c2;
+	float *dA, *dB, *d1, *d2;
+	uint16_t *hA, *hB;
+	int same;
+	ref->round(A, na, prec);
+	ref->round(B, nb, prec);
+	dA = upf(be, A, na);
+	dB = upf(be, B, nb);
+	d1 = upf(be, C, nc);
+	d2 = upf(be, C, nc);
+	hA = be->alloc(na * sizeof(uint16_t) + 4);
+	hB = be->alloc(nb * sizeof(uint16_t) + 4);
+	be->narrow(dA, hA, na, prec);
+	be->narrow(dB, hB, nb, prec);
+	be->gemm(prec | flags | DLT_ROUND_C, tA, tB, M, N, K, 0.5f,
+		 arg & 4 ? (const float *)hA : dA, tA ? M : K, arg & 8 ? (const float *)hB : dB,
+		 tB ? K : N, 1.5f, d1, N);
+	be->gemm(prec | DLT_A_EXACT | DLT_B_EXACT | DLT_ROUND_C, tA, tB, M, N, K, 0.5f, dA,
+		 tA ? M : K, dB, tB ? K : N, 1.5f, d2, N);
+	c1 = down(be, d1, nc);
+	c2 = down(be, d2, nc);
+	same = !memcmp(c1, c2, nc * sizeof(float));
+	be->free(dA);
+	be->free(dB);
+	be->free(hA);
+	be->free(hB);
+	free(A);
+	free(B);
+	free(C);
+	free(c1);
+	free(c2);
+	return same ? 0.0 : 1.0;
+}
+
+static double check_gemm_half(const dlt_backend *be, size_t i, int arg)
+{
+	return gemm_half_on(be, mats[i], arg);
+}
+
+static double check_gemm_half_longk(const dlt_backend *be, size_t i, int arg)
+{
+	return gemm_half_on(be, longk[i], arg);
+}
+
 /* arg: the activation; + 16 leaves the bias out; + BF16 or FP16 (32, 64
  * here) rounds to it */
 static double check_bias_act(const dlt_backend *be, size_t i, int arg)
@@ -1497,6 +1551,18 @@ static const row rows[] = {
 	{ "gemm tt fp16, C rounded", check_gemm_round, 3 + FP16, MATS, { 0, 0 } },
 	{ "gemm tn bf16, C rounded, long k", check_gemm_round_longk, 1 + BF16, LONGK, { 0, 0 } },
 	{ "gemm nt fp16, C rounded, long k", check_gemm_round_longk, 2 + FP16, LONGK, { 0, 0 } },
+	/* 16-bit operands (DLT_A_HALF, DLT_B_HALF): the bits of their values
+	 * as floats, every backend, every transpose */
+	{ "gemm nn bf16, A and B 16-bit", check_gemm_half, 4 + 8 + BF16, MATS, { 0, 0 } },
+	{ "gemm tn bf16, B 16-bit", check_gemm_half, 1 + 8 + BF16, MATS, { 0, 0 } },
+	{ "gemm nt bf16, A 16-bit", check_gemm_half, 2 + 4 + BF16, MATS, { 0, 0 } },
+	{ "gemm tt bf16, A and B 16-bit", check_gemm_half, 3 + 4 + 8 + BF16, MATS, { 0, 0 } },
+	{ "gemm nn fp16, B 16-bit", check_gemm_half, 8 + FP16, MATS, { 0, 0 } },
+	{ "gemm tn fp16, A and B 16-bit", check_gemm_half, 1 + 4 + 8 + FP16, MATS, { 0, 0 } },
+	{ "gemm nt fp16, A and B 16-bit", check_gemm_half, 2 + 4 + 8 + FP16, MATS, { 0, 0 } },
+	{ "gemm tt fp16, A 16-bit", check_gemm_half, 3 + 4 + FP16, MATS, { 0, 0 } },
+	{ "gemm tn bf16, B 16-bit, long k", check_gemm_half_longk, 1 + 8 + BF16, LONGK, { 0, 0 } },
+	{ "gemm nn fp16, A 16-bit, long k", check_gemm_half_longk, 4 + FP16, LONGK, { 0, 0 } },
 	{ "bias_act none", check_bias_act, DLT_ACT_NONE, MATS, { 1e-7, 0 } },
 	{ "bias_act relu", check_bias_act, DLT_ACT_RELU, MATS, { 1e-7, 0 } },
 	{ "bias_act leaky_relu", check_bias_act, DLT_ACT_LEAKY_RELU, MATS, { 1e-7, 0 } },
