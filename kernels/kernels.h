@@ -86,12 +86,13 @@ typedef struct dlt_pool {
 } dlt_pool;
 
 /* Dropout of the attention's weights: weight (i, j) of head h of batch b,
- * which is row r = (b H + h) T + i, is dropped when draw r T + j of
- * Philox(seed, stream) is below rate, else scaled by 1 / (1 - rate)
- * (dlt_attn_keep, kernels/common/math.h).  rate 0: no dropout. */
+ * which is row r = row0 + (b H + h) T + i, is dropped when draw r T + j
+ * of Philox(seed, stream) is below rate, else scaled by 1 / (1 - rate)
+ * (dlt_attn_keep, kernels/common/math.h).  rate 0: no dropout.  row0:
+ * b0 H T for a call on the step's batches from b0, else 0. */
 typedef struct dlt_attn_dropout {
 	float rate;
-	uint64_t seed, stream;
+	uint64_t seed, stream, row0;
 } dlt_attn_dropout;
 
 /* What conv_pool_fuses says a backend does as one op */
@@ -100,7 +101,7 @@ enum { DLT_FUSES_FORWARD = 1, DLT_FUSES_BACKWARD = 2 };
 /* The layout of dlt_backend: libdlt-cuda.so, built apart, fills one and
  * refuses a program of another layout.  One more with every change of
  * the struct. */
-#define DLT_BACKEND_ABI 3
+#define DLT_BACKEND_ABI 4
 
 typedef struct dlt_backend {
 	const char *name;

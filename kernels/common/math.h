@@ -277,7 +277,7 @@ DLT_HD static inline float dlt_dropout_mask(uint32_t bits, float rate, float sca
  * 0 or 1 / (1 - rate); 1, with nothing drawn, at rate 0 */
 DLT_HD static inline float dlt_attn_keep(dlt_attn_dropout d, size_t r, int T, int j)
 {
-	uint64_t n = (uint64_t)r * (uint64_t)T + (uint64_t)j;
+	uint64_t n = ((uint64_t)r + d.row0) * (uint64_t)T + (uint64_t)j;
 	uint32_t bits[4];
 	if (!(d.rate > 0.0f))
 		return 1.0f;

@@ -266,7 +266,8 @@ static void mul_row(float *x, const float *z, int n)
  * Philox blocks drawn once each (dlt_attn_keep's numbers) */
 static void keep_row(dlt_attn_dropout drop, size_t r, int T, int j0, int n, float *z)
 {
-	uint64_t first = (uint64_t)r * (uint64_t)T + (uint64_t)j0, end = first + (uint64_t)n;
+	uint64_t first = ((uint64_t)r + drop.row0) * (uint64_t)T + (uint64_t)j0;
+	uint64_t end = first + (uint64_t)n;
 	float scale = dlt_dropout_scale(drop.rate);
 	for (uint64_t blk = first >> 2; blk <= (end - 1) >> 2; blk++) {
 		uint32_t bits[4];

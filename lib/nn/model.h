@@ -23,11 +23,15 @@ typedef struct dlt_tensor {
 	int pooled;		/* a is in the model's pool */
 	/* bf16 and fp16 training: an activation backward reads is kept in
 	 * half, 16 bits, from the forward of op narrow_at (its last reader
-	 * there) to the backward of op widen_at (its first there); a is then
-	 * in the pool, for those two spans only.  held: half holds this
-	 * step's values. */
+	 * there); the ops whose backward can read 16 bits (dense, attention,
+	 * an activation's, a remake) read half, and where one cannot, a is
+	 * widened again before the backward of op widen_at (its first there);
+	 * a is then in the pool, for those two spans only.  held: half holds
+	 * this step's values.  read16: backward's readers read half; so they
+	 * do of an output remade in 16 bits (half_pooled: half is in the pool,
+	 * where backward remakes it). */
 	uint16_t *half;
-	int narrow_at, widen_at, held;
+	int narrow_at, widen_at, held, read16, half_pooled;
 } dlt_tensor;
 
 /* One op of the flattened model.  A residual block becomes
@@ -73,12 +77,11 @@ struct dlt_layer {
 	/* attention: q, k, v [rows, 3C], the heads' output [rows, C] and the
 	 * rows' log-sum-exp [B, H, T]; their gradients.  With half (bf16 and
 	 * fp16 where plan_halves keeps activations in 16 bits), qkv and att
-	 * are in the pool at the op, forward and backward, and half holds
-	 * their 16 bits between (qkv's 3 rows C, then att's); held: this
-	 * step's. */
+	 * are in the pool at the op in forward, and half holds their 16 bits
+	 * for backward (qkv's 3 rows C, then att's), which reads them there,
+	 * a range of batches at a time. */
 	float *qkv, *att, *lse, *dqkv, *datt;
 	uint16_t *half;
-	int held;
 };
 
 /* The activations and gradient of tensor i. */

@@ -899,6 +899,24 @@ static void backward_reads(const dlt_layer *l, int *in, int *out)
 	}
 }
 
+/* Whether op l's backward can read the activations of its input (out 0)
+ * or its output (out 1) in 16 bits: a product's operand (DLT_B_HALF), an
+ * activation's a range at a time; a layer norm's sums over all rows and
+ * the convolutions' kernels read floats. */
+static int reads16(const dlt_layer *l, int out)
+{
+	if (l->kind == DLT_LAYER_DENSE || l->kind == DLT_LAYER_ATTENTION)
+		return !out;
+	return act_of(l->kind) != DLT_ACT_NONE && !l->fused && !l->by_pool;
+}
+
+/* Whether op l can be made again (remade_in) from its input in 16 bits,
+ * its output to 16 bits, a range of rows at a time */
+static int remakes16(const dlt_layer *l)
+{
+	return l->kind == DLT_LAYER_LAYERNORM || reads16(l, 0);
+}
+
 /* Op p's output can be made again before the backward of the op after
  * it, its one reader, instead of being kept through the step: a layer
  * norm's or an activation's of its own (cheap to remake, and as large as
@@ -922,28 +940,40 @@ static int remakeable(const dlt_model *m, int p, const unsigned char *keep, cons
 /* bf16 and fp16 training: the activations backward reads hold values of
  * that type (each op's output is rounded to it), so they can wait for
  * backward in 16 bits, exactly: in half from the forward of their last
- * reader there (g's first span ends there) to the backward of their first
- * reader there, the highest op whose backward reads it or remakes the op
- * before from it; in the pool only around those, a second span from that
- * reader's backward to the lowest one's.  last[]: room for n_t. */
+ * reader there (g's first span ends there).  The readers that can read
+ * 16 bits (reads16, remakes16) read half; for those that cannot, the
+ * pool holds it widened again, a second span from the backward of the
+ * highest such reader to the lowest one's.  A remade output (remakeable)
+ * whose readers all read 16 bits is remade in 16 bits (half_pooled, a
+ * life of its own, plan_block).  last[]: room for n_t. */
 static void plan_halves(dlt_model *m, buf_life *g, const unsigned char *keep, int *last)
 {
 	const int end = 2 * m->n_layers, out = m->t[m->n_t - 1].a_of;
 	for (int i = 0; i < m->n_t; i++) {
 		m->t[i].narrow_at = m->t[i].widen_at = -1;
+		m->t[i].read16 = 0;
 		last[i] = -1;
 	}
 	for (int i = m->n_layers - 1; i >= 0; i--) {
 		const dlt_layer *l = &m->layers[i];
-		int in, o, reads[3], nr = 0;
+		int in, o, reads[3], wide[3], nr = 0;
 		backward_reads(l, &in, &o);
-		if (in)
+		if (in) {
+			wide[nr] = !reads16(l, 0);
 			reads[nr++] = m->t[l->in].a_of;
-		if (o)
+		}
+		if (o) {
+			wide[nr] = !reads16(l, 1);
 			reads[nr++] = m->t[l->out].a_of;
-		if (l->remade_in)
+		}
+		if (l->remade_in) {
+			wide[nr] = !remakes16(l - 1);
 			reads[nr++] = m->t[l[-1].in].a_of;
+		}
 		for (int k = 0; k < nr; k++) {
+			m->t[reads[k]].read16 = 1;	/* read at all, for now */
+			if (!wide[k])
+				continue;
 			if (m->t[reads[k]].widen_at < 0)
 				m->t[reads[k]].widen_at = i;
 			last[reads[k]] = i;
@@ -951,14 +981,27 @@ static void plan_halves(dlt_model *m, buf_life *g, const unsigned char *keep, in
 	}
 	for (int i = 1; i < m->n_t; i++) {
 		dlt_tensor *t = &m->t[i];
-		if (t->a_of == i && keep[i] && i != out && !t->pooled && t->widen_at >= 0 &&
-		    g[i].hi >= 0) {
+		if (t->a_of == i && keep[i] && i != out && !t->pooled && t->read16 && g[i].hi >= 0) {
 			t->narrow_at = g[i].hi;
-			g[i].lo2 = end - t->widen_at;
-			g[i].hi2 = end - last[i];
+			if (t->widen_at >= 0) {
+				g[i].lo2 = end - t->widen_at;
+				g[i].hi2 = end - last[i];
+			}
 		} else {
 			t->widen_at = -1;
+			t->read16 = 0;
 		}
+	}
+	for (int p = 0; p + 1 < m->n_layers; p++) {
+		const dlt_layer *l = &m->layers[p];
+		dlt_tensor *t = &m->t[l->out];
+		int o = l->out;
+		if (!l[1].remade_in || !reads16(l + 1, 0) ||
+		    (l->kind != DLT_LAYER_LAYERNORM && !reads16(l, 1)))
+			continue;
+		t->read16 = t->half_pooled = 1;
+		g[o].lo2 = INT_MAX;
+		g[o].hi2 = -1;
 	}
 }
 
@@ -1040,7 +1083,7 @@ static int plan_block(dlt_model *m, int halves, buf_life *g, int *order, int *li
 	int ng = 0, k = 2 * m->n_t, rc;
 	*n = 0;
 	for (int i = 0; i < m->n_t; i++) {
-		m->t[i].pooled = 0;
+		m->t[i].pooled = m->t[i].read16 = m->t[i].half_pooled = 0;
 		m->t[i].narrow_at = m->t[i].widen_at = -1;
 	}
 	for (int i = 0; i < m->n_layers; i++)
@@ -1053,15 +1096,23 @@ static int plan_block(dlt_model *m, int halves, buf_life *g, int *order, int *li
 	*n += ng;
 	for (int i = m->n_t; i < 2 * m->n_t; i++)
 		g[i].slot += m->n_t;
-	/* dqkv and datt; with halves, qkv and att too, in forward as well */
+	/* dqkv and datt in backward; with halves, qkv and att in forward */
 	for (int i = 0; i < m->n_layers; i++)
 		for (int h = 0; h <= halves && m->layers[i].kind == DLT_LAYER_ATTENTION; h++) {
 			g[k] = no_life(4 * (size_t)m->max_batch * m->t[m->layers[i].in].n, k);
-			g[k].lo = g[k].hi = 2 * m->n_layers - i;
-			if (h)
-				g[k].lo2 = g[k].hi2 = i;
+			g[k].lo = g[k].hi = h ? i : 2 * m->n_layers - i;
 			order[(*n)++] = k++;
 		}
+	/* the outputs remade in 16 bits, around the backward of their reader */
+	for (int p = 0; p + 1 < m->n_layers; p++) {
+		int o = m->layers[p].out;
+		if (!m->t[o].half_pooled)
+			continue;
+		g[k] = no_life(((size_t)m->max_batch * m->t[o].n + 1) / 2, k);
+		g[k].lo = 2 * m->n_layers - (p + 1);
+		g[k].hi = 2 * m->n_layers - p;
+		order[(*n)++] = k++;
+	}
 	pack_lives(g, order, *n, live, total);
 	*floats = (double)*total;
 	for (int i = 0; i < m->n_layers; i++)
@@ -1091,8 +1142,10 @@ static int make_pool(dlt_model *m, int pipelined)
 	buf_life *g;
 	int *order, *live;
 
+	/* the activations', the gradients', the attentions' two each, the
+	 * outputs remade in 16 bits' (at most one an op) */
 	for (int i = 0; i < m->n_layers; i++)
-		n_attn += 2 * (m->layers[i].kind == DLT_LAYER_ATTENTION);
+		n_attn += 2 * (m->layers[i].kind == DLT_LAYER_ATTENTION) + 1;
 	g = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(*g));
 	order = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(int));
 	live = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(int));
@@ -1139,6 +1192,11 @@ static int make_pool(dlt_model *m, int pipelined)
 			l->att = l->qkv + 3 * rows_c;
 		}
 	}
+	for (int p = 0; p + 1 < m->n_layers; p++) {
+		dlt_tensor *t = &m->t[m->layers[p].out];
+		if (t->half_pooled)
+			t->half = (uint16_t *)(m->pool + g[k++].off);
+	}
 out:
 	free(g);
 	free(order);
@@ -1146,9 +1204,13 @@ out:
 	return rc;
 }
 
+/* The stage's floats at least: backward widens 16-bit activations in
+ * ranges of half of it (x, then y), in cache */
+#define STAGE_FLOATS ((size_t)1 << 18)
+
 static int make_buffers(dlt_model *m, int pipelined)
 {
-	size_t work = 0;
+	size_t work = 0, stage = 0;
 	int rc;
 	/* sharing was planned a link at a time; point each at the owner */
 	for (int i = 0; i < m->n_t; i++) {
@@ -1164,6 +1226,18 @@ static int make_buffers(dlt_model *m, int pipelined)
 			return DLT_ENOMEM;
 		if (t->narrow_at >= 0 &&
 		    !(t->half = alloc_rows(m, m->max_batch, t->n, sizeof(uint16_t))))
+			return DLT_ENOMEM;
+		if (t->read16 && 2 * (t->n / t->rows) > stage)
+			stage = 2 * (t->n / t->rows);	/* a row of x and one of y */
+	}
+	for (int i = 0; m->halves && i < m->n_layers; i++) {
+		const dlt_layer *l = &m->layers[i];
+		if (l->kind == DLT_LAYER_ATTENTION && 4 * m->t[l->in].n > stage)
+			stage = 4 * m->t[l->in].n;	/* a batch's q, k, v and att */
+	}
+	if (m->halves) {
+		m->stage_n = stage > STAGE_FLOATS ? stage : STAGE_FLOATS;
+		if (!(m->stage = alloc_rows(m, 1, m->stage_n, sizeof(float))))
 			return DLT_ENOMEM;
 	}
 	for (int i = 0; i < m->n_layers; i++) {
@@ -1270,7 +1344,8 @@ void dlt_model_free(dlt_model *m)
 		for (int i = 0; i < m->n_t; i++) {
 			if (!m->t[i].pooled)
 				dev_free(m->t[i].a);
-			dev_free(m->t[i].half);
+			if (!m->t[i].half_pooled)
+				dev_free(m->t[i].half);
 		}
 		dev_free(m->pool);
 		for (int i = 0; i < m->n_layers; i++) {
@@ -1285,6 +1360,7 @@ void dlt_model_free(dlt_model *m)
 			dev_free(m->layers[i].lse);
 		}
 		dev_free(m->work);
+		dev_free(m->stage);
 		dev_free(m->labels);
 		dev_free(m->targets);
 		if (!m->be->host) {
@@ -1404,6 +1480,25 @@ static void round_acts(const dlt_model *m, float *x, size_t n)
 static int exact(const dlt_model *m, int t, int flag)
 {
 	return m->t[t].a_of ? flag : 0;
+}
+
+/* Tensor i's activations as backward reads them in 16 bits (its owner's
+ * read16: plan_halves), or NULL where it reads floats */
+static const uint16_t *half_read(const dlt_model *m, int i)
+{
+	const dlt_tensor *t = &m->t[m->t[i].a_of];
+	return t->read16 ? t->half : NULL;
+}
+
+/* The flags of tensor t as a product's B in backward, *x where it is
+ * read: its 16 bits (DLT_B_HALF) where backward reads them (half_read) */
+static int operand_b(const dlt_model *m, int t, const float **x)
+{
+	const uint16_t *h = half_read(m, t);
+	if (!h)
+		return exact(m, t, DLT_B_EXACT);
+	*x = (const float *)h;
+	return DLT_B_HALF;
 }
 
 void dlt_dense_forward(const dlt_model *m, const dlt_layer *l, const float *x, float *y,
@@ -1575,7 +1670,8 @@ float *dlt_model_forward(dlt_model *m, int batch, int train, long long step)
 }
 
 /* The activations op i's forward read last, narrowed to their 16 bits
- * (plan_halves); before op i's backward, those it reads first widened */
+ * (plan_halves); before op i's backward, those it reads first as floats
+ * widened */
 static void narrow_after(dlt_model *m, int i, int batch)
 {
 	dlt_layer *l = &m->layers[i];
@@ -1586,7 +1682,6 @@ static void narrow_after(dlt_model *m, int i, int batch)
 		size_t n = (size_t)batch * m->t[l->in].n;
 		m->be->narrow(l->qkv, l->half, 3 * n, m->prec);
 		m->be->narrow(l->att, l->half + 3 * rows_c, n, m->prec);
-		l->held = 1;
 	}
 	for (int k = 0; k < m->n_t; k++) {
 		dlt_tensor *t = &m->t[k];
@@ -1599,16 +1694,8 @@ static void narrow_after(dlt_model *m, int i, int batch)
 
 static void widen_before(dlt_model *m, int i, int batch)
 {
-	dlt_layer *l = &m->layers[i];
 	if (!m->halves)
 		return;
-	if (l->half && l->held) {
-		size_t rows_c = (size_t)m->max_batch * m->t[l->in].n;
-		size_t n = (size_t)batch * m->t[l->in].n;
-		m->be->widen(l->half, l->qkv, 3 * n, m->prec);
-		m->be->widen(l->half + 3 * rows_c, l->att, n, m->prec);
-		l->held = 0;
-	}
 	for (int k = 0; k < m->n_t; k++) {
 		dlt_tensor *t = &m->t[k];
 		if (t->widen_at == i && t->held) {
@@ -1747,6 +1834,105 @@ static void round_grads(const dlt_model *m, const dlt_layer *l)
 		m->be->round(pg(m, l->b2), m->params[l->b2].n, m->prec);
 }
 
+/* Rows r0 .. r0 + n of width w of tensor i's activations as floats: where
+ * they are, or widened from their 16 bits (h) into at */
+static const float *rows_of(const dlt_model *m, int i, const uint16_t *h, size_t r0, size_t n,
+			    size_t w, float *at)
+{
+	if (!h)
+		return dlt_tensor_a(m, i) + r0 * w;
+	m->be->widen(h + r0 * w, at, n * w, m->prec);
+	return at;
+}
+
+/* Rows of width w a range of the stage takes, a half of it for x and one
+ * for y (make_buffers makes room for one row each) */
+static size_t stage_rows(const dlt_model *m, size_t w)
+{
+	return m->stage_n / 2 / w;
+}
+
+/* Backward's remake of op p's output (remade_in): run_forward, or where
+ * its input is read in 16 bits or its output is remade in them
+ * (half_pooled), the same arithmetic a range of rows at a time through
+ * the stage: a layer norm's rows and an activation's elements are apart. */
+static void remake(dlt_model *m, dlt_layer *p, int batch)
+{
+	const dlt_backend *be = m->be;
+	const dlt_tensor *ti = &m->t[p->in], *to = &m->t[m->t[p->out].a_of];
+	const uint16_t *x16 = half_read(m, p->in);
+	uint16_t *y16 = to->half_pooled ? to->half : NULL;
+	size_t w = ti->n / ti->rows, rows = (size_t)batch * ti->rows, step = stage_rows(m, w);
+
+	if (!x16 && !y16) {	/* a layer norm or an activation, which does not draw */
+		run_forward(m, p, batch, 1, 0);
+		return;
+	}
+	use_params(m, p, 1);
+	for (size_t r0 = 0; r0 < rows; r0 += step) {
+		size_t n = rows - r0 < step ? rows - r0 : step;
+		const float *x = rows_of(m, p->in, x16, r0, n, w, m->stage);
+		float *y = y16 ? m->stage + m->stage_n / 2 : dlt_tensor_a(m, p->out) + r0 * w;
+		if (p->kind == DLT_LAYER_LAYERNORM)
+			be->layernorm_forward(x, pw(m, p->w), pw(m, p->b), y, p->mean + r0,
+					      p->invstd + r0, (int)n, (int)w, p->eps);
+		else
+			be->act_forward(x, y, n * w, p->act, p->slope);
+		round_acts(m, y, n * w);
+		if (y16)
+			be->narrow(y, y16 + r0 * w, n * w, m->prec);
+	}
+	use_params(m, p, 0);
+}
+
+/* An activation's backward, its x or y read in 16 bits a range at a time */
+static void act_backward_rows(const dlt_model *m, const dlt_layer *l, const float *dy, float *dx,
+			      int batch)
+{
+	const dlt_tensor *ti = &m->t[l->in];
+	const uint16_t *x16 = half_read(m, l->in), *y16 = half_read(m, l->out);
+	size_t w = ti->n / ti->rows, rows = (size_t)batch * ti->rows, step = stage_rows(m, w);
+
+	if (!x16 && !y16) {
+		m->be->act_backward(dlt_tensor_a(m, l->in), dlt_tensor_a(m, l->out), dy, dx,
+				    rows * w, l->act, l->slope);
+		return;
+	}
+	for (size_t r0 = 0; r0 < rows; r0 += step) {
+		size_t n = rows - r0 < step ? rows - r0 : step;
+		const float *x = rows_of(m, l->in, x16, r0, n, w, m->stage);
+		const float *y = rows_of(m, l->out, y16, r0, n, w, m->stage + m->stage_n / 2);
+		m->be->act_backward(x, y, dy + r0 * w, dx + r0 * w, n * w, l->act, l->slope);
+	}
+}
+
+/* The heads' backward (into l->dqkv from l->datt): with half, q, k, v and
+ * the heads' output widened a range of batches at a time into the stage,
+ * the dropout's rows those of the step (row0) */
+static void attention_backward_rows(const dlt_model *m, const dlt_layer *l, int batch)
+{
+	const dlt_tensor *ti = &m->t[l->in];
+	int T = ti->rows, C = ti->s.c, H = l->heads;
+	size_t bt = (size_t)T * C, rows_c = (size_t)m->max_batch * ti->n, step;
+
+	if (!l->half) {
+		m->be->attention_backward(l->qkv, l->att, l->datt, l->lse, l->dqkv, batch, T, C, H,
+					  l->causal, l->drop);
+		return;
+	}
+	step = m->stage_n / (4 * bt);
+	for (size_t b0 = 0; b0 < (size_t)batch; b0 += step) {
+		size_t nb = (size_t)batch - b0 < step ? (size_t)batch - b0 : step;
+		dlt_attn_dropout drop = l->drop;
+		float *qkv = m->stage, *att = m->stage + 3 * nb * bt;
+		m->be->widen(l->half + 3 * b0 * bt, qkv, 3 * nb * bt, m->prec);
+		m->be->widen(l->half + 3 * rows_c + b0 * bt, att, nb * bt, m->prec);
+		drop.row0 = (uint64_t)b0 * (uint64_t)H * (uint64_t)T;
+		m->be->attention_backward(qkv, att, l->datt + b0 * bt, l->lse + b0 * H * T,
+					  l->dqkv + 3 * b0 * bt, (int)nb, T, C, H, l->causal, drop);
+	}
+}
+
 /* Returns the input gradient it wrote, NULL if none. */
 static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 {
@@ -1762,11 +1948,11 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 	switch (l->kind) {
 	case DLT_LAYER_DENSE: {
 		int rows = batch * ti->rows, out = (int)(m->t[l->out].n / ti->rows);
-		int in = (int)(ti->n / ti->rows);
+		int in = (int)(ti->n / ti->rows), xf = operand_b(m, l->in, &x);
 		/* a tied head runs first in backward: it writes the embedding's
 		 * gradient, which the embedding then adds to */
-		be->gemm(m->prec | DLT_ROUND_C | DLT_A_EXACT | exact(m, l->in, DLT_B_EXACT), 1, 0,
-			 out, in, rows, 1.0f, dy, out, x, in, 0.0f, pg(m, l->w), in);
+		be->gemm(m->prec | DLT_ROUND_C | DLT_A_EXACT | xf, 1, 0, out, in, rows, 1.0f, dy,
+			 out, x, in, 0.0f, pg(m, l->w), in);
 		if (l->b >= 0)
 			be->bias_grad(dy, pg(m, l->b), rows, out);
 		if (dx)
@@ -1794,17 +1980,20 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 				       pg(m, l->b), batch * ti->rows, (int)(ti->n / ti->rows));
 		break;
 	case DLT_LAYER_ATTENTION: {
-		int rows = batch * ti->rows, C = ti->s.c;
-		be->gemm(m->prec | DLT_ROUND_C | DLT_A_EXACT | DLT_B_EXACT, 1, 0, C, C, rows, 1.0f,
-			 dy, C, l->att, C, 0.0f, pg(m, l->w2), C);
+		int rows = batch * ti->rows, C = ti->s.c, xf;
+		/* the heads' output from half, where it is kept there */
+		const float *att = l->half ? (const float *)(l->half + (size_t)3 * m->max_batch * ti->n)
+					   : l->att;
+		be->gemm(m->prec | DLT_ROUND_C | DLT_A_EXACT | (l->half ? DLT_B_HALF : DLT_B_EXACT),
+			 1, 0, C, C, rows, 1.0f, dy, C, att, C, 0.0f, pg(m, l->w2), C);
 		be->bias_grad(dy, pg(m, l->b2), rows, C);
 		be->gemm(m->prec | DLT_ROUND_C | DLT_A_EXACT, 0, 0, rows, C, C, 1.0f, dy, C,
 			 pw(m, l->w2), C, 0.0f, l->datt, C);
-		be->attention_backward(l->qkv, l->att, l->datt, l->lse, l->dqkv, batch, ti->rows,
-				       C, l->heads, l->causal, l->drop);
+		attention_backward_rows(m, l, batch);
 		round_acts(m, l->dqkv, (size_t)rows * 3 * C);
-		be->gemm(m->prec | DLT_ROUND_C | DLT_A_EXACT | exact(m, l->in, DLT_B_EXACT), 1, 0,
-			 3 * C, C, rows, 1.0f, l->dqkv, 3 * C, x, C, 0.0f, pg(m, l->w), C);
+		xf = operand_b(m, l->in, &x);
+		be->gemm(m->prec | DLT_ROUND_C | DLT_A_EXACT | xf, 1, 0, 3 * C, C, rows, 1.0f,
+			 l->dqkv, 3 * C, x, C, 0.0f, pg(m, l->w), C);
 		be->bias_grad(l->dqkv, pg(m, l->b), rows, 3 * C);
 		if (dx)
 			be->gemm(m->prec | DLT_ROUND_C | DLT_A_EXACT, 0, 0, rows, C, 3 * C, 1.0f,
@@ -1856,7 +2045,7 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 			return NULL;	/* the pool after it did its backward */
 		/* in place or fused, x is the output: all the gradient needs */
 		if (dx)
-			be->act_backward(x, dlt_tensor_a(m, l->out), dy, dx, n, l->act, l->slope);
+			act_backward_rows(m, l, dy, dx, batch);
 	}
 	return dx;
 }
@@ -1874,7 +2063,7 @@ void dlt_model_backward_ops(dlt_model *m, int from, int to, int batch)
 		widen_before(m, i, batch);
 		/* a layer norm or an activation, which does not draw: no step */
 		if (l->remade_in)
-			run_forward(m, l - 1, batch, 1, 0);
+			remake(m, l - 1, batch);
 		use_params(m, l, 1);
 		dx = backward_op(m, l, batch);
 		use_params(m, l, 0);

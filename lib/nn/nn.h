@@ -56,6 +56,10 @@ typedef struct dlt_model {
 	dlt_param *bufs;	/* state that is not trained */
 	int n_bufs;
 	float *work;		/* scratch of the conv kernels, planned once */
+	/* halves: where backward widens 16-bit activations a range at a time
+	 * (stage floats) */
+	float *stage;
+	size_t stage_n;
 	/* what a step needs a while: the tensors' gradients, the activations
 	 * that backward does not keep, attention's scratch (nn.c) */
 	float *pool;

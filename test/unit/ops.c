@@ -933,7 +933,7 @@ static float *attention_input(seq s, int arg)
 /* arg 4: dropout of a quarter of the weights */
 static dlt_attn_dropout attention_dropout(int arg)
 {
-	return arg & 4 ? (dlt_attn_dropout){ 0.25f, 7, 99 } : (dlt_attn_dropout){ 0 };
+	return arg & 4 ? (dlt_attn_dropout){ 0.25f, 7, 99, 0 } : (dlt_attn_dropout){ 0 };
 }
 
 /* arg 1: causal; 2: wide scores; 4: dropout */
@@ -987,6 +987,43 @@ static double check_attention_backward(const dlt_backend *be, size_t i, int arg)
 	free(dq);
 	free(h);
 	return d;
+}
+
+/* The backward on the batches from b1 on alone (row0 b1 H T, as nn runs
+ * it a range at a time) against those batches' part of the backward on
+ * all: the same bits (0 where they are, else 1); arg as above */
+static double check_attention_backward_rows(const dlt_backend *be, size_t i, int arg)
+{
+	seq s = seqs[i];
+	int b1 = s.B / 2, nb = s.B - b1;
+	size_t n = (size_t)s.B * s.T * s.C, nl = (size_t)s.B * s.H * s.T, r1 = (size_t)b1 * s.T;
+	float *qkv = attention_input(s, arg), *o = nanv(n), *l = nanv(nl), *g = randv(n, -1, 1);
+	float *gq = upf(be, qkv, 3 * n), *go, *gl, *gg = upf(be, g, n), *d1 = dnan(be, 3 * n);
+	float *d2 = dnan(be, 3 * n), *h1, *h2;
+	dlt_attn_dropout drop = attention_dropout(arg);
+	int same;
+	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, arg & 1, drop);
+	go = upf(be, o, n);
+	gl = upf(be, l, nl);
+	be->attention_backward(gq, go, gg, gl, d1, s.B, s.T, s.C, s.H, arg & 1, drop);
+	drop.row0 = (uint64_t)b1 * s.H * s.T;
+	be->attention_backward(gq + 3 * r1 * s.C, go + r1 * s.C, gg + r1 * s.C,
+			       gl + (size_t)b1 * s.H * s.T, d2 + 3 * r1 * s.C, nb, s.T, s.C, s.H,
+			       arg & 1, drop);
+	h1 = down(be, d1, 3 * n);
+	h2 = down(be, d2, 3 * n);
+	same = !memcmp(h1 + 3 * r1 * s.C, h2 + 3 * r1 * s.C, 3 * (n - r1 * s.C) * sizeof(float));
+	be->free(gq);
+	be->free(go);
+	be->free(gl);
+	be->free(gg);
+	free(qkv);
+	free(o);
+	free(l);
+	free(g);
+	free(h1);
+	free(h2);
+	return same ? 0.0 : 1.0;
 }
 
 /* Generation's attention over a KV cache: each sequence's last query
@@ -1659,6 +1696,11 @@ static const row rows[] = {
 	{ "attention_backward causal wide", check_attention_backward, 3, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_backward dropout", check_attention_backward, 4, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_backward causal dropout", check_attention_backward, 5, SEQS, { 1e-5, 1e-5 } },
+	/* a range of the batches (row0): the bits of the whole call's */
+	{ "attention_backward causal dropout, later batches", check_attention_backward_rows, 5,
+	  SEQS, { 0, 0 } },
+	{ "attention_backward dropout, later batches", check_attention_backward_rows, 4, SEQS,
+	  { 0, 0 } },
 	{ "attention_decode, the last query", check_attention_decode, 0, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_decode, half the queries", check_attention_decode, 1, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_decode, 5 T keys", check_attention_decode, 2, SEQS, { 1e-5, 1e-5 } },

@@ -155,7 +155,7 @@ static double attn_loss(const dlt_backend *ref, const float *qkv, const float *w
  * same in every evaluation, so finite differences see it fixed */
 static void test_attention_fd(const dlt_backend *ref, int causal, float rate)
 {
-	dlt_attn_dropout drop = { rate, 3, 5 };
+	dlt_attn_dropout drop = { rate, 3, 5, 0 };
 	tshape s = { 2, 5, 8, 2 };
 	size_t n = (size_t)s.B * s.T * s.C;
 	float *qkv = randv(3 * n, -1.5f, 1.5f), *w = randv(n, -1, 1), *o = malloc(n * 4);
@@ -178,7 +178,7 @@ static void test_attention_fd(const dlt_backend *ref, int causal, float rate)
  * weights' factors, which over 4096 rows of 64 keys averages 1 */
 static void test_attention_dropout(const dlt_backend *ref)
 {
-	dlt_attn_dropout drop = { 0.25f, 11, 13 };
+	dlt_attn_dropout drop = { 0.25f, 11, 13, 0 };
 	tshape s = { 4, 64, 16, 16 };	/* D = 1 */
 	size_t n = (size_t)s.B * s.T * s.C, dropped = 0;
 	float *qkv = randv(3 * n, -1, 1), *o = malloc(n * 4);
