@@ -1003,6 +1003,22 @@ static void plan_halves(dlt_model *m, buf_life *g, const unsigned char *keep, in
 		g[o].lo2 = INT_MAX;
 		g[o].hi2 = -1;
 	}
+	/* An activation whose input forward reads last and backward reads in
+	 * 16 bits alone writes over that input, narrowed after the op before
+	 * it: the two take one block in forward (GPT-2's GELU, on the MLP's
+	 * widest tensors), where its output has no life in backward apart */
+	for (int i = 1; i < m->n_layers; i++) {
+		const dlt_layer *l = &m->layers[i];
+		int u = m->t[l->in].a_of, h = l->out;
+		dlt_tensor *t = &m->t[u];
+		if (act_of(l->kind) == DLT_ACT_NONE || l->fused || l->by_pool || t->narrow_at != i ||
+		    t->widen_at >= 0 || m->t[h].a_of != h || m->t[h].n != t->n || h == out ||
+		    g[h].lo2 <= g[h].hi2 || g[h].lo != i)
+			continue;
+		t->narrow_at = i - 1;
+		g[h].slot = u;
+		g[u].hi = g[h].hi;
+	}
 }
 
 /* The activations in the pool, g[i] of owner i: one that no op's
@@ -1062,7 +1078,8 @@ static int plan_acts(dlt_model *m, buf_life *g, int *order, int *n, int halves)
 	for (int i = 1; i < m->n_t; i++)
 		if (m->t[i].a_of == i && !keep[i] && g[i].hi >= 0) {
 			m->t[i].pooled = 1;
-			order[(*n)++] = i;
+			if (g[i].slot == i)	/* else in the block of the input it overwrote */
+				order[(*n)++] = i;
 		}
 	free(keep);
 	free(touches);
@@ -1171,7 +1188,7 @@ static int make_pool(dlt_model *m, int pipelined)
 		while (g[r].slot != r)
 			r = g[r].slot;
 		if (m->t[i].pooled)
-			m->t[i].a = m->pool + g[i].off;
+			m->t[i].a = m->pool + g[g[i].slot].off;
 		if (m->t[i].g_of == i)
 			m->t[i].g = m->pool + g[r].off;
 	}
