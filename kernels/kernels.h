@@ -138,7 +138,9 @@ typedef struct dlt_backend {
 			 int prec);
 	/* out = act(x) element-wise (x == out allowed) */
 	void (*act_forward)(const float *x, float *y, size_t n, int act, float slope);
-	/* dx = dy * act'(x); y = act(x) is given too (sigmoid and tanh use it) */
+	/* dx = dy * act'(x); y = act(x) is given too (sigmoid and tanh use it,
+	 * and only it: dlt_act_backward_reads_y; the one not read may hold
+	 * anything) */
 	void (*act_backward)(const float *x, const float *y, const float *dy, float *dx,
 			     size_t n, int act, float slope);
 	/* db[c] = sum over rows of dy[r][c]; order fixed so results are deterministic */

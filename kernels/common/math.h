@@ -241,6 +241,13 @@ DLT_HD static inline float dlt_act(float x, int act, float slope)
 }
 
 /* dy * act'(x), given y = act(x) as well */
+/* Whether dlt_act_backward reads y (tanh, sigmoid) rather than x (the
+ * others): the other may hold anything */
+DLT_HD static inline int dlt_act_backward_reads_y(int act)
+{
+	return act == DLT_ACT_TANH || act == DLT_ACT_SIGMOID;
+}
+
 DLT_HD static inline float dlt_act_backward(float x, float y, float dy, int act, float slope)
 {
 	switch (act) {

@@ -32,8 +32,9 @@ struct dlt_infer {
 	 * storage put qkv in the model's pool (l->half), which the other ops
 	 * reuse between tokens */
 	float **kv;
-	float *packed;		/* the packed rows' q, k, v and heads' output
-				 * (span's), for the widest attention */
+	float *packed;		/* the rows' heads' output, and q, k, v where
+				 * packed (span's): max(max_batch, T) rows of
+				 * the widest attention */
 	float *logits;		/* host: max_batch x V, each sequence's last
 				 * position's */
 	int last;		/* the sequence of the token the callback has */
@@ -221,7 +222,8 @@ static int lm_setup(dlt_infer *x)
 		if ((size_t)4 * width(m, l->in) > packed)
 			packed = 4 * width(m, l->in);
 	}
-	if (packed && !(x->packed = m->be->alloc((size_t)m->max_batch * packed * sizeof(float))))
+	if (packed && !(x->packed = m->be->alloc((size_t)(m->max_batch > x->T ? m->max_batch : x->T) *
+						 packed * sizeof(float))))
 		return dlt_error(DLT_ENOMEM, "%s: out of memory for the attention's rows", x->path);
 	if (!dlt_mul_ok((size_t)x->T, (size_t)x->V, &tv_floats))
 		return dlt_error(DLT_ENOMEM, "%s: %d x %u logits are too many", x->path, x->T, x->V);
@@ -318,7 +320,8 @@ static const float *pw(const dlt_model *m, int k)
 typedef struct span {
 	int seq, p0, n;
 	const int *seqs, *pos;
-	float *packed;		/* pos set: room for the rows' q, k, v and heads' output */
+	float *packed;		/* room for the rows' heads' output, and with pos
+				 * set their q, k, v before it */
 } span;
 
 /* The first tensor row of a span */
@@ -327,10 +330,10 @@ static size_t span_row(const dlt_model *m, const span *sp)
 	return sp->pos ? 0 : (size_t)sp->seq * m->t[0].n + (size_t)sp->p0;	/* T ids a row */
 }
 
-/* Attention on a span: the packed rows' q, k and v are made in
- * sp->packed, then each row's k and v
- * go to its sequence's cache (kv) and its query attends there.  In bf16
- * and fp16, q, k, v and the heads' output are rounded, as in forward. */
+/* Attention on a span: the heads' output is made in sp->packed (after
+ * the packed rows' q, k and v), then each row's k and v go to its
+ * sequence's cache (kv) and its query attends there.  In bf16 and fp16,
+ * q, k, v and the heads' output are rounded, as in forward. */
 static void attention_span(dlt_model *m, dlt_layer *l, const span *sp, float *kv,
 			   const float *x, float *y)
 {
@@ -338,7 +341,7 @@ static void attention_span(dlt_model *m, dlt_layer *l, const span *sp, float *kv
 	const int C = (int)width(m, l->in), n = sp->n;
 	const size_t row = span_row(m, sp), seq_qkv = m->t[0].n * 3 * C;
 	float *qkv = sp->pos ? sp->packed : kv + row * 3 * C;
-	float *att = sp->pos ? sp->packed + (size_t)n * 3 * C : l->att + row * C;
+	float *att = sp->packed + (sp->pos ? (size_t)n * 3 * C : 0);
 
 	be->gemm(m->prec, 0, 1, n, 3 * C, C, 1.0f, x, C, pw(m, l->w), C, 0.0f, qkv, 3 * C);
 	be->bias_act(qkv, pw(m, l->b), n, 3 * C, DLT_ACT_NONE, 0.0f, m->prec);
@@ -695,7 +698,7 @@ static void gen_cached(dlt_infer *x, gen *q)
 			g->cached = g->len;
 		} else {
 			/* the prompt, or a window that moved: its positions shift */
-			span one = { .seq = b, .p0 = 0, .n = (int)w };
+			span one = { .seq = b, .p0 = 0, .n = (int)w, .packed = x->packed };
 			put_ids(x, g->ids + start, (size_t)b * T, (int)w);
 			run_span(x, &one);
 			g->cached = w;

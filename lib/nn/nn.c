@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/common/math.h"
 #include "archive/archive.h"
 #include "nn/model.h"
 
@@ -751,6 +752,12 @@ typedef struct buf_life {
 	size_t size, off;	/* floats, a multiple of POOL_ALIGN */
 } buf_life;
 
+/* Where an output remade in 16 bits (dlt_tensor.half_pooled) is: a life
+ * of its own in the pool, or the block of its gradient, which its reader
+ * (a dense or an attention, remade_in) writes only after its weights'
+ * gradient has read it, where its own op's backward does not read it */
+enum { HALF_OWN_LIFE = 1, HALF_IN_GRADIENT };
+
 /* 256 bytes: what a GPU allocation is aligned to */
 #define POOL_ALIGN 64
 
@@ -894,8 +901,9 @@ static void backward_reads(const dlt_layer *l, int *in, int *out)
 	case DLT_OP_FORK:
 		*in = *out = 0;
 		return;
-	default:	/* an activation: act_backward(x, y) */
-		*in = *out = 1;
+	default:	/* an activation: act_backward(x, y), one of them */
+		*out = dlt_act_backward_reads_y(act_of(l->kind));
+		*in = !*out;
 	}
 }
 
@@ -915,6 +923,14 @@ static int reads16(const dlt_layer *l, int out)
 static int remakes16(const dlt_layer *l)
 {
 	return l->kind == DLT_LAYER_LAYERNORM || reads16(l, 0);
+}
+
+/* Whether op l's backward reads its own output (a tanh's, a sigmoid's) */
+static int reads_own_output(const dlt_layer *l)
+{
+	int in, out;
+	backward_reads(l, &in, &out);
+	return out;
 }
 
 /* Op p's output can be made again before the backward of the op after
@@ -999,7 +1015,8 @@ static void plan_halves(dlt_model *m, buf_life *g, const unsigned char *keep, in
 		if (!l[1].remade_in || !reads16(l + 1, 0) ||
 		    (l->kind != DLT_LAYER_LAYERNORM && !reads16(l, 1)))
 			continue;
-		t->read16 = t->half_pooled = 1;
+		t->read16 = 1;
+		t->half_pooled = reads_own_output(l) ? HALF_OWN_LIFE : HALF_IN_GRADIENT;
 		g[o].lo2 = INT_MAX;
 		g[o].hi2 = -1;
 	}
@@ -1068,7 +1085,7 @@ static int plan_acts(dlt_model *m, buf_life *g, int *order, int *n, int halves)
 			m->t[o].pooled = 1;
 			m->layers[p + 1].remade_in = 1;
 			g[o].lo2 = end - (p + 1);
-			g[o].hi2 = end - p;
+			g[o].hi2 = end - (p + 1) + reads_own_output(&m->layers[p]);
 		}
 	if (halves) {
 		plan_halves(m, g, keep, touches);	/* touches[]: done with, its room */
@@ -1113,17 +1130,19 @@ static int plan_block(dlt_model *m, int halves, buf_life *g, int *order, int *li
 	*n += ng;
 	for (int i = m->n_t; i < 2 * m->n_t; i++)
 		g[i].slot += m->n_t;
-	/* dqkv and datt in backward; with halves, qkv and att in forward */
+	/* dqkv and datt, in backward (with halves, forward's q, k, v and
+	 * heads' output are in the stage, a range of batches at a time) */
 	for (int i = 0; i < m->n_layers; i++)
-		for (int h = 0; h <= halves && m->layers[i].kind == DLT_LAYER_ATTENTION; h++) {
+		if (m->layers[i].kind == DLT_LAYER_ATTENTION) {
 			g[k] = no_life(4 * (size_t)m->max_batch * m->t[m->layers[i].in].n, k);
-			g[k].lo = g[k].hi = h ? i : 2 * m->n_layers - i;
+			g[k].lo = g[k].hi = 2 * m->n_layers - i;
 			order[(*n)++] = k++;
 		}
-	/* the outputs remade in 16 bits, around the backward of their reader */
+	/* the outputs remade in 16 bits that take a block of their own, around
+	 * the backward of their reader and their own */
 	for (int p = 0; p + 1 < m->n_layers; p++) {
 		int o = m->layers[p].out;
-		if (!m->t[o].half_pooled)
+		if (m->t[o].half_pooled != HALF_OWN_LIFE)
 			continue;
 		g[k] = no_life(((size_t)m->max_batch * m->t[o].n + 1) / 2, k);
 		g[k].lo = 2 * m->n_layers - (p + 1);
@@ -1159,10 +1178,10 @@ static int make_pool(dlt_model *m, int pipelined)
 	buf_life *g;
 	int *order, *live;
 
-	/* the activations', the gradients', the attentions' two each, the
-	 * outputs remade in 16 bits' (at most one an op) */
+	/* the activations', the gradients', the attentions' dqkv, the outputs
+	 * remade in 16 bits' (at most one an op) */
 	for (int i = 0; i < m->n_layers; i++)
-		n_attn += 2 * (m->layers[i].kind == DLT_LAYER_ATTENTION) + 1;
+		n_attn += (m->layers[i].kind == DLT_LAYER_ATTENTION) + 1;
 	g = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(*g));
 	order = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(int));
 	live = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(int));
@@ -1200,19 +1219,18 @@ static int make_pool(dlt_model *m, int pipelined)
 			continue;
 		l->dqkv = m->pool + g[k++].off;
 		l->datt = l->dqkv + 3 * rows_c;
-		if (halves) {	/* half first: without it, qkv would be freed as its own */
-			if (!(l->half = alloc_rows(m, 4, rows_c, sizeof(uint16_t)))) {
-				rc = DLT_ENOMEM;
-				goto out;
-			}
-			l->qkv = m->pool + g[k++].off;
-			l->att = l->qkv + 3 * rows_c;
+		/* half set: qkv and att are not allocated (make_buffers) */
+		if (halves && !(l->half = alloc_rows(m, 4, rows_c, sizeof(uint16_t)))) {
+			rc = DLT_ENOMEM;
+			goto out;
 		}
 	}
 	for (int p = 0; p + 1 < m->n_layers; p++) {
 		dlt_tensor *t = &m->t[m->layers[p].out];
-		if (t->half_pooled)
+		if (t->half_pooled == HALF_OWN_LIFE)
 			t->half = (uint16_t *)(m->pool + g[k++].off);
+		else if (t->half_pooled == HALF_IN_GRADIENT)
+			t->half = (uint16_t *)dlt_tensor_g(m, m->layers[p].out);
 	}
 out:
 	free(g);
@@ -1535,6 +1553,53 @@ void dlt_dense_forward(const dlt_model *m, const dlt_layer *l, const float *x, f
 
 /* Returns the tensor whose activations it wrote, -1 if none (a conv that
  * does the max pool after it writes the pool's). */
+/* An attention's forward on batches b0 .. b0 + nb of x into y, its q, k,
+ * v and heads' output in qkv and att (rows of their own) */
+static void attention_batches(const dlt_model *m, const dlt_layer *l, const float *x, float *y,
+			      float *qkv, float *att, size_t b0, int nb)
+{
+	const dlt_backend *be = m->be;
+	const dlt_tensor *ti = &m->t[l->in];
+	int T = ti->rows, C = ti->s.c, rows = nb * T;
+	size_t r0 = b0 * (size_t)T;
+	dlt_attn_dropout drop = l->drop;
+	be->gemm(m->prec | exact(m, l->in, DLT_A_EXACT), 0, 1, rows, 3 * C, C, 1.0f, x + r0 * C,
+		 C, pw(m, l->w), C, 0.0f, qkv, 3 * C);
+	be->bias_act(qkv, pw(m, l->b), rows, 3 * C, DLT_ACT_NONE, 0.0f, m->prec);
+	drop.row0 = b0 * (uint64_t)l->heads * (uint64_t)T;
+	be->attention_forward(qkv, att, l->lse + b0 * l->heads * T, nb, T, C, l->heads,
+			      l->causal, drop);
+	round_acts(m, att, (size_t)rows * C);
+	be->gemm(m->prec | DLT_A_EXACT, 0, 1, rows, C, C, 1.0f, att, C, pw(m, l->w2), C, 0.0f,
+		 y + r0 * C, C);
+	be->bias_act(y + r0 * C, pw(m, l->b2), rows, C, DLT_ACT_NONE, 0.0f, m->prec);
+}
+
+/* An attention's forward: on all the batches in qkv and att, or with half
+ * (bf16 and fp16 storage) a range of batches at a time in the stage, q,
+ * k, v and the heads' output narrowed into half for backward (training):
+ * the rows apart, so the same bits */
+static void attention_forward_rows(const dlt_model *m, const dlt_layer *l, const float *x,
+				   float *y, int batch, int train)
+{
+	const dlt_tensor *ti = &m->t[l->in];
+	size_t bt = (size_t)ti->rows * ti->s.c, rows_c = (size_t)m->max_batch * ti->n, step;
+	if (!l->half) {
+		attention_batches(m, l, x, y, l->qkv, l->att, 0, batch);
+		return;
+	}
+	step = m->stage_n / (4 * bt);
+	for (size_t b0 = 0; b0 < (size_t)batch; b0 += step) {
+		int nb = (int)((size_t)batch - b0 < step ? (size_t)batch - b0 : step);
+		float *qkv = m->stage, *att = m->stage + 3 * nb * bt;
+		attention_batches(m, l, x, y, qkv, att, b0, nb);
+		if (train) {
+			m->be->narrow(qkv, l->half + 3 * b0 * bt, 3 * nb * bt, m->prec);
+			m->be->narrow(att, l->half + 3 * rows_c + b0 * bt, nb * bt, m->prec);
+		}
+	}
+}
+
 static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long long step)
 {
 	const dlt_backend *be = m->be;
@@ -1560,22 +1625,12 @@ static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long lon
 		be->layernorm_forward(x, pw(m, l->w), pw(m, l->b), y, l->mean, l->invstd,
 				      batch * ti->rows, (int)(ti->n / ti->rows), l->eps);
 		break;
-	case DLT_LAYER_ATTENTION: {
-		int rows = batch * ti->rows, C = ti->s.c;
-		be->gemm(m->prec | exact(m, l->in, DLT_A_EXACT), 0, 1, rows, 3 * C, C, 1.0f, x, C,
-			 pw(m, l->w), C, 0.0f, l->qkv, 3 * C);
-		be->bias_act(l->qkv, pw(m, l->b), rows, 3 * C, DLT_ACT_NONE, 0.0f, m->prec);
+	case DLT_LAYER_ATTENTION:
 		l->drop.rate = train ? l->rate : 0.0f;
 		l->drop.seed = m->seed;
 		l->drop.stream = dropout_stream(step, l->index);
-		be->attention_forward(l->qkv, l->att, l->lse, batch, ti->rows, C, l->heads,
-				      l->causal, l->drop);
-		round_acts(m, l->att, (size_t)rows * C);
-		be->gemm(m->prec | DLT_A_EXACT, 0, 1, rows, C, C, 1.0f, l->att, C, pw(m, l->w2), C,
-			 0.0f, y, C);
-		be->bias_act(y, pw(m, l->b2), rows, C, DLT_ACT_NONE, 0.0f, m->prec);
+		attention_forward_rows(m, l, x, y, batch, train);
 		break;
-	}
 	case DLT_LAYER_CONV2D:
 		l->conv.n = batch;
 		if (l->pool_op) {
@@ -1687,19 +1742,13 @@ float *dlt_model_forward(dlt_model *m, int batch, int train, long long step)
 }
 
 /* The activations op i's forward read last, narrowed to their 16 bits
- * (plan_halves); before op i's backward, those it reads first as floats
- * widened */
+ * (plan_halves; an attention's q, k, v and output as it goes:
+ * attention_forward_rows); before op i's backward, those it reads first
+ * as floats widened */
 static void narrow_after(dlt_model *m, int i, int batch)
 {
-	dlt_layer *l = &m->layers[i];
 	if (!m->halves)
 		return;
-	if (l->half) {
-		size_t rows_c = (size_t)m->max_batch * m->t[l->in].n;
-		size_t n = (size_t)batch * m->t[l->in].n;
-		m->be->narrow(l->qkv, l->half, 3 * n, m->prec);
-		m->be->narrow(l->att, l->half + 3 * rows_c, n, m->prec);
-	}
 	for (int k = 0; k < m->n_t; k++) {
 		dlt_tensor *t = &m->t[k];
 		if (t->narrow_at == i) {
