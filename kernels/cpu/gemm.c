@@ -515,11 +515,17 @@ static void pack_b(int nr, int simd, int tB, const float *B, int ldb, int p0, in
 
 /* A 16-bit operand's panels: each panel's part of the operand widened
  * into stage (room for DLT_GEMM_NR_MAX x kc floats), then packed from
- * there as an f32 operand would be from where it lies: the same panels. */
+ * there as an f32 operand would be from where it lies: the same panels.
+ * A B whose rows run along N (tB = 0, a weight gradient's activations)
+ * is widened straight into its panels, whose rows those are. */
+typedef void widen_fn(const uint16_t *x, float *y, size_t n);
+static widen_fn *widen_for(int prec);
+
 static void widen_rows(const uint16_t *src, long ld, int rows, int cols, int prec, float *dst)
 {
+	widen_fn *w = widen_for(prec);
 	for (int r = 0; r < rows; r++)
-		dlt_cpu_widen_to(src + (size_t)r * ld, dst + (size_t)r * cols, (size_t)cols, prec);
+		w(src + (size_t)r * ld, dst + (size_t)r * cols, (size_t)cols);
 }
 
 static void pack_a16(int mr, int simd, int tA, const uint16_t *A, int lda, int i0, int m,
@@ -543,8 +549,13 @@ static void pack_b16(int nr, int simd, int tB, const uint16_t *B, int ldb, int p
 	for (int jp = 0; jp < n; jp += nr, dst += (size_t)nr * kc) {
 		int c = min_i(nr, n - jp);
 		if (!tB) {
-			widen_rows(B + (size_t)p0 * ldb + j0 + jp, ldb, kc, c, prec, stage);
-			pack_b(nr, simd, 0, stage, c, 0, kc, 0, c, dst);
+			widen_rows(B + (size_t)p0 * ldb + j0 + jp, ldb, kc, c, prec, dst);
+			if (c < nr)	/* spread to nr a row, the rest zero */
+				for (int k = kc - 1; k >= 0; k--) {
+					memmove(dst + (size_t)k * nr, dst + (size_t)k * c,
+						(size_t)c * sizeof(float));
+					memset(dst + (size_t)k * nr + c, 0, (size_t)(nr - c) * sizeof(float));
+				}
 		} else {
 			widen_rows(B + (size_t)(j0 + jp) * ldb + p0, ldb, c, kc, prec, stage);
 			pack_b(nr, simd, 1, stage, kc, 0, kc, 0, c, dst);
@@ -711,6 +722,28 @@ static void widen_f16_f16c(const uint16_t *x, float *y, size_t n)
 		y[i] = dlt_widen16(x[i], DLT_PREC_F16);
 }
 
+__attribute__((target("avx512f")))
+static void widen_bf16_avx512(const uint16_t *x, float *y, size_t n)
+{
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		__m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(x + i)));
+		_mm512_storeu_si512(y + i, _mm512_slli_epi32(h, 16));
+	}
+	for (; i < n; i++)
+		y[i] = dlt_widen16(x[i], DLT_PREC_BF16);
+}
+
+__attribute__((target("avx512f,f16c")))
+static void widen_f16_avx512(const uint16_t *x, float *y, size_t n)
+{
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16)
+		_mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))));
+	for (; i < n; i++)
+		y[i] = dlt_widen16(x[i], DLT_PREC_F16);
+}
+
 static void widen_bf16_plain(const uint16_t *x, float *y, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -727,7 +760,6 @@ static void widen_f16_plain(const uint16_t *x, float *y, size_t n)
  * bias_act and the GEMMs round a row of a few hundred floats a call, and
  * the GEMMs widen a 16-bit operand's rows as they pack them */
 typedef void round_fn(const float *x, float *y, size_t n);
-typedef void widen_fn(const uint16_t *x, float *y, size_t n);
 static round_fn *round_bf16 = round_bf16_plain, *round_f16 = round_f16_plain;
 static widen_fn *widen_bf16 = widen_bf16_plain, *widen_f16 = widen_f16_plain;
 static pthread_once_t round_once = PTHREAD_ONCE_INIT;
@@ -743,16 +775,24 @@ static void round_choose(void)
 		round_f16 = round_f16_avx512;
 	else if (avx2)
 		round_f16 = round_f16_avx2;
-	if (avx2) {
+	if (avx2 && __builtin_cpu_supports("avx512f")) {
+		widen_bf16 = widen_bf16_avx512;
+		widen_f16 = widen_f16_avx512;
+	} else if (avx2) {
 		widen_bf16 = widen_bf16_avx2;
 		widen_f16 = widen_f16_f16c;
 	}
 }
 
-void dlt_cpu_widen_to(const uint16_t *x, float *y, size_t n, int prec)
+static widen_fn *widen_for(int prec)
 {
 	pthread_once(&round_once, round_choose);
-	(prec == DLT_PREC_BF16 ? widen_bf16 : widen_f16)(x, y, n);
+	return prec == DLT_PREC_BF16 ? widen_bf16 : widen_f16;
+}
+
+void dlt_cpu_widen_to(const uint16_t *x, float *y, size_t n, int prec)
+{
+	widen_for(prec)(x, y, n);
 }
 
 void dlt_cpu_round_to(const float *x, float *y, size_t n, int prec)

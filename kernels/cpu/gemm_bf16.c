@@ -422,6 +422,29 @@ PAIRS(pairs_avx2, __attribute__((target("avx2"))), pairs_of_rows8)
 PAIRS(pairs_plain, , no_rows8)
 
 static pairs_fn *pairs = pairs_plain;
+/* d[i] = a[i] | b[i] << 16, i < n: two rows' bf16 words as pairs (b
+ * NULL: zeros) */
+static void interleave_plain(const uint16_t *a, const uint16_t *b, int n, uint32_t *d)
+{
+	for (int i = 0; i < n; i++)
+		d[i] = a[i] | (uint32_t)(b ? b[i] : 0) << 16;
+}
+
+__attribute__((target("avx512f")))
+static void interleave_avx512(const uint16_t *a, const uint16_t *b, int n, uint32_t *d)
+{
+	int i = 0;
+	for (; b && i + 16 <= n; i += 16) {
+		__m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(a + i)));
+		__m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(b + i)));
+		_mm512_storeu_si512(d + i, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+	}
+	interleave_plain(a + i, b ? b + i : NULL, n - i, d + i);
+}
+
+static void (*interleave)(const uint16_t *a, const uint16_t *b, int n,
+			  uint32_t *d) = interleave_plain;
+
 /* two_panels_cvt where the CPU has AVX512_BF16, else NULL */
 static void (*two_panels)(const float *src, long ld, int kp, uint32_t *d0, uint32_t *d1);
 
@@ -454,6 +477,7 @@ static void init(void)
 	if ((lo & 0xe6) != 0xe6 || !(b & (1u << 16)))
 		return;
 	pairs = pairs_avx512;
+	interleave = interleave_avx512;
 	dq = b & (1u << 17);
 	if (a < 1)
 		return;
@@ -494,22 +518,29 @@ static void pack_panel(int t, const float *X, int ld, int r0, int m, int w, int 
 			}
 }
 
-/* pack_panel of an operand of bf16 words (DLT_A_HALF, DLT_B_HALF): the
- * panel's part widened into stage (room for NR x KC floats) and packed
- * from there, the same words */
+/* pack_panel of an operand of bf16 words (DLT_A_HALF, DLT_B_HALF), the
+ * same words.  Along k (t = 1, a weight gradient's activations as B) a
+ * pair is two rows' words side by side, interleaved where they lie;
+ * across (t = 0) the panel's part is widened into stage (room for NR x KC
+ * floats) and packed from there. */
 static void pack_panel16(int t, const uint16_t *X, int ld, int r0, int m, int w, int p0, int kc,
 			 int kp, float *stage, uint16_t *dst)
 {
 	int n = min_i(m, w);
-	if (!t)
-		for (int i = 0; i < n; i++)
-			dlt_cpu_widen_to(X + (size_t)(r0 + i) * ld + p0, stage + (size_t)i * kc,
-					 (size_t)kc, DLT_PREC_BF16);
-	else
-		for (int k = 0; k < kc; k++)
-			dlt_cpu_widen_to(X + (size_t)(p0 + k) * ld + r0, stage + (size_t)k * n,
-					 (size_t)n, DLT_PREC_BF16);
-	pack_panel(t, stage, t ? n : kc, 0, m, w, 0, kc, kp, dst);
+	if (t) {
+		for (int q = 0; q < kp; q++) {
+			const uint16_t *a = X + (size_t)(p0 + 2 * q) * ld + r0;
+			uint32_t *d = (uint32_t *)dst + (size_t)q * w;
+			/* the last k alone: its pair's other 0 */
+			interleave(a, 2 * q + 1 < kc ? a + ld : NULL, n, d);
+			memset(d + n, 0, (size_t)(w - n) * sizeof(uint32_t));
+		}
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		dlt_cpu_widen_to(X + (size_t)(r0 + i) * ld + p0, stage + (size_t)i * kc, (size_t)kc,
+				 DLT_PREC_BF16);
+	pack_panel(0, stage, kc, 0, m, w, 0, kc, kp, dst);
 }
 
 /* op(A)'s rows i0 .. i0+m, k p0 .. p0+kc, as MR-row panels of kp pairs;
