@@ -32,6 +32,11 @@ typedef struct dlt_tensor {
 	 * where backward remakes it). */
 	uint16_t *half;
 	int narrow_at, widen_at, held, read16, half_pooled;
+	/* halves: a pooled activation's block in backward (widened or made
+	 * again there) apart from its block in forward, a_fwd, so that each
+	 * packs on its own; a is a_back from then to the next forward */
+	float *a_fwd, *a_back;
+	int back_apart;
 } dlt_tensor;
 
 /* One op of the flattened model.  A residual block becomes

@@ -750,6 +750,7 @@ typedef struct buf_life {
 	int lo, hi, lo2, hi2;	/* spans; lo > hi: none */
 	int slot;		/* the one whose memory it takes (itself: own) */
 	size_t size, off;	/* floats, a multiple of POOL_ALIGN */
+	size_t load;		/* pack_lives: the floats of the larger lives it meets */
 } buf_life;
 
 /* Where an output remade in 16 bits (dlt_tensor.half_pooled) is: a life
@@ -803,13 +804,29 @@ static int by_off(const void *a, const void *b, void *ctx)
 	return x < y ? -1 : x > y;
 }
 
+/* Largest first; of lives as large, the most hemmed in by larger ones
+ * first (they have the fewest places left), then the earliest */
+static int by_load(const void *a, const void *b, void *ctx)
+{
+	const buf_life *g = ctx;
+	int x = *(const int *)a, y = *(const int *)b;
+	if (g[x].size != g[y].size)
+		return g[x].size < g[y].size ? 1 : -1;
+	if (g[x].load != g[y].load)
+		return g[x].load < g[y].load ? 1 : -1;
+	if (g[x].lo != g[y].lo)
+		return g[x].lo < g[y].lo ? -1 : 1;
+	return x - y;
+}
+
 /* Offsets in one block for the n lives of order[] (live: room for n):
- * greedy, largest first, each at the lowest offset that no life
+ * greedy in the order cmp gives, each at the lowest offset that no life
  * meeting it in time takes.  *total: the block's floats. */
-static void pack_lives(buf_life *g, int *order, int n, int *live, size_t *total)
+static void pack_in_order(buf_life *g, int *order, int n, int *live, size_t *total,
+			  int (*cmp)(const void *, const void *, void *))
 {
 	*total = 0;
-	qsort_r(order, (size_t)n, sizeof(int), by_size, g);
+	qsort_r(order, (size_t)n, sizeof(int), cmp, g);
 	for (int k = 0; k < n; k++) {
 		buf_life *s = &g[order[k]];
 		int nl = 0;
@@ -829,6 +846,38 @@ static void pack_lives(buf_life *g, int *order, int n, int *live, size_t *total)
 		if (at + s->size > *total)
 			*total = at + s->size;
 	}
+}
+
+/* pack_in_order largest first (by_size), and again with the lives as
+ * large that larger ones hem in first (by_load), which finds a block
+ * as small as the busiest step where the first leaves gaps (a GPT's
+ * residual gradients, each across a block's backward, beside its MLP's
+ * widest gradient): the smaller of the two.  Out of memory for the
+ * second: the first. */
+static void pack_lives(buf_life *g, int *order, int n, int *live, size_t *total)
+{
+	size_t *first = dlt_malloc((size_t)(n ? n : 1) * sizeof(size_t)), second;
+	int *again = dlt_malloc((size_t)(n ? n : 1) * sizeof(int));
+	pack_in_order(g, order, n, live, total, by_size);
+	for (int k = 0; first && again && k < n; k++) {
+		buf_life *s = &g[order[k]];
+		first[k] = s->off;
+		again[k] = order[k];
+		s->load = 0;
+		for (int j = 0; j < n; j++)
+			if (g[order[j]].size > s->size && lives_meet(&g[order[j]], s))
+				s->load += g[order[j]].size;
+	}
+	if (first && again) {
+		pack_in_order(g, again, n, live, &second, by_load);
+		if (second < *total)
+			*total = second;
+		else
+			for (int k = 0; k < n; k++)
+				g[order[k]].off = first[k];
+	}
+	free(first);
+	free(again);
 }
 
 /* The gradients' lives, g[i] of tensor i's owner: written by the op that
@@ -1117,7 +1166,7 @@ static int plan_block(dlt_model *m, int halves, buf_life *g, int *order, int *li
 	int ng = 0, k = 2 * m->n_t, rc;
 	*n = 0;
 	for (int i = 0; i < m->n_t; i++) {
-		m->t[i].pooled = m->t[i].read16 = m->t[i].half_pooled = 0;
+		m->t[i].pooled = m->t[i].read16 = m->t[i].half_pooled = m->t[i].back_apart = 0;
 		m->t[i].narrow_at = m->t[i].widen_at = -1;
 	}
 	for (int i = 0; i < m->n_layers; i++)
@@ -1149,6 +1198,20 @@ static int plan_block(dlt_model *m, int halves, buf_life *g, int *order, int *li
 		g[k].hi = 2 * m->n_layers - p;
 		order[(*n)++] = k++;
 	}
+	/* with halves, an activation's block in backward (its second span)
+	 * apart from its block in forward, each packed on its own; a moves
+	 * between them (widen_before, remake, dlt_model_forward_ops) */
+	for (int i = 0; halves && i < m->n_t; i++) {
+		if (!m->t[i].pooled || g[i].slot != i || g[i].lo2 > g[i].hi2)
+			continue;
+		g[k] = no_life((size_t)m->max_batch * m->t[i].n, k);
+		g[k].lo = g[i].lo2;
+		g[k].hi = g[i].hi2;
+		g[i].lo2 = INT_MAX;
+		g[i].hi2 = -1;
+		m->t[i].back_apart = 1;
+		order[(*n)++] = k++;
+	}
 	pack_lives(g, order, *n, live, total);
 	*floats = (double)*total;
 	for (int i = 0; i < m->n_layers; i++)
@@ -1178,13 +1241,14 @@ static int make_pool(dlt_model *m, int pipelined)
 	buf_life *g;
 	int *order, *live;
 
-	/* the activations', the gradients', the attentions' dqkv, the outputs
-	 * remade in 16 bits' (at most one an op) */
+	/* the activations' (and their blocks in backward apart), the
+	 * gradients', the attentions' dqkv, the outputs remade in 16 bits' (at
+	 * most one an op) */
 	for (int i = 0; i < m->n_layers; i++)
 		n_attn += (m->layers[i].kind == DLT_LAYER_ATTENTION) + 1;
-	g = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(*g));
-	order = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(int));
-	live = dlt_calloc((size_t)(2 * m->n_t + n_attn), sizeof(int));
+	g = dlt_calloc((size_t)(3 * m->n_t + n_attn), sizeof(*g));
+	order = dlt_calloc((size_t)(3 * m->n_t + n_attn), sizeof(int));
+	live = dlt_calloc((size_t)(3 * m->n_t + n_attn), sizeof(int));
 	if (!g || !order || !live) {
 		rc = DLT_ENOMEM;
 		goto out;
@@ -1231,6 +1295,11 @@ static int make_pool(dlt_model *m, int pipelined)
 			t->half = (uint16_t *)(m->pool + g[k++].off);
 		else if (t->half_pooled == HALF_IN_GRADIENT)
 			t->half = (uint16_t *)dlt_tensor_g(m, m->layers[p].out);
+	}
+	for (int i = 0; i < m->n_t; i++) {
+		m->t[i].a_fwd = m->t[i].a;
+		if (m->t[i].back_apart)
+			m->t[i].a_back = m->pool + g[k++].off;
 	}
 out:
 	free(g);
@@ -1765,6 +1834,8 @@ static void widen_before(dlt_model *m, int i, int batch)
 	for (int k = 0; k < m->n_t; k++) {
 		dlt_tensor *t = &m->t[k];
 		if (t->widen_at == i && t->held) {
+			if (t->back_apart)
+				t->a = t->a_back;
 			m->be->widen(t->half, t->a, (size_t)batch * t->n, m->prec);
 			t->held = 0;
 		}
@@ -1773,6 +1844,9 @@ static void widen_before(dlt_model *m, int i, int batch)
 
 void dlt_model_forward_ops(dlt_model *m, int from, int to, int batch, int train, long long step)
 {
+	for (int i = 0; m->halves && i < m->n_t; i++)
+		if (m->t[i].back_apart)
+			m->t[i].a = m->t[i].a_fwd;
 	for (int i = from; i < to; i++) {
 		run_forward(m, &m->layers[i], batch, train, step);
 		if (train)	/* an evaluation's activations are not read again */
@@ -1925,10 +1999,14 @@ static size_t stage_rows(const dlt_model *m, size_t w)
 static void remake(dlt_model *m, dlt_layer *p, int batch)
 {
 	const dlt_backend *be = m->be;
-	const dlt_tensor *ti = &m->t[p->in], *to = &m->t[m->t[p->out].a_of];
+	const dlt_tensor *ti = &m->t[p->in];
+	dlt_tensor *to = &m->t[m->t[p->out].a_of];
 	const uint16_t *x16 = half_read(m, p->in);
 	uint16_t *y16 = to->half_pooled ? to->half : NULL;
 	size_t w = ti->n / ti->rows, rows = (size_t)batch * ti->rows, step = stage_rows(m, w);
+
+	if (to->back_apart)
+		to->a = to->a_back;
 
 	if (!x16 && !y16) {	/* a layer norm or an activation, which does not draw */
 		run_forward(m, p, batch, 1, 0);
