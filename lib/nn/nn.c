@@ -1986,10 +1986,14 @@ static const float *rows_of(const dlt_model *m, int i, const uint16_t *h, size_t
 }
 
 /* Rows of width w a range of the stage takes, a half of it for x and one
- * for y (make_buffers makes room for one row each) */
+ * for y (make_buffers makes room for one row each): RANGE_FLOATS each at
+ * most, so that the widened range is still in cache when the op reads it */
+#define RANGE_FLOATS ((size_t)1 << 15)
+
 static size_t stage_rows(const dlt_model *m, size_t w)
 {
-	return m->stage_n / 2 / w;
+	size_t n = m->stage_n / 2 < RANGE_FLOATS ? m->stage_n / 2 : RANGE_FLOATS;
+	return n / w ? n / w : 1;
 }
 
 /* Backward's remake of op p's output (remade_in): run_forward, or where
