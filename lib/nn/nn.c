@@ -754,9 +754,10 @@ typedef struct buf_life {
 } buf_life;
 
 /* Where an output remade in 16 bits (dlt_tensor.half_pooled) is: a life
- * of its own in the pool, or the block of its gradient, which its reader
- * (a dense or an attention, remade_in) writes only after its weights'
- * gradient has read it, where its own op's backward does not read it */
+ * of its own in the pool, or the block of its gradient (its own, not
+ * shared), which its reader (a dense or an attention, remade_in) writes
+ * only after its weights' gradient has read it, where its own op's
+ * backward does not read it */
 enum { HALF_OWN_LIFE = 1, HALF_IN_GRADIENT };
 
 /* 256 bytes: what a GPU allocation is aligned to */
@@ -1009,8 +1010,9 @@ static int remakeable(const dlt_model *m, int p, const unsigned char *keep, cons
  * 16 bits (reads16, remakes16) read half; for those that cannot, the
  * pool holds it widened again, a second span from the backward of the
  * highest such reader to the lowest one's.  A remade output (remakeable)
- * whose readers all read 16 bits is remade in 16 bits (half_pooled, a
- * life of its own, plan_block).  last[]: room for n_t. */
+ * whose readers all read 16 bits is remade in 16 bits (half_pooled: in
+ * its gradient's block, or a life of its own, plan_block).  Last, an
+ * activation may write over its input (below).  last[]: room for n_t. */
 static void plan_halves(dlt_model *m, buf_life *g, const unsigned char *keep, int *last)
 {
 	const int end = 2 * m->n_layers, out = m->t[m->n_t - 1].a_of;
@@ -1065,7 +1067,8 @@ static void plan_halves(dlt_model *m, buf_life *g, const unsigned char *keep, in
 		    (l->kind != DLT_LAYER_LAYERNORM && !reads16(l, 1)))
 			continue;
 		t->read16 = 1;
-		t->half_pooled = reads_own_output(l) ? HALF_OWN_LIFE : HALF_IN_GRADIENT;
+		t->half_pooled = reads_own_output(l) || t->g_of != o ? HALF_OWN_LIFE
+								    : HALF_IN_GRADIENT;
 		g[o].lo2 = INT_MAX;
 		g[o].hi2 = -1;
 	}
