@@ -119,7 +119,7 @@ static void relu_bwd(const char *name, size_t n, const float *y, const float *dy
 
 static void adam(size_t n, float *w, float *g, float *m, float *v)
 {
-	TIME("adam", 0, be->adam(w, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0, 10));
+	TIME("adam", 0, be->adam(w, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0, 10, 1.0f));
 }
 
 static void xent(int cols, const float *logits, float *dlogits)
@@ -226,7 +226,7 @@ static void cnn(void)
 			be->gemm(0, 0, 0, BATCH, 3136, 128, 1.0f, g5, 128, w3, 3136, 0.0f, g4, 3136);
 			conv_pool_bwd(&c2, &p2, y2, w2, g3, g4, arg2, g2, dw, work);
 			conv_pool_bwd(&c1, &p1, x, w1, g1, g2, arg1, NULL, dw, work);
-			be->adam(w, dw, m, v, np, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0, 10);
+			be->adam(w, dw, m, v, np, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0, 10, 1.0f);
 			t = now() - t;
 			if (r && t < best)
 				best = t;
@@ -372,7 +372,7 @@ static void gpt(void)
 	TIME("embedding+pos bwd", 0,
 	     (be->positional_backward(g2, dw, B, T, C),
 	      be->embedding_backward(ids, g2, dw, rows, C, V)));
-	TIME("adamw", 0, be->adam(pw, pg, pm, pv, np, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 1, 10));
+	TIME("adamw", 0, be->adam(pw, pg, pm, pv, np, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 1, 10, 1.0f));
 	bwd = total - fwd;
 	printf("  forward %.3f ms, backward+adam %.3f ms, step %.3f ms: %.0f tokens/s, "
 	       "%.1f GF/s\n\n", fwd * 1e3, bwd * 1e3, total * 1e3, rows / total,

@@ -101,7 +101,7 @@ enum { DLT_FUSES_FORWARD = 1, DLT_FUSES_BACKWARD = 2 };
 /* The layout of dlt_backend: libdlt-cuda.so, built apart, fills one and
  * refuses a program of another layout.  One more with every change of
  * the struct. */
-#define DLT_BACKEND_ABI 4
+#define DLT_BACKEND_ABI 5
 
 typedef struct dlt_backend {
 	const char *name;
@@ -160,12 +160,17 @@ typedef struct dlt_backend {
 	void (*dropout)(const float *x, float *y, float *mask, size_t n, float rate,
 			uint64_t seed, uint64_t stream);
 	void (*mul)(const float *a, const float *b, float *y, size_t n);	/* y = a * b */
-	/* Adam / AdamW update of n parameters; step >= 1; decoupled != 0 is AdamW */
+	/* Adam / AdamW update of n parameters; step >= 1; decoupled != 0 is
+	 * AdamW.  Each gradient as read is times gscale first (a loss
+	 * scale's inverse, a clipping's factor; 1: none), rounded: the bits
+	 * of scaling g (scale) and then updating, without that pass. */
 	void (*adam)(float *w, const float *g, float *m, float *v, size_t n, float lr,
-		     float beta1, float beta2, float eps, float wd, int decoupled, long long step);
-	/* SGD with momentum buffer buf (may be NULL when momentum == 0), PyTorch semantics */
+		     float beta1, float beta2, float eps, float wd, int decoupled, long long step,
+		     float gscale);
+	/* SGD with momentum buffer buf (may be NULL when momentum == 0), PyTorch
+	 * semantics; gscale as adam's */
 	void (*sgd)(float *w, const float *g, float *buf, size_t n, float lr, float momentum,
-		    int nesterov, float wd, int first);
+		    int nesterov, float wd, int first, float gscale);
 
 	/* Floats of scratch that conv_forward and conv_backward need for s
 	 * at prec (the model plans it once, with the other buffers). */

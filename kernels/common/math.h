@@ -365,13 +365,15 @@ DLT_HD static inline double dlt_pointwise_loss(int kind, float delta, float y, f
  * m is updated as PyTorch's lerp_ (m + (1 - beta1) (g - m)). */
 typedef struct dlt_adam_step {
 	float beta1, beta2, eps, l2, decay, step_size, bc2_sqrt;
+	float gscale;		/* the gradient as read is times this first */
 } dlt_adam_step;
 
 DLT_HD static inline dlt_adam_step dlt_adam_prepare(float lr, float beta1, float beta2,
 						    float eps, float wd, int decoupled,
-						    long long t)
+						    long long t, float gscale)
 {
 	dlt_adam_step s;
+	s.gscale = gscale;
 	s.beta1 = beta1;
 	s.beta2 = beta2;
 	s.eps = eps;
@@ -387,6 +389,7 @@ DLT_HD static inline void dlt_adam_update(float *w, float g, float *m, float *v,
 {
 	float p = *w;
 	float mm, vv;
+	g *= s.gscale;	/* a rounding of its own: the bits of scaling g first */
 	g += s.l2 * p;
 	p *= s.decay;
 	mm = *m + (1.0f - s.beta1) * (g - *m);

@@ -344,31 +344,31 @@ static void adam_span(float *w, const float *g, float *m, float *v, size_t n, dl
  * to set errno (never taken, v >= 0), and the update runs 4x slower. */
 static void cpu_adam(float *w, const float *g, float *m, float *v, size_t n, float lr,
 		     float beta1, float beta2, float eps, float wd, int decoupled,
-		     long long step)
+		     long long step, float gscale)
 {
-	dlt_adam_step s = dlt_adam_prepare(lr, beta1, beta2, eps, wd, decoupled, step);
+	dlt_adam_step s = dlt_adam_prepare(lr, beta1, beta2, eps, wd, decoupled, step, gscale);
 	#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
 	for (size_t i = 0; i < n; i += CHUNK)
 		adam_span(w + i, g + i, m + i, v + i, min_sz(CHUNK, n - i), s);
 }
 
-static void sgd_plain(float *w, const float *g, size_t n, float lr, float wd)
+static void sgd_plain(float *w, const float *g, size_t n, float lr, float wd, float gscale)
 {
 	#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
 	for (size_t i = 0; i < n; i++)
-		dlt_sgd_update(&w[i], g[i], lr, wd);
+		dlt_sgd_update(&w[i], g[i] * gscale, lr, wd);
 }
 
 static void cpu_sgd(float *w, const float *g, float *buf, size_t n, float lr, float momentum,
-		    int nesterov, float wd, int first)
+		    int nesterov, float wd, int first, float gscale)
 {
 	if (momentum == 0.0f || !buf) {
-		sgd_plain(w, g, n, lr, wd);
+		sgd_plain(w, g, n, lr, wd, gscale);
 		return;
 	}
 	#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
 	for (size_t i = 0; i < n; i++)
-		dlt_sgd_momentum_update(&w[i], g[i], &buf[i], lr, momentum, nesterov, wd,
+		dlt_sgd_momentum_update(&w[i], g[i] * gscale, &buf[i], lr, momentum, nesterov, wd,
 					first);
 }
 

@@ -124,22 +124,22 @@ static void ref_mul(const float *a, const float *b, float *y, size_t n)
 
 static void ref_adam(float *w, const float *g, float *m, float *v, size_t n, float lr,
 		     float beta1, float beta2, float eps, float wd, int decoupled,
-		     long long step)
+		     long long step, float gscale)
 {
-	dlt_adam_step s = dlt_adam_prepare(lr, beta1, beta2, eps, wd, decoupled, step);
+	dlt_adam_step s = dlt_adam_prepare(lr, beta1, beta2, eps, wd, decoupled, step, gscale);
 	for (size_t i = 0; i < n; i++)
 		dlt_adam_update(&w[i], g[i], &m[i], &v[i], s);
 }
 
 static void ref_sgd(float *w, const float *g, float *buf, size_t n, float lr, float momentum,
-		    int nesterov, float wd, int first)
+		    int nesterov, float wd, int first, float gscale)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (momentum == 0.0f)
-			dlt_sgd_update(&w[i], g[i], lr, wd);
+			dlt_sgd_update(&w[i], g[i] * gscale, lr, wd);
 		else
-			dlt_sgd_momentum_update(&w[i], g[i], &buf[i], lr, momentum, nesterov,
-						wd, first);
+			dlt_sgd_momentum_update(&w[i], g[i] * gscale, &buf[i], lr, momentum,
+						nesterov, wd, first);
 	}
 }
 

@@ -264,31 +264,34 @@ static __global__ void adam_kernel(float *w, const float *g, float *m, float *v,
 }
 
 void cu_adam(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-	     float beta2, float eps, float wd, int decoupled, long long step)
+	     float beta2, float eps, float wd, int decoupled, long long step, float gscale)
 {
-	dlt_adam_step s = dlt_adam_prepare(lr, beta1, beta2, eps, wd, decoupled, step);
+	dlt_adam_step s = dlt_adam_prepare(lr, beta1, beta2, eps, wd, decoupled, step, gscale);
 	LAUNCH(adam_kernel, n, w, g, m, v, n, s);
 }
 
-static __global__ void sgd_kernel(float *w, const float *g, size_t n, float lr, float wd)
+static __global__ void sgd_kernel(float *w, const float *g, size_t n, float lr, float wd,
+				  float gscale)
 {
 	GRID_STRIDE(i, n)
-		dlt_sgd_update(&w[i], g[i], lr, wd);
+		dlt_sgd_update(&w[i], g[i] * gscale, lr, wd);
 }
 
 static __global__ void sgd_momentum_kernel(float *w, const float *g, float *buf, size_t n,
 					   float lr, float momentum, int nesterov, float wd,
-					   int first)
+					   int first, float gscale)
 {
 	GRID_STRIDE(i, n)
-		dlt_sgd_momentum_update(&w[i], g[i], &buf[i], lr, momentum, nesterov, wd, first);
+		dlt_sgd_momentum_update(&w[i], g[i] * gscale, &buf[i], lr, momentum, nesterov,
+					wd, first);
 }
 
 void cu_sgd(float *w, const float *g, float *buf, size_t n, float lr, float momentum,
-	    int nesterov, float wd, int first)
+	    int nesterov, float wd, int first, float gscale)
 {
 	if (momentum == 0.0f || !buf)
-		LAUNCH(sgd_kernel, n, w, g, n, lr, wd);
+		LAUNCH(sgd_kernel, n, w, g, n, lr, wd, gscale);
 	else
-		LAUNCH(sgd_momentum_kernel, n, w, g, buf, n, lr, momentum, nesterov, wd, first);
+		LAUNCH(sgd_momentum_kernel, n, w, g, buf, n, lr, momentum, nesterov, wd, first,
+		       gscale);
 }

@@ -155,9 +155,9 @@ void cu_scale(float *x, size_t n, float s);
 void cu_round(float *x, size_t n, int prec);
 size_t cu_nonfinite(const float *x, size_t n);
 void cu_adam(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-	     float beta2, float eps, float wd, int decoupled, long long step);
+	     float beta2, float eps, float wd, int decoupled, long long step, float gscale);
 void cu_sgd(float *w, const float *g, float *buf, size_t n, float lr, float momentum,
-	    int nesterov, float wd, int first);
+	    int nesterov, float wd, int first, float gscale);
 void cu_layernorm_forward(const float *x, const float *gamma, const float *beta, float *y,
 			  float *mean, float *rstd, int rows, int C, float eps);
 void cu_layernorm_backward(const float *x, const float *dy, const float *gamma,

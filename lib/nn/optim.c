@@ -219,6 +219,9 @@ int dlt_optim_step(dlt_optim *o, dlt_model *m, double lr)
 	const size_t lo = shard ? range_lo(o) : 0, hi = shard ? range_hi(o, m) : m->n_weights;
 	float *mm = shard ? o->sm : m->dev_m, *vv = shard ? o->sv : m->dev_v;
 	const size_t at = shard ? lo : 0;
+	/* the last factor the gradients take, which the update applies as it
+	 * reads them (the bits of a pass of scale first, without the pass) */
+	float gscale = 1.0f;
 	long long t;
 	int rc;
 	o->step++;
@@ -236,7 +239,11 @@ int dlt_optim_step(dlt_optim *o, dlt_model *m, double lr)
 			m->loss_scale = (float)o->scale;
 			return 0;
 		}
-		o->be->scale(m->dev_g + lo, hi - lo, (float)(1.0 / o->scale));
+		/* clipping's norm is of the gradients unscaled */
+		if (o->clip > 0)
+			o->be->scale(m->dev_g + lo, hi - lo, (float)(1.0 / o->scale));
+		else
+			gscale = (float)(1.0 / o->scale);
 		if (++o->clean == o->growth_interval) {
 			o->scale *= 2.0;
 			o->clean = 0;
@@ -251,8 +258,7 @@ int dlt_optim_step(dlt_optim *o, dlt_model *m, double lr)
 		if (!o->has_ranks)
 			o->grad_norm = grad_norm(m);
 		if (o->grad_norm + 1e-6 > o->clip)
-			o->be->scale(m->dev_g + lo, hi - lo,
-				     (float)(o->clip / (o->grad_norm + 1e-6)));
+			gscale = (float)(o->clip / (o->grad_norm + 1e-6));
 	}
 	/* Adam's bias correction counts the updates made */
 	t = o->step - o->skipped;
@@ -260,7 +266,7 @@ int dlt_optim_step(dlt_optim *o, dlt_model *m, double lr)
 		return 1;	/* a rank of more ranks than floats */
 	if (c->kind == DLT_OPT_SGD)
 		o->be->sgd(m->dev_w + lo, m->dev_g + lo, mm, hi - lo, (float)lr,
-			   (float)c->momentum, c->nesterov, (float)c->weight_decay, t == 1);
+			   (float)c->momentum, c->nesterov, (float)c->weight_decay, t == 1, gscale);
 	else if (c->kind == DLT_OPT_ADAMW && c->decay_matrices)
 		/* GPT-2's convention: weight decay on matrices (and conv
 		 * kernels), not on biases, norms' gains or vectors; each
@@ -272,12 +278,12 @@ int dlt_optim_step(dlt_optim *o, dlt_model *m, double lr)
 				continue;
 			o->be->adam(m->dev_w + a, m->dev_g + a, mm + (a - at), vv + (a - at), b - a,
 				    (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,
-				    q->ndim >= 2 ? (float)c->weight_decay : 0.0f, 1, t);
+				    q->ndim >= 2 ? (float)c->weight_decay : 0.0f, 1, t, gscale);
 		}
 	else
 		o->be->adam(m->dev_w + lo, m->dev_g + lo, mm, vv, hi - lo, (float)lr,
 			    (float)c->beta1, (float)c->beta2, (float)c->eps,
-			    (float)c->weight_decay, c->kind == DLT_OPT_ADAMW, t);
+			    (float)c->weight_decay, c->kind == DLT_OPT_ADAMW, t, gscale);
 	return 1;
 }
 

@@ -596,8 +596,8 @@ static double check_adam(const dlt_backend *be, size_t i, int arg)
 	float *gw = upf(be, w, n), *gg = upf(be, g, n), *gm = upf(be, m, n), *gv = upf(be, v, n);
 	float *a, *b, *c;
 	double d;
-	be->adam(gw, gg, gm, gv, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, arg, 3);
-	ref->adam(w, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, arg, 3);
+	be->adam(gw, gg, gm, gv, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, arg, 3, 1.0f);
+	ref->adam(w, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, arg, 3, 1.0f);
 	a = down(be, gw, n);
 	b = down(be, gm, n);
 	c = down(be, gv, n);
@@ -613,6 +613,53 @@ static double check_adam(const dlt_backend *be, size_t i, int arg)
 	return d;
 }
 
+/* The update with gscale (a loss scale's inverse, a clipping's factor)
+ * against scale and then the update with 1, on the same backend: the
+ * same bits (0 where they are, else 1).  arg: 0 Adam, 1 AdamW, 2 SGD
+ * with momentum, 3 SGD */
+static double check_update_gscale(const dlt_backend *be, size_t i, int arg)
+{
+	mat s = mats[i];
+	size_t n = (size_t)s.rows * s.cols;
+	const float gs = 0.37f;	/* every product rounds */
+	float *w = randv(n, -1, 1), *g = randv(n, -100, 100), *m = randv(n, -0.1f, 0.1f);
+	float *v = randv(n, 0, 0.01f);
+	float *w1 = upf(be, w, n), *w2 = upf(be, w, n), *g1 = upf(be, g, n), *g2 = upf(be, g, n);
+	float *m1 = upf(be, m, n), *m2 = upf(be, m, n), *v1 = upf(be, v, n), *v2 = upf(be, v, n);
+	float *a, *b, *c, *e;
+	int same;
+	be->scale(g2, n, gs);
+	if (arg < 2) {
+		be->adam(w1, g1, m1, v1, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, arg, 3, gs);
+		be->adam(w2, g2, m2, v2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, arg, 3, 1.0f);
+	} else {
+		float mom = arg == 2 ? 0.9f : 0.0f;
+		be->sgd(w1, g1, mom ? m1 : NULL, n, 0.1f, mom, 0, 1e-4f, 0, gs);
+		be->sgd(w2, g2, mom ? m2 : NULL, n, 0.1f, mom, 0, 1e-4f, 0, 1.0f);
+	}
+	a = down(be, w1, n);
+	b = down(be, w2, n);
+	c = down(be, m1, n);
+	e = down(be, m2, n);
+	same = !memcmp(a, b, n * sizeof(float)) && !memcmp(c, e, n * sizeof(float));
+	free(a);
+	free(b);
+	free(c);
+	free(e);
+	a = down(be, v1, n);
+	b = down(be, v2, n);
+	same &= !memcmp(a, b, n * sizeof(float));
+	be->free(g1);
+	be->free(g2);
+	free(w);
+	free(g);
+	free(m);
+	free(v);
+	free(a);
+	free(b);
+	return same ? 0.0 : 1.0;
+}
+
 /* arg: 0 plain, 1 momentum, 2 nesterov; + 4 the first step */
 static double check_sgd(const dlt_backend *be, size_t i, int arg)
 {
@@ -622,8 +669,8 @@ static double check_sgd(const dlt_backend *be, size_t i, int arg)
 	float *w = randv(n, -1, 1), *g = randv(n, -1, 1), *b = randv(n, -1, 1);
 	float *gw = upf(be, w, n), *gg = upf(be, g, n), *gb = upf(be, b, n), *a, *c;
 	double d;
-	be->sgd(gw, gg, mom ? gb : NULL, n, 0.1f, mom, (arg & 3) == 2, 1e-4f, !!(arg & 4));
-	ref->sgd(w, g, mom ? b : NULL, n, 0.1f, mom, (arg & 3) == 2, 1e-4f, !!(arg & 4));
+	be->sgd(gw, gg, mom ? gb : NULL, n, 0.1f, mom, (arg & 3) == 2, 1e-4f, !!(arg & 4), 1.0f);
+	ref->sgd(w, g, mom ? b : NULL, n, 0.1f, mom, (arg & 3) == 2, 1e-4f, !!(arg & 4), 1.0f);
 	a = down(be, gw, n);
 	c = down(be, gb, n);
 	d = fmax(dist(a, w, n), dist(c, b, n));
@@ -1661,6 +1708,12 @@ static const row rows[] = {
 	{ "sgd momentum first step", check_sgd, 1 + 4, MATS, { 1e-7, 0 } },
 	{ "sgd nesterov", check_sgd, 2, MATS, { 1e-7, 0 } },
 	{ "sgd nesterov first step", check_sgd, 2 + 4, MATS, { 1e-7, 0 } },
+	/* the gradients' last factor as the update reads them: the bits of a
+	 * pass of scale first */
+	{ "adam, gradients scaled as read", check_update_gscale, 0, MATS, { 0, 0 } },
+	{ "adamw, gradients scaled as read", check_update_gscale, 1, MATS, { 0, 0 } },
+	{ "sgd momentum, gradients scaled as read", check_update_gscale, 2, MATS, { 0, 0 } },
+	{ "sgd, gradients scaled as read", check_update_gscale, 3, MATS, { 0, 0 } },
 	{ "round bf16", check_round, DLT_PREC_BF16, MATS, { 0, 0 } },
 	{ "round fp16", check_round, DLT_PREC_F16, MATS, { 0, 0 } },
 	{ "round fp32", check_round, DLT_PREC_F32, MATS, { 0, 0 } },

@@ -310,7 +310,7 @@ static void test_optimisers(void)
 		float m = 0.1f * (dlt_rng_uniform(&rng) - 0.5f), v = 0.01f * dlt_rng_uniform(&rng);
 		float w1 = w, m1 = m, v1 = v, w2 = w, w3 = w, buf = m;
 		double dw = w, dg = g + (decoupled ? 0 : (double)wd * w), dm, dv, b, ahead;
-		dlt_adam_step s = dlt_adam_prepare(lr, b1, b2, eps, wd, decoupled, t);
+		dlt_adam_step s = dlt_adam_prepare(lr, b1, b2, eps, wd, decoupled, t, 1.0f);
 
 		dlt_adam_update(&w1, g, &m1, &v1, s);
 		if (decoupled)
