@@ -297,6 +297,17 @@ static double check_gemm_longk(const dlt_backend *be, size_t i, int arg)
 	return gemm_on(be, longk[i], arg);
 }
 
+/* d1 and d2, n floats of be's (freed): 0 where their bits are the same,
+ * else 1 */
+static double same_bits(const dlt_backend *be, float *d1, float *d2, size_t n)
+{
+	float *c1 = down(be, d1, n), *c2 = down(be, d2, n);
+	int same = !memcmp(c1, c2, n * sizeof(float));
+	free(c1);
+	free(c2);
+	return same ? 0.0 : 1.0;
+}
+
 /* DLT_ROUND_C (arg as gemm_on's): C of the product and its rounding in
  * one, against the product, then round, on the same backend: the same
  * bits (0 where they are, else 1) */
@@ -307,23 +318,16 @@ static double gemm_round_on(const dlt_backend *be, mat s, int arg)
 	size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
 	float *A = randv(na, -2, 2), *B = randv(nb, -2, 2), *C = randv(nc, -1, 1);
 	float *dA = upf(be, A, na), *dB = upf(be, B, nb), *d1 = upf(be, C, nc), *d2 = upf(be, C, nc);
-	float *c1, *c2;
-	int same;
 	be->gemm(prec | DLT_ROUND_C, tA, tB, M, N, K, 0.5f, dA, tA ? M : K, dB, tB ? K : N, 1.5f,
 		 d1, N);
 	be->gemm(prec, tA, tB, M, N, K, 0.5f, dA, tA ? M : K, dB, tB ? K : N, 1.5f, d2, N);
 	be->round(d2, nc, prec);
-	c1 = down(be, d1, nc);
-	c2 = down(be, d2, nc);
-	same = !memcmp(c1, c2, nc * sizeof(float));
 	be->free(dA);
 	be->free(dB);
 	free(A);
 	free(B);
 	free(C);
-	free(c1);
-	free(c2);
-	return same ? 0.0 : 1.0;
+	return same_bits(be, d1, d2, nc);
 }
 
 static double check_gemm_round(const dlt_backend *be, size_t i, int arg)
@@ -337,19 +341,18 @@ static double check_gemm_round_longk(const dlt_backend *be, size_t i, int arg)
 }
 
 /* DLT_A_HALF, DLT_B_HALF (arg: 1 tA, 2 tB, 4 A of 16-bit words, 8 B of
- * them, + BF16 (16) or FP16 (32)): the product of operands narrowed to their words
- * against that of the same values as floats, on the same backend: the
- * same bits (0 where they are, else 1) */
+ * them, + BF16 (16) or FP16 (32)): the product of operands narrowed to
+ * their words against that of the same values as floats, on the same
+ * backend: the same bits (0 where they are, else 1) */
 static double gemm_half_on(const dlt_backend *be, mat s, int arg)
 {
 	int tA = arg & 1, tB = !!(arg & 2), M = s.rows, N = s.cols, K = s.k;
 	int prec = arg & 16 ? DLT_PREC_BF16 : DLT_PREC_F16;
 	int flags = (arg & 4 ? DLT_A_HALF : DLT_A_EXACT) | (arg & 8 ? DLT_B_HALF : DLT_B_EXACT);
 	size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
-	float *A = randv(na, -2, 2), *B = randv(nb, -2, 2), *C = randv(nc, -1, 1), *c1, *c2;
+	float *A = randv(na, -2, 2), *B = randv(nb, -2, 2), *C = randv(nc, -1, 1);
 	float *dA, *dB, *d1, *d2;
 	uint16_t *hA, *hB;
-	int same;
 	ref->round(A, na, prec);
 	ref->round(B, nb, prec);
 	dA = upf(be, A, na);
@@ -365,9 +368,6 @@ static double gemm_half_on(const dlt_backend *be, mat s, int arg)
 		 tB ? K : N, 1.5f, d1, N);
 	be->gemm(prec | DLT_A_EXACT | DLT_B_EXACT | DLT_ROUND_C, tA, tB, M, N, K, 0.5f, dA,
 		 tA ? M : K, dB, tB ? K : N, 1.5f, d2, N);
-	c1 = down(be, d1, nc);
-	c2 = down(be, d2, nc);
-	same = !memcmp(c1, c2, nc * sizeof(float));
 	be->free(dA);
 	be->free(dB);
 	be->free(hA);
@@ -375,9 +375,7 @@ static double gemm_half_on(const dlt_backend *be, mat s, int arg)
 	free(A);
 	free(B);
 	free(C);
-	free(c1);
-	free(c2);
-	return same ? 0.0 : 1.0;
+	return same_bits(be, d1, d2, nc);
 }
 
 static double check_gemm_half(const dlt_backend *be, size_t i, int arg)

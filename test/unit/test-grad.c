@@ -444,23 +444,18 @@ static void test_seq_layers(void)
 	{
 		/* 3 blocks with an MLP 32 times as wide as the stream: the
 		 * hidden layers are most of what backward reads, and one at a
-		 * time is wide in the pool */
+		 * time is wide in the pool; bf16, fp16, then bf16 with the
+		 * attention's weights dropped out */
 		dlt_layer_cfg wide = dense(256);
-		dlt_layer_cfg b1[] = { ln, att }, b2[] = { ln, wide, gelu, down };
-		dlt_layer_cfg l[] = { emb, pos, residual(b1, 2, NULL, 0), residual(b2, 4, NULL, 0),
-				      residual(b1, 2, NULL, 0), residual(b2, 4, NULL, 0),
-				      residual(b1, 2, NULL, 0), residual(b2, 4, NULL, 0), ln, tied };
-		check_gpt_halves(l, 10, "bf16", 10);
-		check_gpt_halves(l, 10, "fp16", 10);
-	}
-	{
-		/* the same with the attention's weights dropped out */
-		dlt_layer_cfg wide = dense(256);
-		dlt_layer_cfg b1[] = { ln, dropped }, b2[] = { ln, wide, gelu, down };
-		dlt_layer_cfg l[] = { emb, pos, residual(b1, 2, NULL, 0), residual(b2, 4, NULL, 0),
-				      residual(b1, 2, NULL, 0), residual(b2, 4, NULL, 0),
-				      residual(b1, 2, NULL, 0), residual(b2, 4, NULL, 0), ln, tied };
-		check_gpt_halves(l, 10, "bf16", 10);
+		for (int d = 0; d < 3; d++) {
+			dlt_layer_cfg b1[] = { ln, d == 2 ? dropped : att };
+			dlt_layer_cfg b2[] = { ln, wide, gelu, down };
+			dlt_layer_cfg l[] = { emb, pos, residual(b1, 2, NULL, 0),
+					      residual(b2, 4, NULL, 0), residual(b1, 2, NULL, 0),
+					      residual(b2, 4, NULL, 0), residual(b1, 2, NULL, 0),
+					      residual(b2, 4, NULL, 0), ln, tied };
+			check_gpt_halves(l, 10, d == 1 ? "fp16" : "bf16", 10);
+		}
 	}
 }
 
