@@ -1311,9 +1311,11 @@ out:
 	return rc;
 }
 
-/* The stage's floats at least: backward widens 16-bit activations in
- * ranges of half of it (x, then y), in cache */
-#define STAGE_FLOATS ((size_t)1 << 18)
+/* The stage's floats at least (2 MiB): the attention runs on ranges of
+ * batches that fit it (a range is one parallel region: too short a one
+ * and 2 threads wait on each other more than they work), and backward
+ * widens 16-bit activations into its halves (x, then y) */
+#define STAGE_FLOATS ((size_t)1 << 19)
 
 static int make_buffers(dlt_model *m, int pipelined)
 {
@@ -1990,8 +1992,9 @@ static const float *rows_of(const dlt_model *m, int i, const uint16_t *h, size_t
 
 /* Rows of width w a range of the stage takes, a half of it for x and one
  * for y (make_buffers makes room for one row each): RANGE_FLOATS each at
- * most, so that the widened range is still in cache when the op reads it */
-#define RANGE_FLOATS ((size_t)1 << 15)
+ * most (512 KiB), so that the widened range is still in cache when the
+ * op reads it */
+#define RANGE_FLOATS ((size_t)1 << 17)
 
 static size_t stage_rows(const dlt_model *m, size_t w)
 {
