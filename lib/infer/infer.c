@@ -222,8 +222,8 @@ static int lm_setup(dlt_infer *x)
 		if ((size_t)4 * width(m, l->in) > packed)
 			packed = 4 * width(m, l->in);
 	}
-	if (packed && !(x->packed = m->be->alloc((size_t)(m->max_batch > x->T ? m->max_batch : x->T) *
-						 packed * sizeof(float))))
+	packed *= (size_t)(m->max_batch > x->T ? m->max_batch : x->T);
+	if (packed && !(x->packed = m->be->alloc(packed * sizeof(float))))
 		return dlt_error(DLT_ENOMEM, "%s: out of memory for the attention's rows", x->path);
 	if (!dlt_mul_ok((size_t)x->T, (size_t)x->V, &tv_floats))
 		return dlt_error(DLT_ENOMEM, "%s: %d x %u logits are too many", x->path, x->T, x->V);
