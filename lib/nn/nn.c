@@ -755,9 +755,10 @@ typedef struct buf_life {
 
 /* Where an output remade in 16 bits (dlt_tensor.half_pooled) is: a life
  * of its own in the pool, or the block of its gradient (its own, not
- * shared), which its reader (a dense or an attention, remade_in) writes
- * only after its weights' gradient has read it, where its own op's
- * backward does not read it */
+ * shared) where its reader is a dense or an attention (dlt_op_rounds),
+ * which writes that gradient only after its weights' gradient has read
+ * the output, and its own op's backward does not read it (an
+ * activation's reader writes its gradient as it reads) */
 enum { HALF_OWN_LIFE = 1, HALF_IN_GRADIENT };
 
 /* 256 bytes: what a GPU allocation is aligned to */
@@ -1067,8 +1068,8 @@ static void plan_halves(dlt_model *m, buf_life *g, const unsigned char *keep, in
 		    (l->kind != DLT_LAYER_LAYERNORM && !reads16(l, 1)))
 			continue;
 		t->read16 = 1;
-		t->half_pooled = reads_own_output(l) || t->g_of != o ? HALF_OWN_LIFE
-								    : HALF_IN_GRADIENT;
+		t->half_pooled = dlt_op_rounds(l + 1) && !reads_own_output(l) && t->g_of == o
+				 ? HALF_IN_GRADIENT : HALF_OWN_LIFE;
 		g[o].lo2 = INT_MAX;
 		g[o].hi2 = -1;
 	}

@@ -457,6 +457,16 @@ static void test_seq_layers(void)
 			check_gpt_halves(l, 10, d == 1 ? "fp16" : "bf16", 10);
 		}
 	}
+	{
+		/* a GELU straight after a layer norm: the norm's output, remade
+		 * in 16 bits for the GELU, which writes its gradient as it
+		 * reads it, has a block of its own */
+		dlt_layer_cfg wide = dense(256);
+		dlt_layer_cfg b1[] = { ln, att }, b2[] = { ln, gelu, wide, down };
+		dlt_layer_cfg l[] = { emb, pos, residual(b1, 2, NULL, 0), residual(b2, 4, NULL, 0),
+				      residual(b1, 2, NULL, 0), residual(b2, 4, NULL, 0), ln, tied };
+		check_gpt_halves(l, 8, "bf16", 9);
+	}
 }
 
 /* Each image layer inside a small model, and a residual network. */
