@@ -518,26 +518,16 @@ static void pack_b(int nr, int simd, int tB, const float *B, int ldb, int p0, in
  * there as an f32 operand would be from where it lies: the same panels.
  * A B whose rows run along N (tB = 0, a weight gradient's activations)
  * is widened straight into its panels, whose rows those are. */
-typedef void widen_fn(const uint16_t *x, float *y, size_t n);
-static widen_fn *widen_for(int prec);
-
-static void widen_rows(const uint16_t *src, long ld, int rows, int cols, int prec, float *dst)
-{
-	widen_fn *w = widen_for(prec);
-	for (int r = 0; r < rows; r++)
-		w(src + (size_t)r * ld, dst + (size_t)r * cols, (size_t)cols);
-}
-
 static void pack_a16(int mr, int simd, int tA, const uint16_t *A, int lda, int i0, int m,
 		     int p0, int kc, int prec, float *stage, float *dst)
 {
 	for (int ip = 0; ip < m; ip += mr, dst += (size_t)mr * kc) {
 		int r = min_i(mr, m - ip);
 		if (!tA) {
-			widen_rows(A + (size_t)(i0 + ip) * lda + p0, lda, r, kc, prec, stage);
+			dlt_cpu_widen_rows(A + (size_t)(i0 + ip) * lda + p0, lda, r, kc, prec, stage, kc);
 			pack_a(mr, simd, 0, stage, kc, 0, r, 0, kc, dst);
 		} else {
-			widen_rows(A + (size_t)p0 * lda + i0 + ip, lda, kc, r, prec, stage);
+			dlt_cpu_widen_rows(A + (size_t)p0 * lda + i0 + ip, lda, kc, r, prec, stage, r);
 			pack_a(mr, simd, 1, stage, r, 0, r, 0, kc, dst);
 		}
 	}
@@ -549,15 +539,11 @@ static void pack_b16(int nr, int simd, int tB, const uint16_t *B, int ldb, int p
 	for (int jp = 0; jp < n; jp += nr, dst += (size_t)nr * kc) {
 		int c = min_i(nr, n - jp);
 		if (!tB) {
-			widen_rows(B + (size_t)p0 * ldb + j0 + jp, ldb, kc, c, prec, dst);
-			if (c < nr)	/* spread to nr a row, the rest zero */
-				for (int k = kc - 1; k >= 0; k--) {
-					memmove(dst + (size_t)k * nr, dst + (size_t)k * c,
-						(size_t)c * sizeof(float));
-					memset(dst + (size_t)k * nr + c, 0, (size_t)(nr - c) * sizeof(float));
-				}
+			dlt_cpu_widen_rows(B + (size_t)p0 * ldb + j0 + jp, ldb, kc, c, prec, dst, nr);
+			for (int k = 0; c < nr && k < kc; k++)	/* a short panel's rest */
+				memset(dst + (size_t)k * nr + c, 0, (size_t)(nr - c) * sizeof(float));
 		} else {
-			widen_rows(B + (size_t)(j0 + jp) * ldb + p0, ldb, c, kc, prec, stage);
+			dlt_cpu_widen_rows(B + (size_t)(j0 + jp) * ldb + p0, ldb, c, kc, prec, stage, kc);
 			pack_b(nr, simd, 1, stage, kc, 0, kc, 0, c, dst);
 		}
 	}
@@ -760,6 +746,7 @@ static void widen_f16_plain(const uint16_t *x, float *y, size_t n)
  * bias_act and the GEMMs round a row of a few hundred floats a call, and
  * the GEMMs widen a 16-bit operand's rows as they pack them */
 typedef void round_fn(const float *x, float *y, size_t n);
+typedef void widen_fn(const uint16_t *x, float *y, size_t n);
 static round_fn *round_bf16 = round_bf16_plain, *round_f16 = round_f16_plain;
 static widen_fn *widen_bf16 = widen_bf16_plain, *widen_f16 = widen_f16_plain;
 static pthread_once_t round_once = PTHREAD_ONCE_INIT;
@@ -771,14 +758,12 @@ static void round_choose(void)
 		round_bf16 = round_bf16_cvt;
 	else if (avx2)
 		round_bf16 = round_bf16_avx2;
-	if (avx2 && __builtin_cpu_supports("avx512f"))
-		round_f16 = round_f16_avx512;
-	else if (avx2)
-		round_f16 = round_f16_avx2;
 	if (avx2 && __builtin_cpu_supports("avx512f")) {
+		round_f16 = round_f16_avx512;
 		widen_bf16 = widen_bf16_avx512;
 		widen_f16 = widen_f16_avx512;
 	} else if (avx2) {
+		round_f16 = round_f16_avx2;
 		widen_bf16 = widen_bf16_avx2;
 		widen_f16 = widen_f16_f16c;
 	}
@@ -793,6 +778,14 @@ static widen_fn *widen_for(int prec)
 void dlt_cpu_widen_to(const uint16_t *x, float *y, size_t n, int prec)
 {
 	widen_for(prec)(x, y, n);
+}
+
+void dlt_cpu_widen_rows(const uint16_t *src, long ld, int rows, int cols, int prec, float *dst,
+			long dst_ld)
+{
+	widen_fn *w = widen_for(prec);
+	for (int r = 0; r < rows; r++)
+		w(src + (size_t)r * ld, dst + (size_t)r * dst_ld, (size_t)cols);
 }
 
 void dlt_cpu_round_to(const float *x, float *y, size_t n, int prec)

@@ -24,6 +24,10 @@ void dlt_cpu_round_to(const float *x, float *y, size_t n, int prec);
 /* y = the 16-bit words x of prec widened to floats (the backend's
  * widen), on the calling thread: the GEMM packs 16-bit operands with it */
 void dlt_cpu_widen_to(const uint16_t *x, float *y, size_t n, int prec);
+/* rows x cols of the words at src (rows ld apart) widened to dst (rows
+ * dst_ld apart), on the calling thread: the GEMMs' 16-bit panels */
+void dlt_cpu_widen_rows(const uint16_t *src, long ld, int rows, int cols, int prec, float *dst,
+			long dst_ld);
 /* Whether x holds values of prec already (rounding would keep its bits);
  * on the backend's threads outside a parallel region */
 int dlt_cpu_is_rounded(const float *x, size_t n, int prec);

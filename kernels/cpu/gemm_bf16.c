@@ -537,9 +537,7 @@ static void pack_panel16(int t, const uint16_t *X, int ld, int r0, int m, int w,
 		}
 		return;
 	}
-	for (int i = 0; i < n; i++)
-		dlt_cpu_widen_to(X + (size_t)(r0 + i) * ld + p0, stage + (size_t)i * kc, (size_t)kc,
-				 DLT_PREC_BF16);
+	dlt_cpu_widen_rows(X + (size_t)r0 * ld + p0, ld, n, kc, DLT_PREC_BF16, stage, kc);
 	pack_panel(0, stage, kc, 0, m, w, 0, kc, kp, dst);
 }
 
