@@ -1626,8 +1626,6 @@ void dlt_dense_forward(const dlt_model *m, const dlt_layer *l, const float *x, f
 	}
 }
 
-/* Returns the tensor whose activations it wrote, -1 if none (a conv that
- * does the max pool after it writes the pool's). */
 /* An attention's forward on batches b0 .. b0 + nb of x into y, its q, k,
  * v and heads' output in qkv and att (rows of their own) */
 static void attention_batches(const dlt_model *m, const dlt_layer *l, const float *x, float *y,
@@ -1675,6 +1673,8 @@ static void attention_forward_rows(const dlt_model *m, const dlt_layer *l, const
 	}
 }
 
+/* Returns the tensor whose activations it wrote, -1 if none (a conv that
+ * does the max pool after it writes the pool's). */
 static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long long step)
 {
 	const dlt_backend *be = m->be;
@@ -2040,24 +2040,26 @@ static void remake(dlt_model *m, dlt_layer *p, int batch)
 	use_params(m, p, 0);
 }
 
-/* An activation's backward, its x or y read in 16 bits a range at a time */
+/* An activation's backward, the one of x and y its derivative reads
+ * (dlt_act_backward_reads_y) widened a range at a time where it is read
+ * in 16 bits; the other, which may hold anything, is given it too */
 static void act_backward_rows(const dlt_model *m, const dlt_layer *l, const float *dy, float *dx,
 			      int batch)
 {
 	const dlt_tensor *ti = &m->t[l->in];
-	const uint16_t *x16 = half_read(m, l->in), *y16 = half_read(m, l->out);
+	int t = dlt_act_backward_reads_y(l->act) ? l->out : l->in;
+	const uint16_t *h = half_read(m, t);
 	size_t w = ti->n / ti->rows, rows = (size_t)batch * ti->rows, step = stage_rows(m, w);
 
-	if (!x16 && !y16) {
-		m->be->act_backward(dlt_tensor_a(m, l->in), dlt_tensor_a(m, l->out), dy, dx,
-				    rows * w, l->act, l->slope);
+	if (!h) {
+		const float *v = dlt_tensor_a(m, t);
+		m->be->act_backward(v, v, dy, dx, rows * w, l->act, l->slope);
 		return;
 	}
 	for (size_t r0 = 0; r0 < rows; r0 += step) {
 		size_t n = rows - r0 < step ? rows - r0 : step;
-		const float *x = rows_of(m, l->in, x16, r0, n, w, m->stage);
-		const float *y = rows_of(m, l->out, y16, r0, n, w, m->stage + m->stage_n / 2);
-		m->be->act_backward(x, y, dy + r0 * w, dx + r0 * w, n * w, l->act, l->slope);
+		const float *v = rows_of(m, t, h, r0, n, w, m->stage);
+		m->be->act_backward(v, v, dy + r0 * w, dx + r0 * w, n * w, l->act, l->slope);
 	}
 }
 
