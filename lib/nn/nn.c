@@ -1401,6 +1401,25 @@ static int make_buffers(dlt_model *m, int pipelined)
 	return make_dev_params(m);
 }
 
+/* bf16 and fp16: whether every op that reads the input (or a view of
+ * it) rounds it to prec before it uses it, and so would give the same
+ * bits from a rounded copy: a dense's product (its operand rounded in the
+ * packing) or a conv's (it rounds a copy).  Then dlt_model_set_input
+ * rounds it once, and they read it in place (exact). */
+static int input_rounds(const dlt_model *m)
+{
+	if (m->prec == DLT_PREC_F32)
+		return 0;
+	for (int i = 0; i < m->n_layers; i++) {
+		const dlt_layer *l = &m->layers[i];
+		int reads = m->t[l->in].a_of == 0 || (l->kind == DLT_OP_ADD && m->t[l->in2].a_of == 0);
+		if (reads && l->kind != DLT_LAYER_DENSE && l->kind != DLT_LAYER_CONV2D &&
+		    l->kind != DLT_LAYER_FLATTEN && l->kind != DLT_OP_FORK)
+			return 0;
+	}
+	return 1;
+}
+
 int dlt_model_init(dlt_model *m, const dlt_config *c, const dlt_backend *be,
 		   dlt_shape in, int n_classes, int max_batch)
 {
@@ -1433,6 +1452,7 @@ int dlt_model_init(dlt_model *m, const dlt_config *c, const dlt_backend *be,
 			       m->out_rows > 1 ? "tokens in its vocabulary" : "classes");
 		goto fail;
 	}
+	m->input_rounds = input_rounds(m);
 	DLT_TRY(check_memory(m));
 	DLT_TRY(make_params(m));
 	DLT_TRY(make_buffers(m, c->dist.pipe.stages > 1));
@@ -1499,13 +1519,18 @@ void dlt_model_free(dlt_model *m)
 
 void dlt_model_set_input(dlt_model *m, const float *x, int batch)
 {
+	size_t n = (size_t)batch * m->in_features;
 	m->in_slot ^= 1;
 	m->t[0].a = m->in_buf[m->in_slot];
-	m->be->upload_async(m->t[0].a, x, (size_t)batch * m->in_features * sizeof(float));
+	m->be->upload_async(m->t[0].a, x, n * sizeof(float));
+	if (m->input_rounds)
+		m->be->round(m->t[0].a, n, m->prec);
+	m->input_exact = m->input_rounds;
 }
 
 float *dlt_model_input(dlt_model *m)
 {
+	m->input_exact = 0;	/* the caller may write floats of any precision */
 	return dlt_tensor_a(m, 0);
 }
 
@@ -1585,11 +1610,12 @@ static void round_acts(const dlt_model *m, float *x, size_t n)
 
 /* flag (DLT_A_EXACT or DLT_B_EXACT) for a product's operand that is
  * tensor t's activations: every op's output is rounded to the type, but
- * the model's input holds the data as they come.  Gradients are all
+ * the model's input holds the data as they come, unless
+ * dlt_model_set_input rounded them (input_exact).  Gradients are all
  * rounded: theirs is always the flag. */
 static int exact(const dlt_model *m, int t, int flag)
 {
-	return m->t[t].a_of ? flag : 0;
+	return m->t[t].a_of || m->input_exact ? flag : 0;
 }
 
 /* Tensor i's activations as backward reads them in 16 bits (its owner's

@@ -80,6 +80,11 @@ typedef struct dlt_model {
 	 * step before may still read the other (its first layer's dW). */
 	float *in_buf[2];
 	int in_slot;
+	/* bf16 and fp16: the ops that read the input round it to prec first
+	 * (input_rounds), so dlt_model_set_input rounds it once, and they
+	 * read it as it is (input_exact) until dlt_model_input hands out
+	 * the rows to write */
+	int input_rounds, input_exact;
 	/* the loss's gradient is taken over this many samples (0: the
 	 * batch's): data parallelism's ranks take the global batch's */
 	int grad_batch;
@@ -103,7 +108,8 @@ void dlt_model_free(dlt_model *m);
 /* Copies batch input rows (batch x in_features floats) to the model's
  * input, from host memory that stays as it is until the next loss has
  * been computed (the loader's batch): on a GPU the copy runs while the
- * step before still does (upload_async). */
+ * step before still does (upload_async).  Rounded to bf16 or fp16 where
+ * every op that reads them would round them. */
 void dlt_model_set_input(dlt_model *m, const float *x, int batch);
 /* The input rows and their gradient after backward, in the backend's
  * memory (host backends: the caller may fill and read them in place). */

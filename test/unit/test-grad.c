@@ -7,6 +7,7 @@
 
 #include "tap.h"
 #include "nn/model.h"
+#include "kernels/common/math.h"
 #include "kernels/cpu/gemm.h"
 
 #define BATCH 4
@@ -697,6 +698,71 @@ static void test_conv_pool_prec(dlt_shape img, int filters, int ways, const char
 	dlt_model_free(&ma);
 }
 
+/* bf16 and fp16: a model whose first op rounds its input (a conv, a
+ * dense after a flatten) gets it rounded once by dlt_model_set_input, and
+ * reads it in place: the loss and every gradient have the bits of the
+ * same model fed its input raw (dlt_model_input), which each op rounds
+ * on its own.  A model whose first op reads floats (a batch norm) gets
+ * its input as it is. */
+static void test_input_rounded(const char *prec)
+{
+	dlt_shape img = { 1, 4, 6 };
+	dlt_layer_cfg first_conv[] = { conv(3, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU),
+				       act(DLT_LAYER_FLATTEN), dense(3) };
+	dlt_layer_cfg first_dense[] = { act(DLT_LAYER_FLATTEN), dense(5), act(DLT_LAYER_RELU),
+					dense(3) };
+	dlt_layer_cfg first_norm[] = { batchnorm(), act(DLT_LAYER_FLATTEN), dense(3) };
+	struct { const char *what; dlt_layer_cfg *l; int n, rounds; } cases[] = {
+		{ "conv first", first_conv, 4, 1 },
+		{ "dense first", first_dense, 4, 1 },
+		{ "batch norm first", first_norm, 3, 0 },
+	};
+	size_t nin = (size_t)BATCH * img.c * img.h * img.w;
+	float *x = malloc(nin * sizeof(float));
+	int32_t lab[BATCH];
+
+	fill_input(x, nin);
+	for (int r = 0; r < BATCH; r++)
+		lab[r] = (int32_t)dlt_rng_below(&rng, 3);
+	for (size_t k = 0; x && k < sizeof(cases) / sizeof(cases[0]); k++) {
+		dlt_config c = config(cases[k].l, cases[k].n);
+		dlt_model ma, mb;
+		size_t rounded = 0, changed = 0;
+		int same;
+		snprintf(c.train.precision, sizeof(c.train.precision), "%s", prec);
+		if (!ok_rc(dlt_model_init(&ma, &c, dlt_backend_cpu(), img, 3, BATCH), 0, "%s: %s",
+			   prec, cases[k].what) ||
+		    !ok_rc(dlt_model_init(&mb, &c, dlt_backend_cpu(), img, 3, BATCH), 0, "%s: %s",
+			   prec, cases[k].what))
+			break;
+		dlt_model_set_input(&ma, x, BATCH);
+		memcpy(dlt_model_input(&mb), x, nin * sizeof(float));
+		for (size_t i = 0; i < nin; i++) {
+			float v = dlt_tensor_a(&ma, 0)[i];
+			rounded += v == dlt_round_prec(x[i], ma.prec);
+			changed += v != x[i];
+		}
+		ok(ma.input_rounds == cases[k].rounds && ma.input_exact == cases[k].rounds &&
+		   rounded == (cases[k].rounds ? nin : rounded) &&
+		   (cases[k].rounds ? changed > 0 : changed == 0),
+		   "%s: %s: the input set %s (%zu of %zu values changed)", prec, cases[k].what,
+		   cases[k].rounds ? "is rounded once" : "stays as it is", changed, nin);
+		ok(loss_now(&ma, lab) == loss_now(&mb, lab), "%s: %s: the loss's bits", prec,
+		   cases[k].what);
+		dlt_model_backward(&ma, BATCH);
+		dlt_model_backward(&mb, BATCH);
+		same = 1;
+		for (int i = 0; i < ma.n_params; i++)
+			same &= !memcmp(ma.params[i].g, mb.params[i].g,
+					ma.params[i].n * sizeof(float));
+		ok(same, "%s: %s: every gradient's bits, the input rounded or not", prec,
+		   cases[k].what);
+		dlt_model_free(&ma);
+		dlt_model_free(&mb);
+	}
+	free(x);
+}
+
 static void test_mlp(void)
 {
 	dlt_layer_cfg l[] = {
@@ -884,6 +950,8 @@ int main(void)
 	test_conv_pool((dlt_shape){ 1, 4, 28 }, 3, DLT_FUSES_FORWARD | DLT_FUSES_BACKWARD);
 	test_conv_pool_prec((dlt_shape){ 1, 4, 28 }, 3, DLT_FUSES_FORWARD | DLT_FUSES_BACKWARD,
 			    "bf16");
+	test_input_rounded("bf16");
+	test_input_rounded("fp16");
 	/* Winograd's: with AVX2 and FMA, and the GEMM dlt's own */
 	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
 	    dlt_cpu_gemm_kind() != DLT_GEMM_OPENBLAS) {
