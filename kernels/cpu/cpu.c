@@ -438,12 +438,24 @@ static void cpu_widen(const uint16_t *x, float *y, size_t n, int prec)
 		dlt_cpu_widen_to(x + i, y + i, min_sz(CHUNK, n - i), prec);
 }
 
+/* inf and NaN: the exponent's bits all set (an integer test, which
+ * vectorises where isfinite did not) */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static unsigned nonfinite_span(const float *x, size_t n)
+{
+	unsigned bad = 0;
+	#pragma omp simd reduction(+:bad)
+	for (size_t i = 0; i < n; i++)
+		bad += (dlt_f32_bits(x[i]) & 0x7f800000u) == 0x7f800000u;
+	return bad;
+}
+
 static size_t cpu_nonfinite(const float *x, size_t n)
 {
 	size_t bad = 0;
-	#pragma omp parallel for simd schedule(static) reduction(+:bad) if (n >= PAR_MIN)
-	for (size_t i = 0; i < n; i++)
-		bad += !isfinite(x[i]);
+	#pragma omp parallel for schedule(static) reduction(+:bad) if (n >= PAR_MIN)
+	for (size_t i = 0; i < n; i += CHUNK)
+		bad += nonfinite_span(x + i, min_sz(CHUNK, n - i));
 	return bad;
 }
 
