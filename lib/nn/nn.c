@@ -1786,7 +1786,6 @@ static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long lon
 	return l->out;
 }
 
-/* forward_op, its output rounded to the activations' precision */
 /* Param k (0: w, 1: b, 2 and 3: attention's projection) of op l, -1 if
  * none: the ops of a residual block (FORK, ADD) carry no params of their
  * own.  A tied head's weights are its embedding's: tied 0 leaves them
@@ -1821,13 +1820,29 @@ static void use_params(dlt_model *m, const dlt_layer *l, int need)
 		m->params_use(m->params_ctx, a, b, need);
 }
 
+/* Whether op l's output (out 1) or its input's gradient (out 0) holds
+ * values of the activations' precision whenever what it reads does (its
+ * input exact; every gradient is): a max pool and a ReLU pick values or
+ * zeros, and a max pool whose windows do not overlap passes each gradient
+ * to one place.  Rounding them again would change no bit. */
+static int keeps_exact(const dlt_model *m, const dlt_layer *l, int out)
+{
+	if (l->kind == DLT_LAYER_RELU)
+		return !out || exact(m, l->in, 1);
+	if (l->kind == DLT_LAYER_MAXPOOL)
+		return out ? exact(m, l->in, 1)
+			   : l->pool.sh >= l->pool.kh && l->pool.sw >= l->pool.kw;
+	return 0;
+}
+
+/* forward_op, its output rounded to the activations' precision */
 static void run_forward(dlt_model *m, dlt_layer *l, int batch, int train, long long step)
 {
 	int t;
 	use_params(m, l, 1);
 	t = forward_op(m, l, batch, train, step);
 	use_params(m, l, 0);
-	if (t >= 0 && !dlt_op_rounds(l))
+	if (t >= 0 && !dlt_op_rounds(l) && !keeps_exact(m, l, 1))
 		round_acts(m, dlt_tensor_a(m, t), (size_t)batch * m->t[t].n);
 }
 
@@ -2250,7 +2265,7 @@ void dlt_model_backward_ops(dlt_model *m, int from, int to, int batch)
 		use_params(m, l, 1);
 		dx = backward_op(m, l, batch);
 		use_params(m, l, 0);
-		if (dx && !dlt_op_rounds(l))
+		if (dx && !dlt_op_rounds(l) && !keeps_exact(m, l, 0))
 			round_acts(m, dx, (size_t)batch * m->t[l->in].n);
 		if (m->grads_ready && m->ready_at[i] != SIZE_MAX)
 			m->grads_ready(m->grads_ctx, m->ready_at[i]);

@@ -763,6 +763,65 @@ static void test_input_rounded(const char *prec)
 	free(x);
 }
 
+/* bf16 and fp16: a ReLU and a max pool leave their outputs, and a max
+ * pool whose windows do not overlap its input's gradient, unrounded,
+ * holding values of prec already; where those are not (a ReLU on the raw
+ * input, a pool of 3 at stride 2 that adds gradients) they round them.
+ * Each model against the same one with dropouts of rate 0 about the ops,
+ * which round what they copy, forward (after an op) and backward (before
+ * it): the loss's and every gradient's bits.  Batch norms around them
+ * read floats as they are. */
+static void test_exact_ops(const char *prec)
+{
+	dlt_shape img = { 2, 6, 6 };
+	dlt_layer_cfg relu_in[] = { act(DLT_LAYER_RELU), batchnorm(), act(DLT_LAYER_FLATTEN),
+				    dense(3) };
+	dlt_layer_cfg relu_in_b[] = { act(DLT_LAYER_RELU), dropout(0.0f), batchnorm(),
+				      act(DLT_LAYER_FLATTEN), dense(3) };
+	dlt_layer_cfg pools[] = { conv(3, 3, 1, 1, 1, 1), batchnorm(), act(DLT_LAYER_RELU),
+				  pool(DLT_LAYER_MAXPOOL, 2, 2, 0), batchnorm(),
+				  pool(DLT_LAYER_MAXPOOL, 3, 2, 1), batchnorm(),
+				  act(DLT_LAYER_FLATTEN), dense(3) };
+	dlt_layer_cfg pools_b[] = { conv(3, 3, 1, 1, 1, 1), batchnorm(), act(DLT_LAYER_RELU),
+				    dropout(0.0f), pool(DLT_LAYER_MAXPOOL, 2, 2, 0), dropout(0.0f),
+				    batchnorm(), dropout(0.0f), pool(DLT_LAYER_MAXPOOL, 3, 2, 1),
+				    dropout(0.0f), batchnorm(), act(DLT_LAYER_FLATTEN), dense(3) };
+	struct { const char *what; dlt_layer_cfg *a, *b; int na, nb; } cases[] = {
+		{ "a ReLU on the raw input", relu_in, relu_in_b, 4, 5 },
+		{ "max pools of 2 and of 3 at stride 2", pools, pools_b, 9, 13 },
+	};
+	size_t nin = (size_t)BATCH * img.c * img.h * img.w;
+	int32_t lab[BATCH];
+
+	for (int r = 0; r < BATCH; r++)
+		lab[r] = (int32_t)dlt_rng_below(&rng, 3);
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		dlt_config ca = config(cases[k].a, cases[k].na), cb = config(cases[k].b, cases[k].nb);
+		dlt_model ma, mb;
+		int same = 1;
+		snprintf(ca.train.precision, sizeof(ca.train.precision), "%s", prec);
+		snprintf(cb.train.precision, sizeof(cb.train.precision), "%s", prec);
+		if (!ok_rc(dlt_model_init(&ma, &ca, dlt_backend_cpu(), img, 3, BATCH), 0, "%s: %s",
+			   prec, cases[k].what) ||
+		    !ok_rc(dlt_model_init(&mb, &cb, dlt_backend_cpu(), img, 3, BATCH), 0,
+			   "%s: %s, dropouts of rate 0 after", prec, cases[k].what))
+			break;
+		fill_input(dlt_model_input(&ma), nin);
+		memcpy(dlt_model_input(&mb), dlt_model_input(&ma), nin * sizeof(float));
+		ok(loss_now(&ma, lab) == loss_now(&mb, lab), "%s: %s: the loss's bits", prec,
+		   cases[k].what);
+		dlt_model_backward(&ma, BATCH);
+		dlt_model_backward(&mb, BATCH);
+		for (int i = 0; i < ma.n_params; i++)
+			same &= !memcmp(ma.params[i].g, mb.params[i].g,
+					ma.params[i].n * sizeof(float));
+		ok(same, "%s: %s: every gradient's bits, with the dropouts' rounding or without", prec,
+		   cases[k].what);
+		dlt_model_free(&ma);
+		dlt_model_free(&mb);
+	}
+}
+
 static void test_mlp(void)
 {
 	dlt_layer_cfg l[] = {
@@ -952,6 +1011,8 @@ int main(void)
 			    "bf16");
 	test_input_rounded("bf16");
 	test_input_rounded("fp16");
+	test_exact_ops("bf16");
+	test_exact_ops("fp16");
 	/* Winograd's: with AVX2 and FMA, and the GEMM dlt's own */
 	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
 	    dlt_cpu_gemm_kind() != DLT_GEMM_OPENBLAS) {
