@@ -286,9 +286,10 @@ static void col2im(const dlt_conv *s, float *col, size_t ld, float *dx, const in
  * [cin, tiles] the transformed inputs: 2.25 times fewer multiply-adds than
  * im2col and GEMM, and no im2col.  The forward runs so, and so does dx,
  * which is the convolution of dy with the kernel flipped and its in and
- * out channels swapped.  With AVX2; for bf16 and fp16 too, on the
- * rounded copies of x, w and dy (conv_forward): the transforms' arithmetic
- * is f32's, as the GEMM's sums are.
+ * out channels swapped.  With AVX2; for fp16 too, and bf16 where the GEMM
+ * has no bf16 dot products (conv_is_wino), on the rounded copies of x, w
+ * and dy (conv_forward): the transforms' arithmetic is f32's, as the
+ * GEMM's sums are.
  *
  * Tiles go in blocks of whole tile rows (a sample's row of tw tiles), as
  * many as make about a multiple of 16 tiles (the micro-kernel's NR); the
@@ -300,9 +301,14 @@ static void col2im(const dlt_conv *s, float *col, size_t ld, float *dx, const in
 /* Floats of dW summed at a time */
 #define DW_BLOCK 256
 
-/* Whether the Winograd path runs for s */
-static int conv_is_wino(const dlt_conv *s)
+/* Whether the Winograd path runs for s at prec: not for bf16 where the
+ * GEMM has bf16 dot products, whose im2col products (2.25 times as many,
+ * at twice the rate, of the rounded values themselves) beat Winograd's
+ * f32 ones: the bench CNN's step 1.09 times as fast */
+static int conv_is_wino(int prec, const dlt_conv *s)
 {
+	if (prec == DLT_PREC_BF16 && dlt_cpu_gemm_bf16_dots())
+		return 0;
 	/* in and out channels are the GEMMs' K: too few and they are all edge */
 	return s->c >= 16 && s->k >= 16 && s->kh == 3 && s->kw == 3 &&
 	       s->sh == 1 && s->sw == 1 &&
@@ -824,7 +830,7 @@ typedef struct conv_plan {
 	size_t col, masks, slot, wn, parts, u, up, zparts, dbs, total;
 } conv_plan;
 
-static conv_plan conv_plan_of(const dlt_conv *s)
+static conv_plan conv_plan_of(int prec, const dlt_conv *s)
 {
 	conv_plan q;
 	int procs = omp_get_num_procs();
@@ -837,7 +843,7 @@ static conv_plan conv_plan_of(const dlt_conv *s)
 	 * that the workspace asked for at build time still fits later */
 	q.slots = q.chunks < procs ? q.chunks : procs > 0 ? procs : 1;
 	q.col = ((size_t)s->c * s->kh * s->kw * CONV_CHUNK * q.p + 15) & ~(size_t)15;
-	if (conv_is_wino(s)) {
+	if (conv_is_wino(prec, s)) {
 		/* the Winograd scratch in a slot's col */
 		wino_plan wp = wino_plan_of(s, WINO_DW_TILES), wc = wino_plan_of(s, WINO_CONV_TILES);
 		size_t need = (wino_scratch(&wp) + 15) & ~(size_t)15;
@@ -853,7 +859,7 @@ static conv_plan conv_plan_of(const dlt_conv *s)
 	q.u = q.zparts = q.parts;
 	q.up = q.u + 16 * (size_t)s->k * s->c;
 	region = q.chunks * q.wn;
-	if (conv_is_wino(s)) {
+	if (conv_is_wino(prec, s)) {
 		/* Winograd's kernels, 16 (k c), then packed, each way's */
 		size_t fwd = wino_packed(s->k, s->c), bwd = wino_packed(s->c, s->k);
 		if (region < q.up - q.u + 16 * (fwd > bwd ? fwd : bwd))
@@ -897,7 +903,7 @@ size_t dlt_cpu_conv_workspace(int prec, const dlt_conv *s)
 {
 	size_t copies = round16(dlt_conv_x_floats(s)) + round16(dlt_conv_w_floats(s)) +
 			dlt_conv_y_floats(s);
-	return conv_plan_of(s).total + (prec == DLT_PREC_F32 ? 0 : copies);
+	return conv_plan_of(prec, s).total + (prec == DLT_PREC_F32 ? 0 : copies);
 }
 
 /* Threads for the chunks: at most the slots */
@@ -1172,12 +1178,12 @@ static void conv_forward(int prec, const dlt_conv *s, const float *x, const floa
 			 const float *b, float *y, int act, float slope, const dlt_pool *pool,
 			 int32_t *arg, float *work)
 {
-	conv_plan q = conv_plan_of(s);
+	conv_plan q = conv_plan_of(prec, s);
 	float *rx = work + q.total, *rw = rx + round16(dlt_conv_x_floats(s));
 
 	x = rounded(prec, x, dlt_conv_x_floats(s), rx);
 	w = rounded(prec, w, dlt_conv_w_floats(s), rw);
-	if (conv_is_wino(s)) {
+	if (conv_is_wino(prec, s)) {
 		wino_plan wp = wino_plan_of(s, WINO_CONV_TILES);
 		wino_kernels(w, s->k, s->c, 0, work + q.u, work + q.up);
 		wino_conv(s, &wp, s->c, s->k, x, work + q.up, b, 1, act, slope, y, pool, arg, work,
@@ -1459,7 +1465,7 @@ static void conv_backward(int prec, const dlt_conv *s, const float *x, const flo
 			  const float *dy, float *dx, float *dw, float *db, const dlt_pool *pool,
 			  const int32_t *arg, float *work)
 {
-	conv_plan q = conv_plan_of(s);
+	conv_plan q = conv_plan_of(prec, s);
 	float *parts = work + q.parts;
 	double *dbs = (double *)(work + q.dbs);
 	float *rx = work + q.total, *rw = rx + round16(dlt_conv_x_floats(s));
@@ -1471,7 +1477,7 @@ static void conv_backward(int prec, const dlt_conv *s, const float *x, const flo
 	dy = rounded(prec, dy,
 		     pool ? (size_t)pool->n * pool->c * pool->oh * pool->ow : dlt_conv_y_floats(s),
 		     rdy);
-	if (conv_is_wino(s)) {
+	if (conv_is_wino(prec, s)) {
 		wino_plan wp = wino_plan_of(s, WINO_DW_TILES), wc = wino_plan_of(s, WINO_CONV_TILES);
 		/* db: each chunk's sums as conv_gather_dy makes them */
 		#pragma omp parallel num_threads(conv_threads(&q))
@@ -1547,12 +1553,12 @@ void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const fl
  * dy's planes whole). */
 int dlt_cpu_conv_pool_fuses(int prec, const dlt_conv *s, const dlt_pool *p)
 {
-	conv_plan q = conv_plan_of(s);
+	conv_plan q = conv_plan_of(prec, s);
 	if (!p->relu || p->c != s->k || p->h != s->oh || p->w != s->ow)
 		return 0;
 	if (conv_fwd_direct(s, &q) && conv_dw_direct(s, &q, NULL))
 		return DLT_FUSES_FORWARD | DLT_FUSES_BACKWARD;
-	if (conv_is_wino(s) && p->kh == 2 && p->kw == 2 && p->sh == 2 && p->sw == 2 &&
+	if (conv_is_wino(prec, s) && p->kh == 2 && p->kw == 2 && p->sh == 2 && p->sw == 2 &&
 	    p->ph == 0 && p->pw == 0 && s->oh % 2 == 0 && s->ow % 2 == 0)
 		return DLT_FUSES_FORWARD;
 	return 0;

@@ -1148,6 +1148,12 @@ const char *dlt_cpu_gemm_name(void)
 	return impls[dlt_cpu_gemm_kind()].name;
 }
 
+int dlt_cpu_gemm_bf16_dots(void)
+{
+	pthread_once(&once, init);
+	return bf16_native;
+}
+
 const char *dlt_cpu_gemm_prec_name(int prec)
 {
 	int k = dlt_cpu_gemm_kind();

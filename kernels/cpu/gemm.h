@@ -48,6 +48,9 @@ const char *dlt_cpu_gemm_name(void);
  * "dlt-avx512-bf16" where the CPU has bf16 dot products (gemm_bf16.h)
  * and DLT_GEMM does not name a kernel, else the converted path's. */
 const char *dlt_cpu_gemm_prec_name(int prec);
+/* Whether dlt_cpu_sgemm runs bf16 on the CPU's bf16 dot products (that
+ * kernel, "dlt-avx512-bf16") */
+int dlt_cpu_gemm_bf16_dots(void);
 const char *dlt_cpu_gemm_kind_name(int kind);
 /* kernels.h's hold_weights: B's packed panels kept between calls (of our
  * kinds, not OpenBLAS's nor the native bf16 one), until it is called
