@@ -233,6 +233,53 @@ static void im2col(const dlt_conv *s, const float *x, float *col, size_t ld,
 	}
 }
 
+/* bf16 where the GEMM has bf16 dot products and the patches are shifted
+ * rows (conv_masks): im2col in bf16 words (x holds bf16 values), which
+ * the GEMM takes as they are (DLT_B_HALF) where it would otherwise pack
+ * pairs out of floats: half the bytes written, and no conversion.  With
+ * AVX-512 (every CPU with bf16 dot products has F, BW and VL). */
+static int im2col16_on(int prec, const int32_t *masks)
+{
+	return masks && prec == DLT_PREC_BF16 && dlt_cpu_gemm_bf16_dots() &&
+	       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
+
+/* The operand at element at of buf, which holds floats or, half, bf16
+ * words: the GEMM's pointer (DLT_A_HALF, DLT_B_HALF cast it back) */
+static const float *of_rows(const float *buf, int half, size_t at)
+{
+	return half ? (const float *)((const uint16_t *)buf + at) : buf + at;
+}
+
+/* im2col's masked rows in words: a tap's shift and mask found once for
+ * all channels; each float's upper half (x holds bf16 values), 16 pixels
+ * at a time, a load only where the mask lets one (the rest read nothing,
+ * inside the plane's memory or not) */
+__attribute__((target("avx512f,avx512bw,avx512vl")))
+static void im2col16(const dlt_conv *s, const float *x, uint16_t *col, size_t ld,
+		     const int32_t *masks)
+{
+	int taps = s->kh * s->kw;
+	long p = (long)s->oh * s->ow, hw = (long)s->h * s->w;
+	for (int k = 0; k < taps; k++) {
+		conv_shift t = conv_shifted(s, k / s->kw, k % s->kw);
+		const int32_t *mask = masks + (size_t)k * p;
+		long i0, i1, base = conv_loadable(s, &t, &i0, &i1);
+		for (int ci = 0; ci < s->c; ci++) {
+			const int32_t *plane = (const int32_t *)(x + ci * hw) + base;
+			uint16_t *out = col + ((size_t)ci * taps + k) * ld;
+			for (long i = 0; i < p; i += 16) {
+				__mmask16 tail = p - i >= 16 ? 0xffff : (__mmask16)((1u << (p - i)) - 1);
+				__m512i m = _mm512_maskz_loadu_epi32(tail, mask + i);
+				__m512i v = _mm512_maskz_loadu_epi32(
+					_mm512_mask_test_epi32_mask(tail, m, m), plane + i);
+				_mm256_mask_storeu_epi16(out + i, tail,
+							 _mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+			}
+		}
+	}
+}
+
 /* The adjoint of im2col: dx [c, h, w] = the sum of the patches' gradients
  * over the taps that read each input, in a fixed order.  col is scratch. */
 static void col2im(const dlt_conv *s, float *col, size_t ld, float *dx, const int32_t *masks)
@@ -1142,9 +1189,14 @@ static void conv_forward_chunk(int prec, const dlt_conv *s, const conv_plan *q, 
 	int n0 = ch * CONV_CHUNK, ns = s->n - n0 < CONV_CHUNK ? s->n - n0 : CONV_CHUNK;
 	size_t ld = (size_t)ns * q->p;
 	float *col = slot, *ybuf = slot + q->col;
-	for (int j = 0; j < ns; j++)
-		im2col(s, x + (size_t)(n0 + j) * s->c * s->h * s->w, col + (size_t)j * q->p, ld,
-		       masks);
+	int half = im2col16_on(prec, masks) && !conv_fwd_direct(s, q);
+	for (int j = 0; j < ns; j++) {
+		const float *xj = x + (size_t)(n0 + j) * s->c * s->h * s->w;
+		if (half)
+			im2col16(s, xj, (uint16_t *)col + (size_t)j * q->p, ld, masks);
+		else
+			im2col(s, xj, col + (size_t)j * q->p, ld, masks);
+	}
 	if (conv_fwd_direct(s, q)) {
 		size_t out = pool ? (size_t)pool->oh * pool->ow : 0;
 		for (int j = 0; j < ns; j++) {
@@ -1164,8 +1216,9 @@ static void conv_forward_chunk(int prec, const dlt_conv *s, const conv_plan *q, 
 		return;
 	}
 	for (int g = 0; g < s->groups; g++)
-		dlt_cpu_sgemm(prec, 0, 0, q->kg, (int)ld, q->kk, 1.0f, w + (size_t)g * q->kg * q->kk,
-			      q->kk, col + (size_t)g * q->kk * ld, (int)ld, 0.0f,
+		dlt_cpu_sgemm(prec | (half ? DLT_B_HALF : 0), 0, 0, q->kg, (int)ld, q->kk, 1.0f,
+			      w + (size_t)g * q->kg * q->kk, q->kk,
+			      of_rows(col, half, (size_t)g * q->kk * ld), (int)ld, 0.0f,
 			      ybuf + (size_t)g * q->kg * ld, (int)ld);
 	for (int j = 0; j < ns; j++)
 		for (int k = 0; k < s->k; k++)
@@ -1253,9 +1306,37 @@ static double copy_sum_avx2(const float *from, float *to, int n)
 	return sum;
 }
 
-/* dybuf's row k = the chunk's planes k side by side; db[k] = their sum */
+/* copy_sum_avx2 with to in bf16 words, from holding bf16 values (each
+ * word its float's upper half): the same sums */
+__attribute__((target("avx2")))
+static double copy_sum16_avx2(const float *from, uint16_t *to, int n)
+{
+	__m256d lo = _mm256_setzero_pd(), hi = lo;
+	double lane[8], sum = 0.0;
+	int i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 v = _mm256_loadu_ps(from + i);
+		__m256i u = _mm256_srli_epi32(_mm256_castps_si256(v), 16);
+		u = _mm256_permute4x64_epi64(_mm256_packus_epi32(u, u), 0x08);
+		_mm_storeu_si128((__m128i *)(to + i), _mm256_castsi256_si128(u));
+		lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+		hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+	}
+	_mm256_storeu_pd(lane, lo);
+	_mm256_storeu_pd(lane + 4, hi);
+	for (; i < n; i++) {
+		to[i] = (uint16_t)(dlt_f32_bits(from[i]) >> 16);
+		lane[i % 8] += from[i];
+	}
+	for (int l = 0; l < 8; l++)
+		sum += lane[l];
+	return sum;
+}
+
+/* dybuf's row k = the chunk's planes k side by side; db[k] = their sum.
+ * half: dybuf in bf16 words (im2col16_on's; dy holds bf16 values) */
 static void conv_gather_dy(const dlt_conv *s, const conv_plan *q, const float *dy, int n0,
-			   int ns, float *dybuf, double *db)
+			   int ns, float *dybuf, int half, double *db)
 {
 	size_t ld = (size_t)ns * q->p;
 	int avx2 = __builtin_cpu_supports("avx2");
@@ -1263,8 +1344,10 @@ static void conv_gather_dy(const dlt_conv *s, const conv_plan *q, const float *d
 		double acc = 0.0;
 		for (int j = 0; j < ns; j++) {
 			const float *from = dy + ((size_t)(n0 + j) * s->k + k) * q->p;
-			float *to = dybuf + k * ld + (size_t)j * q->p;
-			acc += avx2 ? copy_sum_avx2(from, to, q->p) : copy_sum(from, to, q->p);
+			size_t at = k * ld + (size_t)j * q->p;
+			acc += half ? copy_sum16_avx2(from, (uint16_t *)dybuf + at, q->p)
+			     : avx2 ? copy_sum_avx2(from, dybuf + at, q->p)
+				    : copy_sum(from, dybuf + at, q->p);
 		}
 		db[k] = acc;
 	}
@@ -1426,6 +1509,7 @@ static void conv_backward_chunk(int prec, const dlt_conv *s, const conv_plan *q,
 	int n0 = ch * CONV_CHUNK, ns = s->n - n0 < CONV_CHUNK ? s->n - n0 : CONV_CHUNK;
 	size_t ld = (size_t)ns * q->p;
 	float *col = slot, *dybuf = slot + q->col;
+	int half;
 	if (!dx && conv_pool_c1(s, q, pool)) {
 		int ew = c1_width(s);
 		size_t split = 2 * (size_t)(s->h + 2) * ew;
@@ -1441,19 +1525,27 @@ static void conv_backward_chunk(int prec, const dlt_conv *s, const conv_plan *q,
 		conv_dw_taps9_avx2(s, q, dy, n0, ns, col, ld, part, dbpart, pool, arg, dybuf);
 		return;
 	}
-	conv_gather_dy(s, q, dy, n0, ns, dybuf, dbpart);
-	for (int j = 0; j < ns; j++)
-		im2col(s, x + (size_t)(n0 + j) * s->c * s->h * s->w, col + (size_t)j * q->p, ld,
-		       masks);
+	half = im2col16_on(prec, masks);
+	conv_gather_dy(s, q, dy, n0, ns, dybuf, half, dbpart);
+	for (int j = 0; j < ns; j++) {
+		const float *xj = x + (size_t)(n0 + j) * s->c * s->h * s->w;
+		if (half)
+			im2col16(s, xj, (uint16_t *)col + (size_t)j * q->p, ld, masks);
+		else
+			im2col(s, xj, col + (size_t)j * q->p, ld, masks);
+	}
+	/* dx's product then writes col as floats: the words are read by then */
 	for (int g = 0; g < s->groups; g++)
-		dlt_cpu_sgemm(prec, 0, 1, q->kg, q->kk, (int)ld, 1.0f, dybuf + (size_t)g * q->kg * ld,
-			      (int)ld, col + (size_t)g * q->kk * ld, (int)ld, 0.0f,
+		dlt_cpu_sgemm(prec | (half ? DLT_A_HALF | DLT_B_HALF : 0), 0, 1, q->kg, q->kk,
+			      (int)ld, 1.0f, of_rows(dybuf, half, (size_t)g * q->kg * ld), (int)ld,
+			      of_rows(col, half, (size_t)g * q->kk * ld), (int)ld, 0.0f,
 			      part + (size_t)g * q->kg * q->kk, q->kk);
 	if (!dx)
 		return;
 	for (int g = 0; g < s->groups; g++)
-		dlt_cpu_sgemm(prec, 1, 0, q->kk, (int)ld, q->kg, 1.0f, w + (size_t)g * q->kg * q->kk,
-			      q->kk, dybuf + (size_t)g * q->kg * ld, (int)ld, 0.0f,
+		dlt_cpu_sgemm(prec | (half ? DLT_B_HALF : 0), 1, 0, q->kk, (int)ld, q->kg, 1.0f,
+			      w + (size_t)g * q->kg * q->kk, q->kk,
+			      of_rows(dybuf, half, (size_t)g * q->kg * ld), (int)ld, 0.0f,
 			      col + (size_t)g * q->kk * ld, (int)ld);
 	for (int j = 0; j < ns; j++)
 		col2im(s, col + (size_t)j * q->p, ld, dx + (size_t)(n0 + j) * s->c * s->h * s->w,

@@ -445,6 +445,44 @@ static void interleave_avx512(const uint16_t *a, const uint16_t *b, int n, uint3
 static void (*interleave)(const uint16_t *a, const uint16_t *b, int n,
 			  uint32_t *d) = interleave_plain;
 
+static int no_words16(const uint16_t *src, long ld, int n, int kp, uint32_t *dst, int stride)
+{
+	(void)src, (void)ld, (void)n, (void)kp, (void)dst, (void)stride;
+	return 0;
+}
+
+#if defined(__x86_64__)
+/* Rows of bf16 words along k whose pairs lie whole (src and ld even):
+ * each row's 32-bit words are its pairs, turned into place 8 rows at a
+ * time as pairs_of_rows8's; the rows done, n / 8 * 8 */
+__attribute__((target("avx2")))
+static int words16_of_rows8(const uint16_t *src, long ld, int n, int kp, uint32_t *dst,
+			    int stride)
+{
+	int r0 = 0;
+	for (; r0 + 8 <= n; r0 += 8) {
+		const uint16_t *rows = src + (size_t)r0 * ld;
+		int q = 0;
+		for (; q + 8 <= kp; q += 8) {
+			__m256 v[8];
+			for (int i = 0; i < 8; i++)
+				v[i] = _mm256_loadu_ps((const float *)(rows + (size_t)i * ld + 2 * q));
+			TRANSPOSE8(v);
+			for (int i = 0; i < 8; i++)
+				_mm256_storeu_ps((float *)(dst + (size_t)(q + i) * stride + r0), v[i]);
+		}
+		for (; q < kp; q++)
+			for (int i = 0; i < 8; i++)
+				memcpy(dst + (size_t)q * stride + r0 + i, rows + (size_t)i * ld + 2 * q,
+				       sizeof(uint32_t));
+	}
+	return r0;
+}
+#endif
+
+static int (*words16_of_rows)(const uint16_t *src, long ld, int n, int kp, uint32_t *dst,
+			      int stride) = no_words16;
+
 /* two_panels_cvt where the CPU has AVX512_BF16, else NULL */
 static void (*two_panels)(const float *src, long ld, int kp, uint32_t *d0, uint32_t *d1);
 
@@ -472,8 +510,10 @@ static void init(void)
 	if ((lo & 0x6) != 0x6 || __get_cpuid_max(0, NULL) < 7 ||
 	    !__get_cpuid_count(7, 0, &a, &b, &c, &d))
 		return;
-	if (b & (1u << 5))	/* AVX2, the YMM state saved */
+	if (b & (1u << 5)) {	/* AVX2, the YMM state saved */
 		pairs = pairs_avx2;
+		words16_of_rows = words16_of_rows8;
+	}
 	if ((lo & 0xe6) != 0xe6 || !(b & (1u << 16)))
 		return;
 	pairs = pairs_avx512;
@@ -520,25 +560,41 @@ static void pack_panel(int t, const float *X, int ld, int r0, int m, int w, int 
 
 /* pack_panel of an operand of bf16 words (DLT_A_HALF, DLT_B_HALF), the
  * same words.  Along k (t = 1, a weight gradient's activations as B) a
- * pair is two rows' words side by side, interleaved where they lie;
- * across (t = 0) the panel's part is widened into stage (room for NR x KC
- * floats) and packed from there. */
+ * pair is two rows' words side by side, interleaved where they lie.
+ * Across (t = 0: a conv's patches as B of its weight gradient) a pair is
+ * two words side by side in a row: where they lie whole (ld and p0 even)
+ * the rows' 32-bit words are moved into place; elsewhere the panel's part
+ * is widened into stage (room for NR x KC floats) and packed from
+ * there. */
 static void pack_panel16(int t, const uint16_t *X, int ld, int r0, int m, int w, int p0, int kc,
 			 int kp, float *stage, uint16_t *dst)
 {
-	int n = min_i(m, w);
+	int n = min_i(m, w), whole = kc / 2, done;
+	uint32_t *d = (uint32_t *)dst;
 	if (t) {
 		for (int q = 0; q < kp; q++) {
 			const uint16_t *a = X + (size_t)(p0 + 2 * q) * ld + r0;
-			uint32_t *d = (uint32_t *)dst + (size_t)q * w;
 			/* the last k alone: its pair's other 0 */
-			interleave(a, 2 * q + 1 < kc ? a + ld : NULL, n, d);
-			memset(d + n, 0, (size_t)(w - n) * sizeof(uint32_t));
+			interleave(a, 2 * q + 1 < kc ? a + ld : NULL, n, d + (size_t)q * w);
+			if (n < w)
+				memset(d + (size_t)q * w + n, 0, (size_t)(w - n) * sizeof(uint32_t));
 		}
 		return;
 	}
-	dlt_cpu_widen_rows(X + (size_t)r0 * ld + p0, ld, n, kc, DLT_PREC_BF16, stage, kc);
-	pack_panel(0, stage, kc, 0, m, w, 0, kc, kp, dst);
+	if ((ld | p0) & 1) {
+		dlt_cpu_widen_rows(X + (size_t)r0 * ld + p0, ld, n, kc, DLT_PREC_BF16, stage, kc);
+		pack_panel(0, stage, kc, 0, m, w, 0, kc, kp, dst);
+		return;
+	}
+	done = words16_of_rows(X + (size_t)r0 * ld + p0, ld, n, whole, d, w);
+	for (int i = done; i < n; i++)
+		for (int q = 0; q < whole; q++)
+			memcpy(d + (size_t)q * w + i, X + (size_t)(r0 + i) * ld + p0 + 2 * q,
+			       sizeof(uint32_t));
+	for (int i = 0; i < n && whole < kp; i++)	/* a last k alone */
+		d[(size_t)whole * w + i] = X[(size_t)(r0 + i) * ld + p0 + kc - 1];
+	for (int q = 0; q < kp && n < w; q++)
+		memset(d + (size_t)q * w + n, 0, (size_t)(w - n) * sizeof(uint32_t));
 }
 
 /* op(A)'s rows i0 .. i0+m, k p0 .. p0+kc, as MR-row panels of kp pairs;
