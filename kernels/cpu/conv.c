@@ -1220,11 +1220,20 @@ static void conv_forward_chunk(int prec, const dlt_conv *s, const conv_plan *q, 
 			      w + (size_t)g * q->kg * q->kk, q->kk,
 			      of_rows(col, half, (size_t)g * q->kk * ld), (int)ld, 0.0f,
 			      ybuf + (size_t)g * q->kg * ld, (int)ld);
+	/* with a pool, each plane pooled from ybuf as it is made (in cache):
+	 * the conv's output is never written */
 	for (int j = 0; j < ns; j++)
-		for (int k = 0; k < s->k; k++)
-			conv_bias_act(y + ((size_t)(n0 + j) * s->k + k) * q->p,
-				      ybuf + k * ld + (size_t)j * q->p, b ? b[k] : 0.0f, q->p, act,
-				      slope);
+		for (int k = 0; k < s->k; k++) {
+			size_t at = (size_t)(n0 + j) * s->k + k;
+			float *plane = ybuf + k * ld + (size_t)j * q->p;
+			if (!pool) {
+				conv_bias_act(y + at * q->p, plane, b ? b[k] : 0.0f, q->p, act, slope);
+				continue;
+			}
+			conv_bias_act(plane, plane, b ? b[k] : 0.0f, q->p, act, slope);
+			dlt_cpu_maxpool_plane(pool, plane, y + at * pool->oh * pool->ow,
+					      arg + at * pool->oh * pool->ow);
+		}
 }
 
 static void conv_forward(int prec, const dlt_conv *s, const float *x, const float *w,
@@ -1640,9 +1649,10 @@ void dlt_cpu_conv_backward(int prec, const dlt_conv *s, const float *x, const fl
 
 /* The conv's planes, the model's largest tensors, stay in cache: a first
  * layer's 3x3 conv on one channel (the direct paths, no dx) a sample's
- * planes at a time forward, a plane's backward; Winograd's tiles are 2x2
- * windows, pooled as they are made (forward only: its backward reads
- * dy's planes whole). */
+ * planes at a time forward, a plane's backward; the GEMM's chunks pool
+ * each plane as it is made, any pool; Winograd's tiles are 2x2 windows,
+ * pooled as they are made.  (Forward only but the first: backward reads
+ * dy's planes whole.) */
 int dlt_cpu_conv_pool_fuses(int prec, const dlt_conv *s, const dlt_pool *p)
 {
 	conv_plan q = conv_plan_of(prec, s);
@@ -1650,8 +1660,10 @@ int dlt_cpu_conv_pool_fuses(int prec, const dlt_conv *s, const dlt_pool *p)
 		return 0;
 	if (conv_fwd_direct(s, &q) && conv_dw_direct(s, &q, NULL))
 		return DLT_FUSES_FORWARD | DLT_FUSES_BACKWARD;
-	if (conv_is_wino(prec, s) && p->kh == 2 && p->kw == 2 && p->sh == 2 && p->sw == 2 &&
-	    p->ph == 0 && p->pw == 0 && s->oh % 2 == 0 && s->ow % 2 == 0)
+	if (!conv_is_wino(prec, s))	/* the chunks' planes, pooled as they are made */
+		return DLT_FUSES_FORWARD;
+	if (p->kh == 2 && p->kw == 2 && p->sh == 2 && p->sw == 2 && p->ph == 0 && p->pw == 0 &&
+	    s->oh % 2 == 0 && s->ow % 2 == 0)
 		return DLT_FUSES_FORWARD;
 	return 0;
 }

@@ -1009,6 +1009,9 @@ int main(void)
 	test_conv_pool((dlt_shape){ 1, 4, 28 }, 3, DLT_FUSES_FORWARD | DLT_FUSES_BACKWARD);
 	test_conv_pool_prec((dlt_shape){ 1, 4, 28 }, 3, DLT_FUSES_FORWARD | DLT_FUSES_BACKWARD,
 			    "bf16");
+	/* the GEMM's chunks (3 channels: 27 taps), each plane pooled as made */
+	test_conv_pool((dlt_shape){ 3, 8, 6 }, 4, DLT_FUSES_FORWARD);
+	test_conv_pool_prec((dlt_shape){ 3, 8, 6 }, 4, DLT_FUSES_FORWARD, "fp16");
 	test_input_rounded("bf16");
 	test_input_rounded("fp16");
 	test_exact_ops("bf16");
@@ -1018,6 +1021,8 @@ int main(void)
 	    dlt_cpu_gemm_kind() != DLT_GEMM_OPENBLAS) {
 		test_conv_pool((dlt_shape){ 16, 6, 10 }, 16, DLT_FUSES_FORWARD);
 		test_conv_pool_prec((dlt_shape){ 16, 6, 10 }, 16, DLT_FUSES_FORWARD, "fp16");
+		/* bf16: Winograd's, or the GEMM's on bf16 dot products */
+		test_conv_pool_prec((dlt_shape){ 16, 6, 10 }, 16, DLT_FUSES_FORWARD, "bf16");
 	} else
 		skip("conv + relu + maxpool as one op on Winograd's tiles: no Winograd here");
 	test_seq_layers();
