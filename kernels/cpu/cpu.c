@@ -330,9 +330,10 @@ static void cpu_mul(const float *a, const float *b, float *y, size_t n)
 		y[i] = a[i] * b[i];
 }
 
-/* AVX2 where the CPU has it, without FMA: the same operations, the same
- * bits as the SSE2 clone */
-__attribute__((target_clones("avx2", "default")))
+/* AVX-512 or AVX2 where the CPU has it, without FMA (no contraction:
+ * AVX-512 brings FMA with it): the same operations, the same bits as the
+ * SSE2 clone */
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
 static void adam_span(float *w, const float *g, float *m, float *v, size_t n, dlt_adam_step s)
 {
 	#pragma omp simd
