@@ -451,7 +451,7 @@ static int predict(infer *s, const struct args *a)
 			s->order[i] = (uint32_t)(i0 + i);
 		if (s->xh) {	/* a GPU's model: through host buffers */
 			dlt_dataset_gather(d, s->order, b, s->xh, s->labels);
-			dlt_model_set_input(s->m, s->xh, b);
+			dlt_model_set_input(s->m, s->xh, b, 0);
 			dlt_model_forward(s->m, b, 0, 0);
 			dlt_model_output(s->m, s->logits, b);
 			logits = s->logits;

@@ -1517,20 +1517,32 @@ void dlt_model_free(dlt_model *m)
 	memset(m, 0, sizeof(*m));
 }
 
-void dlt_model_set_input(dlt_model *m, const float *x, int batch)
+void dlt_model_set_input(dlt_model *m, const float *x, int batch, int rounded)
 {
 	size_t n = (size_t)batch * m->in_features;
+	rounded |= !m->input_rounds;
+	m->input_exact = m->input_rounds;
+	if (m->be->host && rounded) {
+		/* read where it lies: no op writes the model's input (plan_act) */
+		m->t[0].a = (float *)x;
+		return;
+	}
 	m->in_slot ^= 1;
 	m->t[0].a = m->in_buf[m->in_slot];
 	m->be->upload_async(m->t[0].a, x, n * sizeof(float));
-	if (m->input_rounds)
+	if (!rounded)
 		m->be->round(m->t[0].a, n, m->prec);
-	m->input_exact = m->input_rounds;
+}
+
+int dlt_model_input_prec(const dlt_model *m)
+{
+	return m->input_rounds ? m->prec : DLT_PREC_F32;
 }
 
 float *dlt_model_input(dlt_model *m)
 {
 	m->input_exact = 0;	/* the caller may write floats of any precision */
+	m->t[0].a = m->in_buf[m->in_slot];	/* its own rows, not a caller's */
 	return dlt_tensor_a(m, 0);
 }
 

@@ -81,9 +81,9 @@ typedef struct dlt_model {
 	float *in_buf[2];
 	int in_slot;
 	/* bf16 and fp16: the ops that read the input round it to prec first
-	 * (input_rounds), so dlt_model_set_input rounds it once, and they
-	 * read it as it is (input_exact) until dlt_model_input hands out
-	 * the rows to write */
+	 * (input_rounds), so it is rounded once (dlt_model_set_input), and
+	 * they read it as it is (input_exact) until dlt_model_input hands
+	 * out the rows to write */
 	int input_rounds, input_exact;
 	/* the loss's gradient is taken over this many samples (0: the
 	 * batch's): data parallelism's ranks take the global batch's */
@@ -105,12 +105,16 @@ typedef struct dlt_model {
 int dlt_model_init(dlt_model *m, const dlt_config *c, const dlt_backend *be,
 		   dlt_shape in, int n_classes, int max_batch);
 void dlt_model_free(dlt_model *m);
-/* Copies batch input rows (batch x in_features floats) to the model's
- * input, from host memory that stays as it is until the next loss has
- * been computed (the loader's batch): on a GPU the copy runs while the
- * step before still does (upload_async).  Rounded to bf16 or fp16 where
- * every op that reads them would round them. */
-void dlt_model_set_input(dlt_model *m, const float *x, int batch);
+/* The model's input: batch rows (batch x in_features floats) of host
+ * memory that stays as it is until the next loss has been computed (the
+ * loader's batch).  A host backend reads them there; on a GPU they are
+ * copied while the step before still runs (upload_async).  Rounded to
+ * dlt_model_input_prec where every op that reads them would round them:
+ * by the model, or, rounded, by the caller already (the loader). */
+void dlt_model_set_input(dlt_model *m, const float *x, int batch, int rounded);
+/* The enum dlt_prec that the model rounds its input to (DLT_PREC_F32:
+ * none), for a caller that rounds it first */
+int dlt_model_input_prec(const dlt_model *m);
 /* The input rows and their gradient after backward, in the backend's
  * memory (host backends: the caller may fill and read them in place). */
 float *dlt_model_input(dlt_model *m);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "archive/archive.h"
+#include "kernels/common/math.h"
 #include "train.h"
 
 /* Reads an array of numbers from the metadata; n = 0 when absent. */
@@ -557,6 +558,20 @@ void dlt_normalise_samples(const dlt_normalise *nm, const dlt_source *src, const
 			normalise_uint8_t((const uint8_t *)raw + i * f, x + i * f, (int)f, nm);
 		else
 			normalise_float((const float *)raw + i * f, x + i * f, (int)f, nm);
+	}
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void dlt_round_samples(float *x, size_t n, int prec)
+{
+	if (prec == DLT_PREC_BF16) {
+		#pragma omp simd
+		for (size_t i = 0; i < n; i++)
+			x[i] = dlt_round_bf16(x[i]);
+	} else if (prec == DLT_PREC_F16) {
+		#pragma omp simd
+		for (size_t i = 0; i < n; i++)
+			x[i] = dlt_round_f16(x[i]);
 	}
 }
 

@@ -78,6 +78,8 @@ static void *loader_main(void *arg)
 		for (int i = 0; l->augment && i < count; i++)
 			augment(l, l->x[slot] + (size_t)i * l->features,
 				l->aug.first + first + (size_t)i);
+		if (l->norm_on && l->norm.round != DLT_PREC_F32)
+			dlt_round_samples(l->x[slot], (size_t)count * l->features, l->norm.round);
 		pthread_mutex_lock(&l->mu);
 		l->count[slot] = count;
 		l->total[slot] = total;

@@ -212,7 +212,7 @@ static void put_input(dlt_pipe *p, const float *x, int k0, int n)
 {
 	dlt_model *m = p->m;
 	if (p->stage == 0)
-		dlt_model_set_input(m, x + (size_t)k0 * m->in_features, n);
+		dlt_model_set_input(m, x + (size_t)k0 * m->in_features, n, 0);
 	else
 		m->be->copy(dlt_tensor_a(m, m->layers[p->lo].in), p->in + (size_t)k0 * p->w_in,
 			    bytes((size_t)n * p->w_in));

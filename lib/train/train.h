@@ -74,6 +74,10 @@ typedef struct dlt_normalise {
 	int n_stats;
 	const float *t_mean, *t_std;	/* t_k each, or NULL */
 	int t_k;
+	/* the samples rounded to this enum dlt_prec after the transforms
+	 * (DLT_PREC_F32: not), the model's dlt_model_input_prec: on the
+	 * loader's thread, not the step's */
+	int round;
 } dlt_normalise;
 
 /* One archive of a dataset: its samples are [first, first + n) of the
@@ -157,6 +161,8 @@ void dlt_dataset_gather(const dlt_dataset *d, const uint32_t *order, int count, 
 void dlt_normalise_samples(const dlt_normalise *nm, const dlt_source *src, const void *raw,
 			   int n, float *x);
 void dlt_normalise_targets(const dlt_normalise *nm, const dlt_source *src, void *y, int n);
+/* x[0, n) rounded to prec (enum dlt_prec), dlt_round_prec's bits */
+void dlt_round_samples(float *x, size_t n, int prec);
 
 /* Random crops and flips of training images (config data.augment), drawn
  * from Philox keyed by the seed, the epoch and the sample's position in

@@ -7,6 +7,7 @@
 
 #include "tap.h"
 #include "nn/model.h"
+#include "train/train.h"
 #include "kernels/common/math.h"
 #include "kernels/cpu/gemm.h"
 
@@ -699,11 +700,11 @@ static void test_conv_pool_prec(dlt_shape img, int filters, int ways, const char
 }
 
 /* bf16 and fp16: a model whose first op rounds its input (a conv, a
- * dense after a flatten) gets it rounded once by dlt_model_set_input, and
- * reads it in place: the loss and every gradient have the bits of the
- * same model fed its input raw (dlt_model_input), which each op rounds
- * on its own.  A model whose first op reads floats (a batch norm) gets
- * its input as it is. */
+ * dense after a flatten) gets it rounded once by dlt_model_set_input, or
+ * by the caller, and reads it in place: the loss and every gradient have
+ * the bits of the same model fed its input raw (dlt_model_input), which
+ * each op rounds on its own.  A model whose first op reads floats (a
+ * batch norm) gets its input as it is. */
 static void test_input_rounded(const char *prec)
 {
 	dlt_shape img = { 1, 4, 6 };
@@ -718,7 +719,7 @@ static void test_input_rounded(const char *prec)
 		{ "batch norm first", first_norm, 3, 0 },
 	};
 	size_t nin = (size_t)BATCH * img.c * img.h * img.w;
-	float *x = malloc(nin * sizeof(float));
+	float *x = malloc(nin * sizeof(float)), *xr = malloc(nin * sizeof(float));
 	int32_t lab[BATCH];
 
 	fill_input(x, nin);
@@ -735,7 +736,7 @@ static void test_input_rounded(const char *prec)
 		    !ok_rc(dlt_model_init(&mb, &c, dlt_backend_cpu(), img, 3, BATCH), 0, "%s: %s",
 			   prec, cases[k].what))
 			break;
-		dlt_model_set_input(&ma, x, BATCH);
+		dlt_model_set_input(&ma, x, BATCH, 0);
 		memcpy(dlt_model_input(&mb), x, nin * sizeof(float));
 		for (size_t i = 0; i < nin; i++) {
 			float v = dlt_tensor_a(&ma, 0)[i];
@@ -757,10 +758,21 @@ static void test_input_rounded(const char *prec)
 					ma.params[i].n * sizeof(float));
 		ok(same, "%s: %s: every gradient's bits, the input rounded or not", prec,
 		   cases[k].what);
+		/* rounded by the caller (the loader): read where it lies */
+		if (xr) {
+			for (size_t i = 0; i < nin; i++)
+				xr[i] = dlt_round_prec(x[i], dlt_model_input_prec(&ma));
+			dlt_model_set_input(&ma, xr, BATCH, 1);
+			ok(dlt_tensor_a(&ma, 0) == xr && ma.input_exact == cases[k].rounds &&
+			   loss_now(&ma, lab) == loss_now(&mb, lab) && dlt_model_input(&ma) != xr,
+			   "%s: %s: an input rounded by the caller read in place, the loss's bits; "
+			   "dlt_model_input hands out the model's own rows", prec, cases[k].what);
+		}
 		dlt_model_free(&ma);
 		dlt_model_free(&mb);
 	}
 	free(x);
+	free(xr);
 }
 
 /* bf16 and fp16: a ReLU and a max pool leave their outputs, and a max
@@ -819,6 +831,31 @@ static void test_exact_ops(const char *prec)
 		   cases[k].what);
 		dlt_model_free(&ma);
 		dlt_model_free(&mb);
+	}
+}
+
+/* The loader's rounding of a batch (dlt_round_samples, in its clones)
+ * against dlt_round_prec, bit for bit: ties, the overflow to inf, the
+ * subnormals of each type, NaN */
+static void test_round_samples(void)
+{
+	float v[517];
+	for (int prec = DLT_PREC_BF16; prec <= DLT_PREC_F16; prec++) {
+		int same = 1;
+		for (int i = 0; i < 517; i++)
+			v[i] = i % 7 == 0 ? ldexpf(1.0f + (float)i / 1024.0f, -20 - i % 13)
+			     : i % 7 == 1 ? 65504.0f + (float)(i % 32)
+			     : i % 7 == 2 ? ldexpf(1.0f + 1.0f / 256.0f + 1.0f / 2048.0f * (i % 3), i % 9)
+			     : i == 3 ? NAN : i == 10 ? -INFINITY : 8.0f * dlt_rng_uniform(&rng) - 4.0f;
+		float w[517];
+		memcpy(w, v, sizeof(v));
+		dlt_round_samples(w, 517, prec);
+		for (int i = 0; i < 517; i++) {
+			float r = dlt_round_prec(v[i], prec);
+			same &= !memcmp(&w[i], &r, sizeof(r));
+		}
+		ok(same, "%s: the loader's rounding of a batch has dlt_round_prec's bits",
+		   prec == DLT_PREC_BF16 ? "bf16" : "fp16");
 	}
 }
 
@@ -1016,6 +1053,7 @@ int main(void)
 	test_input_rounded("fp16");
 	test_exact_ops("bf16");
 	test_exact_ops("fp16");
+	test_round_samples();
 	/* Winograd's: with AVX2 and FMA, and the GEMM dlt's own */
 	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
 	    dlt_cpu_gemm_kind() != DLT_GEMM_OPENBLAS) {
