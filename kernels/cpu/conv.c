@@ -1240,10 +1240,12 @@ static void conv_forward(int prec, const dlt_conv *s, const float *x, const floa
 			 const float *b, float *y, int act, float slope, const dlt_pool *pool,
 			 int32_t *arg, float *work)
 {
-	conv_plan q = conv_plan_of(prec, s);
+	int exact = prec & DLT_CONV_FLAGS;
+	conv_plan q = conv_plan_of(prec &= ~DLT_CONV_FLAGS, s);
 	float *rx = work + q.total, *rw = rx + round16(dlt_conv_x_floats(s));
 
-	x = rounded(prec, x, dlt_conv_x_floats(s), rx);
+	if (!(exact & DLT_X_EXACT))
+		x = rounded(prec, x, dlt_conv_x_floats(s), rx);
 	w = rounded(prec, w, dlt_conv_w_floats(s), rw);
 	if (conv_is_wino(prec, s)) {
 		wino_plan wp = wino_plan_of(s, WINO_CONV_TILES);
@@ -1566,18 +1568,22 @@ static void conv_backward(int prec, const dlt_conv *s, const float *x, const flo
 			  const float *dy, float *dx, float *dw, float *db, const dlt_pool *pool,
 			  const int32_t *arg, float *work)
 {
-	conv_plan q = conv_plan_of(prec, s);
+	int exact = prec & DLT_CONV_FLAGS;
+	conv_plan q = conv_plan_of(prec &= ~DLT_CONV_FLAGS, s);
 	float *parts = work + q.parts;
 	double *dbs = (double *)(work + q.dbs);
 	float *rx = work + q.total, *rw = rx + round16(dlt_conv_x_floats(s));
 	float *rdy = rw + round16(dlt_conv_w_floats(s));
 
-	x = rounded(prec, x, dlt_conv_x_floats(s), rx);
+	if (!(exact & DLT_X_EXACT))
+		x = rounded(prec, x, dlt_conv_x_floats(s), rx);
 	if (w)
 		w = rounded(prec, w, dlt_conv_w_floats(s), rw);
-	dy = rounded(prec, dy,
-		     pool ? (size_t)pool->n * pool->c * pool->oh * pool->ow : dlt_conv_y_floats(s),
-		     rdy);
+	if (!(exact & DLT_DY_EXACT))
+		dy = rounded(prec, dy,
+			     pool ? (size_t)pool->n * pool->c * pool->oh * pool->ow
+				  : dlt_conv_y_floats(s),
+			     rdy);
 	if (conv_is_wino(prec, s)) {
 		wino_plan wp = wino_plan_of(s, WINO_DW_TILES), wc = wino_plan_of(s, WINO_CONV_TILES);
 		/* db: each chunk's sums as conv_gather_dy makes them */

@@ -36,6 +36,7 @@ void dlt_ref_conv_forward(int prec, const dlt_conv *s, const float *x, const flo
 			  float *y, int act, float slope, float *work)
 {
 	int cg = s->c / s->groups, kg = s->k / s->groups;
+	prec &= ~DLT_CONV_FLAGS;	/* it rounds every input: the same bits */
 	for (int n = 0; n < s->n; n++)
 	for (int k = 0; k < s->k; k++)
 	for (int oy = 0; oy < s->oh; oy++)
@@ -77,6 +78,7 @@ void dlt_ref_conv_backward(int prec, const dlt_conv *s, const float *x, const fl
 			   const float *dy, float *dx, float *dw, float *db, float *work)
 {
 	int cg = s->c / s->groups, kg = s->k / s->groups;
+	prec &= ~DLT_CONV_FLAGS;
 	for (int k = 0; k < s->k && db; k++) {
 		double acc = 0.0;
 		for (int n = 0; n < s->n; n++)

@@ -394,13 +394,15 @@ static int dnn_ok(cudnnStatus_t st, const dlt_conv *s, const char *what, int alg
 void cu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w,
 		     const float *b, float *y, int act, float slope, float *work)
 {
+	int exact = prec & DLT_CONV_FLAGS;
 	void *ws = NULL;
-	conv_plan *p = plan_within(s, work + copies(prec, s), &ws);
+	conv_plan *p = plan_within(s, work + copies(prec &= ~DLT_CONV_FLAGS, s), &ws);
 	float *xr = work, *wr = xr + aligned(dlt_conv_x_floats(s));
 	size_t ny = dlt_conv_y_floats(s);
 	if (!p)
 		return;
-	x = rounded(x, dlt_conv_x_floats(s), prec, xr);
+	if (!(exact & DLT_X_EXACT))
+		x = rounded(x, dlt_conv_x_floats(s), prec, xr);
 	w = rounded(w, dlt_conv_w_floats(s), prec, wr);
 	if (!dnn_ok(cudnnConvolutionForward(cu.dnn, &one, p->x, x, p->w, w, p->conv, p->fwd, ws,
 					    p->bytes, &zero, p->y, y),
@@ -416,14 +418,15 @@ void cu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w
 void cu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *w,
 		      const float *dy, float *dx, float *dw, float *db, float *work)
 {
+	int exact = prec & DLT_CONV_FLAGS;
 	void *ws = NULL;
-	conv_plan *p = plan_within(s, work + copies(prec, s), &ws);
+	conv_plan *p = plan_within(s, work + copies(prec &= ~DLT_CONV_FLAGS, s), &ws);
 	float *xr = work, *wr = xr + aligned(dlt_conv_x_floats(s));
 	float *dyr = wr + aligned(dlt_conv_w_floats(s));
 	const float *dyp;
 	if (!p)
 		return;
-	dyp = rounded(dy, dlt_conv_y_floats(s), prec, dyr);
+	dyp = exact & DLT_DY_EXACT ? dy : rounded(dy, dlt_conv_y_floats(s), prec, dyr);
 	/* the bias gradient sums the rounded dy, as the CPU */
 	if (db) {
 		channel_sum<<<s->k, CU_THREADS, 0, cu.stream>>>(dyp, db, s->n, s->k,
@@ -431,7 +434,10 @@ void cu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *
 		cu_launched("conv_backward: bias");
 	}
 	dnn_ok(cudnnConvolutionBackwardFilter(cu.dnn, &one, p->x,
-					      rounded(x, dlt_conv_x_floats(s), prec, xr), p->y, dyp,
+					      exact & DLT_X_EXACT ? x
+								  : rounded(x, dlt_conv_x_floats(s),
+									    prec, xr),
+					      p->y, dyp,
 					      p->conv, p->filter, ws, p->bytes, &zero, p->w, dw),
 	       s, "backward filter", p->filter, p->bytes);
 	if (dx)

@@ -1749,13 +1749,14 @@ static int forward_op(dlt_model *m, dlt_layer *l, int batch, int train, long lon
 		if (l->pool_op) {
 			dlt_layer *p = &m->layers[l->pool_op];
 			p->pool.n = batch;
-			be->conv_pool_forward(m->prec, &l->conv, &p->pool, x, pw(m, l->w),
+			be->conv_pool_forward(m->prec | exact(m, l->in, DLT_X_EXACT), &l->conv,
+					      &p->pool, x, pw(m, l->w),
 					      pw(m, l->b), l->act, l->slope,
 					      dlt_tensor_a(m, p->out), p->arg, m->work);
 			return p->out;
 		}
-		be->conv_forward(m->prec, &l->conv, x, pw(m, l->w), pw(m, l->b), y, l->act, l->slope,
-				 m->work);
+		be->conv_forward(m->prec | exact(m, l->in, DLT_X_EXACT), &l->conv, x, pw(m, l->w),
+				 pw(m, l->b), y, l->act, l->slope, m->work);
 		break;
 	case DLT_LAYER_MAXPOOL:
 		if (l->fused)
@@ -2215,11 +2216,13 @@ static float *backward_op(dlt_model *m, dlt_layer *l, int batch)
 		l->conv.n = batch;
 		if (pools_back(m, l)) {
 			const dlt_layer *p = &m->layers[l->pool_op];
-			be->conv_pool_backward(m->prec, &l->conv, &p->pool, x, dlt_tensor_g(m, p->out),
+			be->conv_pool_backward(m->prec | exact(m, l->in, DLT_X_EXACT) | DLT_DY_EXACT,
+					       &l->conv, &p->pool, x, dlt_tensor_g(m, p->out),
 					       p->arg, pg(m, l->w), pg(m, l->b), m->work);
 		} else {
-			be->conv_backward(m->prec, &l->conv, x, pw(m, l->w), dy, dx, pg(m, l->w),
-					  pg(m, l->b), m->work);
+			be->conv_backward(m->prec | exact(m, l->in, DLT_X_EXACT) | DLT_DY_EXACT,
+					  &l->conv, x, pw(m, l->w), dy, dx, pg(m, l->w), pg(m, l->b),
+					  m->work);
 		}
 		round_grads(m, l);
 		break;
