@@ -1142,6 +1142,7 @@ static void conv_free(conv_out *o)
 #define CONV_FORWARD 1
 #define CONV_BACKWARD 2
 #define CONV_REPEAT 3
+#define CONV_EXACT 4
 
 /* Forward (what & CONV_FORWARD) and backward (& CONV_BACKWARD) of a
  * batch of s->n on be, in its workspace work; the outputs into host
@@ -1193,8 +1194,10 @@ static double conv_diff(const dlt_conv *s, const conv_case *cc, const conv_out *
 	return d;
 }
 
-/* arg: the precision, + 4 times CONV_FORWARD, CONV_BACKWARD, or
- * CONV_REPEAT (both, the same bits twice).  The workspace is planned for n + 2,
+/* arg: the precision, + 4 times CONV_FORWARD, CONV_BACKWARD, CONV_REPEAT
+ * (both, the same bits twice) or CONV_EXACT (both, x and dy rounded to
+ * the precision: with DLT_X_EXACT and DLT_DY_EXACT the bits they have
+ * without).  The workspace is planned for n + 2,
  * full of NaN, and used by a batch of n + 2 and of n; a workspace of 0
  * floats is NULL, as the model's: the entries must run without one. */
 static double check_conv(const dlt_backend *be, size_t i, int arg)
@@ -1208,9 +1211,23 @@ static double check_conv(const dlt_backend *be, size_t i, int arg)
 	float *b = randv(smax.k, -1, 1), *dy = randv(dlt_conv_y_floats(&smax), -1, 1);
 	double d = 0.0;
 	conv_out rmax = { 0 };	/* the reference's forward of n + 2: n's is its start */
+	if (what == CONV_EXACT) {
+		ref->round(x, dlt_conv_x_floats(&smax), prec);
+		ref->round(dy, dlt_conv_y_floats(&smax), prec);
+	}
 	for (int j = 0; j < 2; j++) {
 		dlt_conv s = conv_shape(cc, sizes[j]);
 		conv_out g, r = { 0 };
+		if (what == CONV_EXACT) {
+			conv_run(be, prec | DLT_CONV_FLAGS, &s, cc, x, w, b, dy, work,
+				 CONV_FORWARD | CONV_BACKWARD, &g);
+			conv_run(be, prec, &s, cc, x, w, b, dy, work, CONV_FORWARD | CONV_BACKWARD,
+				 &r);
+			d = fmax(d, conv_same(&s, &g, &r) ? 0.0 : INFINITY);
+			conv_free(&g);
+			conv_free(&r);
+			continue;
+		}
 		if (what == CONV_REPEAT)
 			repeat_threads(be, 0);
 		conv_run(be, prec, &s, cc, x, w, b, dy, work, what, &g);
@@ -1768,6 +1785,10 @@ static const row rows[] = {
 	  { 0, 0 } },
 	{ "conv fp16: the same bits every run", check_conv, 4 * CONV_REPEAT + DLT_PREC_F16, CONVS,
 	  { 0, 0 } },
+	{ "conv bf16: x and dy flagged exact, the same bits", check_conv,
+	  4 * CONV_EXACT + DLT_PREC_BF16, CONVS, { 0, 0 } },
+	{ "conv fp16: x and dy flagged exact, the same bits", check_conv,
+	  4 * CONV_EXACT + DLT_PREC_F16, CONVS, { 0, 0 } },
 	{ "maxpool", check_pool, 0, POOLS, { 0, 0 } },
 	{ "maxpool relu", check_pool, POOL_RELU, POOLS, { 0, 0 } },
 	{ "maxpool, a NaN", check_pool, POOL_NAN, POOLS, { 0, 0 } },
