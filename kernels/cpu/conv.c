@@ -280,6 +280,21 @@ static void im2col16(const dlt_conv *s, const float *x, uint16_t *col, size_t ld
 	}
 }
 
+/* The patches of a chunk's samples n0 .. n0 + ns side by side in col
+ * (rows ld apart): floats, or (half: im2col16_on) bf16 words */
+static void chunk_patches(const dlt_conv *s, const float *x, int n0, int ns, float *col,
+			  size_t ld, const int32_t *masks, int half)
+{
+	size_t p = (size_t)s->oh * s->ow;
+	for (int j = 0; j < ns; j++) {
+		const float *xj = x + (size_t)(n0 + j) * s->c * s->h * s->w;
+		if (half)
+			im2col16(s, xj, (uint16_t *)col + (size_t)j * p, ld, masks);
+		else
+			im2col(s, xj, col + (size_t)j * p, ld, masks);
+	}
+}
+
 /* The adjoint of im2col: dx [c, h, w] = the sum of the patches' gradients
  * over the taps that read each input, in a fixed order.  col is scratch. */
 static void col2im(const dlt_conv *s, float *col, size_t ld, float *dx, const int32_t *masks)
@@ -1190,13 +1205,7 @@ static void conv_forward_chunk(int prec, const dlt_conv *s, const conv_plan *q, 
 	size_t ld = (size_t)ns * q->p;
 	float *col = slot, *ybuf = slot + q->col;
 	int half = im2col16_on(prec, masks) && !conv_fwd_direct(s, q);
-	for (int j = 0; j < ns; j++) {
-		const float *xj = x + (size_t)(n0 + j) * s->c * s->h * s->w;
-		if (half)
-			im2col16(s, xj, (uint16_t *)col + (size_t)j * q->p, ld, masks);
-		else
-			im2col(s, xj, col + (size_t)j * q->p, ld, masks);
-	}
+	chunk_patches(s, x, n0, ns, col, ld, masks, half);
 	if (conv_fwd_direct(s, q)) {
 		size_t out = pool ? (size_t)pool->oh * pool->ow : 0;
 		for (int j = 0; j < ns; j++) {
@@ -1291,52 +1300,35 @@ static double copy_sum(const float *from, float *to, int n)
 	return sum;
 }
 
-/* The same sums, the same bits */
+/* The same sums, the same bits; half: to in bf16 words, from holding
+ * bf16 values (each word its float's upper half) */
 __attribute__((target("avx2")))
-static double copy_sum_avx2(const float *from, float *to, int n)
+static double copy_sum_avx2(const float *from, void *to, int half, int n)
 {
+	float *tf = half ? NULL : to;
+	uint16_t *th = half ? to : NULL;
 	__m256d lo = _mm256_setzero_pd(), hi = lo;
 	double lane[8], sum = 0.0;
 	int i = 0;
 	for (; i + 8 <= n; i += 8) {
 		__m256 v = _mm256_loadu_ps(from + i);
-		if (to)
-			_mm256_storeu_ps(to + i, v);
+		if (tf)
+			_mm256_storeu_ps(tf + i, v);
+		if (th) {
+			__m256i u = _mm256_srli_epi32(_mm256_castps_si256(v), 16);
+			u = _mm256_permute4x64_epi64(_mm256_packus_epi32(u, u), 0x08);
+			_mm_storeu_si128((__m128i *)(th + i), _mm256_castsi256_si128(u));
+		}
 		lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
 		hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
 	}
 	_mm256_storeu_pd(lane, lo);
 	_mm256_storeu_pd(lane + 4, hi);
 	for (; i < n; i++) {
-		if (to)
-			to[i] = from[i];
-		lane[i % 8] += from[i];
-	}
-	for (int l = 0; l < 8; l++)
-		sum += lane[l];
-	return sum;
-}
-
-/* copy_sum_avx2 with to in bf16 words, from holding bf16 values (each
- * word its float's upper half): the same sums */
-__attribute__((target("avx2")))
-static double copy_sum16_avx2(const float *from, uint16_t *to, int n)
-{
-	__m256d lo = _mm256_setzero_pd(), hi = lo;
-	double lane[8], sum = 0.0;
-	int i = 0;
-	for (; i + 8 <= n; i += 8) {
-		__m256 v = _mm256_loadu_ps(from + i);
-		__m256i u = _mm256_srli_epi32(_mm256_castps_si256(v), 16);
-		u = _mm256_permute4x64_epi64(_mm256_packus_epi32(u, u), 0x08);
-		_mm_storeu_si128((__m128i *)(to + i), _mm256_castsi256_si128(u));
-		lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
-		hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
-	}
-	_mm256_storeu_pd(lane, lo);
-	_mm256_storeu_pd(lane + 4, hi);
-	for (; i < n; i++) {
-		to[i] = (uint16_t)(dlt_f32_bits(from[i]) >> 16);
+		if (tf)
+			tf[i] = from[i];
+		if (th)
+			th[i] = (uint16_t)(dlt_f32_bits(from[i]) >> 16);
 		lane[i % 8] += from[i];
 	}
 	for (int l = 0; l < 8; l++)
@@ -1356,8 +1348,8 @@ static void conv_gather_dy(const dlt_conv *s, const conv_plan *q, const float *d
 		for (int j = 0; j < ns; j++) {
 			const float *from = dy + ((size_t)(n0 + j) * s->k + k) * q->p;
 			size_t at = k * ld + (size_t)j * q->p;
-			acc += half ? copy_sum16_avx2(from, (uint16_t *)dybuf + at, q->p)
-			     : avx2 ? copy_sum_avx2(from, dybuf + at, q->p)
+			acc += half ? copy_sum_avx2(from, (uint16_t *)dybuf + at, 1, q->p)
+			     : avx2 ? copy_sum_avx2(from, dybuf + at, 0, q->p)
 				    : copy_sum(from, dybuf + at, q->p);
 		}
 		db[k] = acc;
@@ -1530,21 +1522,13 @@ static void conv_backward_chunk(int prec, const dlt_conv *s, const conv_plan *q,
 		return;
 	}
 	if (conv_dw_direct(s, q, dx)) {
-		for (int j = 0; j < ns; j++)
-			im2col(s, x + (size_t)(n0 + j) * s->c * s->h * s->w, col + (size_t)j * q->p,
-			       ld, masks);
+		chunk_patches(s, x, n0, ns, col, ld, masks, 0);
 		conv_dw_taps9_avx2(s, q, dy, n0, ns, col, ld, part, dbpart, pool, arg, dybuf);
 		return;
 	}
 	half = im2col16_on(prec, masks);
 	conv_gather_dy(s, q, dy, n0, ns, dybuf, half, dbpart);
-	for (int j = 0; j < ns; j++) {
-		const float *xj = x + (size_t)(n0 + j) * s->c * s->h * s->w;
-		if (half)
-			im2col16(s, xj, (uint16_t *)col + (size_t)j * q->p, ld, masks);
-		else
-			im2col(s, xj, col + (size_t)j * q->p, ld, masks);
-	}
+	chunk_patches(s, x, n0, ns, col, ld, masks, half);
 	/* dx's product then writes col as floats: the words are read by then */
 	for (int g = 0; g < s->groups; g++)
 		dlt_cpu_sgemm(prec | (half ? DLT_A_HALF | DLT_B_HALF : 0), 0, 1, q->kg, q->kk,
@@ -1598,7 +1582,7 @@ static void conv_backward(int prec, const dlt_conv *s, const float *x, const flo
 					double acc = 0.0;
 					for (int j = 0; j < ns; j++) {
 						const float *from = dy + ((size_t)(n0 + j) * s->k + k) * q.p;
-						acc += avx2 ? copy_sum_avx2(from, NULL, q.p)
+						acc += avx2 ? copy_sum_avx2(from, NULL, 0, q.p)
 							    : copy_sum(from, NULL, q.p);
 					}
 					dbs[(size_t)ch * s->k + k] = acc;
