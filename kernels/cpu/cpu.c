@@ -392,59 +392,11 @@ static void cpu_round(float *x, size_t n, int prec)
 	dlt_cpu_round(x, x, n, prec);
 }
 
-/* 16-bit storage: bf16 is a float's top half; fp16 by F16C, exact for
- * values of fp16 (dlt_narrow16 where the CPU has no F16C) */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void narrow_bf16(const float *x, uint16_t *y, size_t n)
-{
-	#pragma omp simd
-	for (size_t i = 0; i < n; i++)
-		y[i] = (uint16_t)(dlt_f32_bits(x[i]) >> 16);
-}
-
-__attribute__((target("avx2,f16c")))
-static void narrow_f16_f16c(const float *x, uint16_t *y, size_t n)
-{
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8)
-		_mm_storeu_si128((__m128i *)(y + i),
-				 _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
-	for (; i < n; i++)
-		y[i] = dlt_narrow16(x[i], DLT_PREC_F16);
-}
-
-/* narrow_f16_f16c's conversions 16 lanes at a time */
-__attribute__((target("avx512f,f16c")))
-static void narrow_f16_avx512(const float *x, uint16_t *y, size_t n)
-{
-	size_t i = 0;
-	for (; i + 16 <= n; i += 16)
-		_mm256_storeu_si256((__m256i *)(y + i),
-				    _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
-	narrow_f16_f16c(x + i, y + i, n - i);
-}
-
-/* f16c: 1 with F16C, 2 with AVX-512 too */
-static void narrow_span(const float *x, uint16_t *y, size_t n, int prec, int f16c)
-{
-	if (prec == DLT_PREC_BF16)
-		narrow_bf16(x, y, n);
-	else if (f16c == 2)
-		narrow_f16_avx512(x, y, n);
-	else if (f16c)
-		narrow_f16_f16c(x, y, n);
-	else
-		for (size_t i = 0; i < n; i++)
-			y[i] = dlt_narrow16(x[i], prec);
-}
-
 static void cpu_narrow(const float *x, uint16_t *y, size_t n, int prec)
 {
-	int f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-	f16c += f16c && __builtin_cpu_supports("avx512f");
 	#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
 	for (size_t i = 0; i < n; i += CHUNK)
-		narrow_span(x + i, y + i, min_sz(CHUNK, n - i), prec, f16c);
+		dlt_cpu_narrow_to(x + i, y + i, min_sz(CHUNK, n - i), prec);
 }
 
 static void cpu_widen(const uint16_t *x, float *y, size_t n, int prec)

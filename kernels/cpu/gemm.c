@@ -742,13 +742,74 @@ static void widen_f16_plain(const uint16_t *x, float *y, size_t n)
 		y[i] = dlt_widen16(x[i], DLT_PREC_F16);
 }
 
-/* The CPU's best rounding and widening of each type, chosen once:
- * bias_act and the GEMMs round a row of a few hundred floats a call, and
- * the GEMMs widen a 16-bit operand's rows as they pack them */
+/* Floats of prec (rounded already) to their 16-bit words, and back: a
+ * bf16's are a float's upper half; fp16's by F16C, exact for values of
+ * fp16 (dlt_narrow16 where the CPU has no F16C) */
+static void narrow_bf16_plain(const float *x, uint16_t *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = dlt_narrow16(x[i], DLT_PREC_BF16);
+}
+
+static void narrow_f16_plain(const float *x, uint16_t *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = dlt_narrow16(x[i], DLT_PREC_F16);
+}
+
+__attribute__((target("avx2")))
+static void narrow_bf16_avx2(const float *x, uint16_t *y, size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256i u = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(x + i)), 16);
+		u = _mm256_permute4x64_epi64(_mm256_packus_epi32(u, u), 0x08);
+		_mm_storeu_si128((__m128i *)(y + i), _mm256_castsi256_si128(u));
+	}
+	narrow_bf16_plain(x + i, y + i, n - i);
+}
+
+__attribute__((target("avx2,f16c")))
+static void narrow_f16_f16c(const float *x, uint16_t *y, size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm_storeu_si128((__m128i *)(y + i),
+				 _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+	narrow_f16_plain(x + i, y + i, n - i);
+}
+
+__attribute__((target("avx512f")))
+static void narrow_bf16_avx512(const float *x, uint16_t *y, size_t n)
+{
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16)
+		_mm256_storeu_si256((__m256i *)(y + i),
+				    _mm512_cvtepi32_epi16(_mm512_srli_epi32(
+					    _mm512_loadu_si512(x + i), 16)));
+	narrow_bf16_plain(x + i, y + i, n - i);
+}
+
+__attribute__((target("avx512f,f16c")))
+static void narrow_f16_avx512(const float *x, uint16_t *y, size_t n)
+{
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16)
+		_mm256_storeu_si256((__m256i *)(y + i),
+				    _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+	narrow_f16_plain(x + i, y + i, n - i);
+}
+
+/* The CPU's best rounding, widening and narrowing of each type, chosen
+ * once: bias_act and the GEMMs round a row of a few hundred floats a
+ * call, the GEMMs widen a 16-bit operand's rows as they pack them, and
+ * the backend's narrow and widen keep activations in 16 bits */
 typedef void round_fn(const float *x, float *y, size_t n);
 typedef void widen_fn(const uint16_t *x, float *y, size_t n);
+typedef void narrow_fn(const float *x, uint16_t *y, size_t n);
 static round_fn *round_bf16 = round_bf16_plain, *round_f16 = round_f16_plain;
 static widen_fn *widen_bf16 = widen_bf16_plain, *widen_f16 = widen_f16_plain;
+static narrow_fn *narrow_bf16 = narrow_bf16_plain, *narrow_f16 = narrow_f16_plain;
 static pthread_once_t round_once = PTHREAD_ONCE_INIT;
 
 static void round_choose(void)
@@ -762,10 +823,14 @@ static void round_choose(void)
 		round_f16 = round_f16_avx512;
 		widen_bf16 = widen_bf16_avx512;
 		widen_f16 = widen_f16_avx512;
+		narrow_bf16 = narrow_bf16_avx512;
+		narrow_f16 = narrow_f16_avx512;
 	} else if (avx2) {
 		round_f16 = round_f16_avx2;
 		widen_bf16 = widen_bf16_avx2;
 		widen_f16 = widen_f16_f16c;
+		narrow_bf16 = narrow_bf16_avx2;
+		narrow_f16 = narrow_f16_f16c;
 	}
 }
 
@@ -778,6 +843,12 @@ static widen_fn *widen_for(int prec)
 void dlt_cpu_widen_to(const uint16_t *x, float *y, size_t n, int prec)
 {
 	widen_for(prec)(x, y, n);
+}
+
+void dlt_cpu_narrow_to(const float *x, uint16_t *y, size_t n, int prec)
+{
+	pthread_once(&round_once, round_choose);
+	(prec == DLT_PREC_BF16 ? narrow_bf16 : narrow_f16)(x, y, n);
 }
 
 void dlt_cpu_widen_rows(const uint16_t *src, long ld, int rows, int cols, int prec, float *dst,

@@ -24,6 +24,9 @@ void dlt_cpu_round_to(const float *x, float *y, size_t n, int prec);
 /* y = the 16-bit words x of prec widened to floats (the backend's
  * widen), on the calling thread: the GEMM packs 16-bit operands with it */
 void dlt_cpu_widen_to(const uint16_t *x, float *y, size_t n, int prec);
+/* y = the floats x, of prec already, as its 16-bit words (the backend's
+ * narrow), on the calling thread */
+void dlt_cpu_narrow_to(const float *x, uint16_t *y, size_t n, int prec);
 /* rows x cols of the words at src (rows ld apart) widened to dst (rows
  * dst_ld apart), on the calling thread: the GEMMs' 16-bit panels */
 void dlt_cpu_widen_rows(const uint16_t *src, long ld, int rows, int cols, int prec, float *dst,
