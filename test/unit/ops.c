@@ -1003,32 +1003,53 @@ static double check_attention_forward(const dlt_backend *be, size_t i, int arg)
 	return d;
 }
 
-/* From the reference's out and lse, so only backward differs */
+/* A backward's inputs: q, k, v, and the reference's out and lse from
+ * them (so that only backward differs), and a gradient g; on the host
+ * and in the backend's memory (gq, go, gl, gg) */
+typedef struct attn_back {
+	float *qkv, *o, *l, *g, *gq, *go, *gl, *gg;
+} attn_back;
+
+static attn_back attn_back_inputs(const dlt_backend *be, seq s, int arg)
+{
+	size_t n = (size_t)s.B * s.T * s.C, nl = (size_t)s.B * s.H * s.T;
+	attn_back a = { .qkv = attention_input(s, arg), .o = nanv(n), .l = nanv(nl),
+			.g = randv(n, -1, 1) };
+	ref->attention_forward(a.qkv, a.o, a.l, s.B, s.T, s.C, s.H, arg & 1,
+			       attention_dropout(arg));
+	a.gq = upf(be, a.qkv, 3 * n);
+	a.go = upf(be, a.o, n);
+	a.gl = upf(be, a.l, nl);
+	a.gg = upf(be, a.g, n);
+	return a;
+}
+
+static void attn_back_free(const dlt_backend *be, attn_back *a)
+{
+	be->free(a->gq);
+	be->free(a->go);
+	be->free(a->gl);
+	be->free(a->gg);
+	free(a->qkv);
+	free(a->o);
+	free(a->l);
+	free(a->g);
+}
+
 static double check_attention_backward(const dlt_backend *be, size_t i, int arg)
 {
 	seq s = seqs[i];
-	size_t n = (size_t)s.B * s.T * s.C, nl = (size_t)s.B * s.H * s.T;
-	float *qkv = attention_input(s, arg), *o = nanv(n), *l = nanv(nl), *g = randv(n, -1, 1);
-	float *dq = nanv(3 * n), *gq = upf(be, qkv, 3 * n), *go, *gl, *gg = upf(be, g, n);
-	float *gdq = dnan(be, 3 * n), *h;
+	size_t n = (size_t)s.B * s.T * s.C;
+	attn_back a = attn_back_inputs(be, s, arg);
+	float *dq = nanv(3 * n), *gdq = dnan(be, 3 * n), *h;
 	double d;
-	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, arg & 1, attention_dropout(arg));
-	go = upf(be, o, n);
-	gl = upf(be, l, nl);
-	be->attention_backward(gq, go, gg, gl, gdq, s.B, s.T, s.C, s.H, arg & 1,
+	be->attention_backward(a.gq, a.go, a.gg, a.gl, gdq, s.B, s.T, s.C, s.H, arg & 1,
 			       attention_dropout(arg));
-	ref->attention_backward(qkv, o, g, l, dq, s.B, s.T, s.C, s.H, arg & 1,
+	ref->attention_backward(a.qkv, a.o, a.g, a.l, dq, s.B, s.T, s.C, s.H, arg & 1,
 				attention_dropout(arg));
 	h = down(be, gdq, 3 * n);
 	d = dist(h, dq, 3 * n);
-	be->free(gq);
-	be->free(go);
-	be->free(gl);
-	be->free(gg);
-	free(qkv);
-	free(o);
-	free(l);
-	free(g);
+	attn_back_free(be, &a);
 	free(dq);
 	free(h);
 	return d;
@@ -1041,31 +1062,20 @@ static double check_attention_backward_rows(const dlt_backend *be, size_t i, int
 {
 	seq s = seqs[i];
 	int b1 = s.B / 2, nb = s.B - b1;
-	size_t n = (size_t)s.B * s.T * s.C, nl = (size_t)s.B * s.H * s.T, r1 = (size_t)b1 * s.T;
-	float *qkv = attention_input(s, arg), *o = nanv(n), *l = nanv(nl), *g = randv(n, -1, 1);
-	float *gq = upf(be, qkv, 3 * n), *go, *gl, *gg = upf(be, g, n), *d1 = dnan(be, 3 * n);
-	float *d2 = dnan(be, 3 * n), *h1, *h2;
+	size_t n = (size_t)s.B * s.T * s.C, r1 = (size_t)b1 * s.T;
+	attn_back a = attn_back_inputs(be, s, arg);
+	float *d1 = dnan(be, 3 * n), *d2 = dnan(be, 3 * n), *h1, *h2;
 	dlt_attn_dropout drop = attention_dropout(arg);
 	int same;
-	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, arg & 1, drop);
-	go = upf(be, o, n);
-	gl = upf(be, l, nl);
-	be->attention_backward(gq, go, gg, gl, d1, s.B, s.T, s.C, s.H, arg & 1, drop);
+	be->attention_backward(a.gq, a.go, a.gg, a.gl, d1, s.B, s.T, s.C, s.H, arg & 1, drop);
 	drop.row0 = (uint64_t)b1 * s.H * s.T;
-	be->attention_backward(gq + 3 * r1 * s.C, go + r1 * s.C, gg + r1 * s.C,
-			       gl + (size_t)b1 * s.H * s.T, d2 + 3 * r1 * s.C, nb, s.T, s.C, s.H,
+	be->attention_backward(a.gq + 3 * r1 * s.C, a.go + r1 * s.C, a.gg + r1 * s.C,
+			       a.gl + (size_t)b1 * s.H * s.T, d2 + 3 * r1 * s.C, nb, s.T, s.C, s.H,
 			       arg & 1, drop);
 	h1 = down(be, d1, 3 * n);
 	h2 = down(be, d2, 3 * n);
 	same = !memcmp(h1 + 3 * r1 * s.C, h2 + 3 * r1 * s.C, 3 * (n - r1 * s.C) * sizeof(float));
-	be->free(gq);
-	be->free(go);
-	be->free(gl);
-	be->free(gg);
-	free(qkv);
-	free(o);
-	free(l);
-	free(g);
+	attn_back_free(be, &a);
 	free(h1);
 	free(h2);
 	return same ? 0.0 : 1.0;
