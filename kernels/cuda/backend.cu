@@ -173,6 +173,8 @@ static void fill_table(void)
 	table.add = cu_add;
 	table.scale = cu_scale;
 	table.round = cu_round;
+	table.narrow = cu_narrow;
+	table.widen = cu_widen;
 	table.nonfinite = cu_nonfinite;
 	table.layernorm_forward = cu_layernorm_forward;
 	table.layernorm_backward = cu_layernorm_backward;
@@ -195,6 +197,7 @@ static void release(void)
 	cudaFree(cu.partial);
 	cudaFree(cu.count);
 	cudaFree(cu.half);
+	cudaFree(cu.colsum);
 	cudaFreeHost(cu.host);
 	if (cu.copied)
 		cudaEventDestroy(cu.copied);
@@ -237,6 +240,7 @@ static int start(int device, char *why, size_t n)
 	    (e = cudaMalloc(&cu.partial, CU_MAX_PARTIALS * sizeof(double))) != cudaSuccess ||
 	    (e = cudaMalloc(&cu.count, CU_MAX_PARTIALS * sizeof(unsigned long long))) != cudaSuccess ||
 	    (e = cudaMalloc(&cu.half, (size_t)CU_HALF_SCRATCH * 2)) != cudaSuccess ||
+	    (e = cudaMalloc(&cu.colsum, CU_COLSUM * sizeof(double))) != cudaSuccess ||
 	    (e = cudaMallocHost(&cu.host, 64)) != cudaSuccess)
 		goto cuda_fail;
 	/* cuBLAS: default math (no TF32), our stream, our workspace (set

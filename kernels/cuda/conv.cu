@@ -354,16 +354,23 @@ static __global__ void channel_bias_act(float *y, const float *bias, size_t n, i
 		y[i] = dlt_act(y[i] + (bias ? bias[i / hw % k] : 0.0f), act, slope);
 }
 
-/* db[k] = sum over samples and the plane of dy[n][k], a block per
- * channel: double sums, a fixed tree, so the same bits every run */
-static __global__ void channel_sum(const float *dy, float *db, int n, int k, size_t hw)
+/* db[k] = sum over samples and the plane of dy[n][k]: a block a channel
+ * and a range of samples (blockIdx.y of gridDim.y), a thread the plane's
+ * elements a block apart in each sample in order, in double, the block's
+ * threads in a fixed tree; the ranges' sums in order by cu_col_finish.
+ * The shape alone fixes the order, so the bits. */
+static __global__ void channel_sum(const float *dy, float *db, int n, int k, int hw,
+				   double *part)
 {
 	__shared__ double sh[CU_THREADS];
-	size_t m = (size_t)n * hw;
+	int span = (n + gridDim.y - 1) / gridDim.y, i0 = blockIdx.y * span;
+	int i1 = i0 + span < n ? i0 + span : n, t = threadIdx.x;
 	double acc = 0.0;
-	int t = threadIdx.x;
-	for (size_t e = t; e < m; e += CU_THREADS)
-		acc += dy[((e / hw) * k + blockIdx.x) * hw + e % hw];
+	for (int i = i0; i < i1; i++) {
+		const float *plane = dy + ((size_t)i * k + blockIdx.x) * hw;
+		for (int e = t; e < hw; e += CU_THREADS)
+			acc += plane[e];
+	}
 	sh[t] = acc;
 	__syncthreads();
 	for (int s = CU_THREADS / 2; s > 0; s >>= 1) {
@@ -372,7 +379,7 @@ static __global__ void channel_sum(const float *dy, float *db, int n, int k, siz
 		__syncthreads();
 	}
 	if (t == 0)
-		db[blockIdx.x] = (float)sh[0];
+		col_out<1>(sh, blockIdx.x, k, part, db, NULL, 0);
 }
 
 static const float one = 1.0f, zero = 0.0f;
@@ -429,9 +436,12 @@ void cu_conv_backward(int prec, const dlt_conv *s, const float *x, const float *
 	dyp = exact & DLT_DY_EXACT ? dy : rounded(dy, dlt_conv_y_floats(s), prec, dyr);
 	/* the bias gradient sums the rounded dy, as the CPU */
 	if (db) {
-		channel_sum<<<s->k, CU_THREADS, 0, cu.stream>>>(dyp, db, s->n, s->k,
-								(size_t)s->oh * s->ow);
+		/* a range per 8 samples */
+		unsigned chunks = col_ranges((size_t)s->n, 8, (size_t)s->k);
+		channel_sum<<<dim3((unsigned)s->k, chunks), CU_THREADS, 0, cu.stream>>>(
+			dyp, db, s->n, s->k, s->oh * s->ow, cu.colsum);
 		cu_launched("conv_backward: bias");
+		cu_col_finish(1, s->k, chunks, db, NULL, 0);
 	}
 	dnn_ok(cudnnConvolutionBackwardFilter(cu.dnn, &one, p->x,
 					      exact & DLT_X_EXACT ? x

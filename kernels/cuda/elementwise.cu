@@ -58,25 +58,56 @@ void cu_act_backward(const float *x, const float *y, const float *dy, float *dx,
 	LAUNCH(act_backward_kernel, n, x, y, dy, dx, n, act, slope);
 }
 
-/* Each column's rows in order in double: the reference's order, so the
- * reference's bits (column_pass) */
-static __global__ void bias_grad_kernel(const float *dy, float *db, int rows, int cols)
+/* Each column's rows in double, in column_pass's ranges */
+static __global__ void bias_grad_kernel(const float *dy, float *db, int rows, int cols,
+					double *part)
 {
 	int c = blockIdx.x * WARP + threadIdx.x % WARP;
 	double s = 0.0;
 	column_pass<1>(rows, cols,
 		       [=](int r, int col, float *v) { v[0] = dy[(size_t)r * cols + col]; },
 		       [&](const float *v) { s += v[0]; });
-	if (threadIdx.x < WARP && c < cols)
-		db[c] = (float)s;
+	if (threadIdx.x < WARP)
+		col_out<1>(&s, c, cols, part, db, NULL, 0);
 }
 
 void cu_bias_grad(const float *dy, float *db, int rows, int cols)
 {
+	unsigned chunks;
 	if (cols < 1)
 		return;
-	bias_grad_kernel<<<col_blocks(cols), COL_BLOCK, 0, cu.stream>>>(dy, db, rows, cols);
+	chunks = col_chunks(rows, 1, cols);
+	bias_grad_kernel<<<dim3(col_blocks(cols), chunks), COL_BLOCK, 0, cu.stream>>>(
+		dy, db, rows, cols, cu.colsum);
 	cu_launched("bias_grad");
+	cu_col_finish(1, cols, chunks, db, NULL, 0);
+}
+
+/* A thread a column: the ranges in order */
+static __global__ void col_finish_kernel(int ns, int cols, int chunks, const double *part,
+					 float *out0, float *out1, int add)
+{
+	int col = blockIdx.x * blockDim.x + threadIdx.x;
+	double s0 = 0.0, s1 = 0.0;
+	if (col >= cols)
+		return;
+	for (int k = 0; k < chunks; k++) {
+		s0 += part[(size_t)k * ns * cols + col];
+		if (ns > 1)
+			s1 += part[((size_t)k * ns + 1) * cols + col];
+	}
+	col_put(out0, col, s0, add);
+	if (ns > 1)
+		col_put(out1, col, s1, add);
+}
+
+void cu_col_finish(int ns, int cols, unsigned chunks, float *out0, float *out1, int add)
+{
+	if (chunks < 2)
+		return;
+	col_finish_kernel<<<(unsigned)((cols + CU_THREADS - 1) / CU_THREADS), CU_THREADS, 0,
+			    cu.stream>>>(ns, cols, (int)chunks, cu.colsum, out0, out1, add);
+	cu_launched("column sums");
 }
 
 /* softmax_xent: a thread a row (and the rows a grid's width further on,
@@ -222,6 +253,30 @@ void cu_round(float *x, size_t n, int prec)
 {
 	if (prec != DLT_PREC_F32)
 		LAUNCH(round_kernel, n, x, n, prec);
+}
+
+/* 16-bit storage: the common code's exact conversions, an element a
+ * thread */
+static __global__ void narrow_kernel(const float *x, uint16_t *y, size_t n, int prec)
+{
+	GRID_STRIDE(i, n)
+		y[i] = dlt_narrow16(x[i], prec);
+}
+
+static __global__ void widen_kernel(const uint16_t *x, float *y, size_t n, int prec)
+{
+	GRID_STRIDE(i, n)
+		y[i] = dlt_widen16(x[i], prec);
+}
+
+void cu_narrow(const float *x, uint16_t *y, size_t n, int prec)
+{
+	LAUNCH(narrow_kernel, n, x, y, n, prec);
+}
+
+void cu_widen(const uint16_t *x, float *y, size_t n, int prec)
+{
+	LAUNCH(widen_kernel, n, x, y, n, prec);
 }
 
 /* Counts are integers: adding them in any order gives the same total. */

@@ -33,6 +33,7 @@ typedef struct cu_state {
 	unsigned long long *count;	/* CU_MAX_PARTIALS counters */
 	void *host;			/* pinned: the results copied back */
 	void *half;			/* CU_HALF_SCRATCH 16-bit values */
+	double *colsum;		/* CU_COLSUM doubles: column sums' ranges */
 	char error[256];		/* the first failure, "" while none */
 } cu_state;
 
@@ -53,21 +54,49 @@ int cu_launched(const char *what);
 
 #define WARP 32
 
-/* Column sums in row order (bias and layer-norm gradients): the
- * reference's order, so its bits, at the pace of the additions rather
- * than of the loads.  A block takes 32 columns, a lane a column: warps 1
+/* Column sums (bias and layer-norm gradients) in an order that the shape
+ * alone fixes: the rows in col_chunks ranges, each range's rows in order
+ * in double by one block, then the ranges' sums in order (col_finish).
+ * One range (a matrix of fewer than 2 * COL_CHUNK_ROWS rows) is the
+ * reference's order, so its bits; more differ from them by a float's last
+ * bit at most, and fill the GPU: a range a block, where the rows in order
+ * left 12 blocks of 132 SMs to sum a GPT's 32768 rows.
+ *
+ * In a block of COL_BLOCK threads, 32 columns, a lane a column: warps 1
  * to 8 stage tiles of COL_ROWS rows into shared memory, each issuing the
  * loads of its COL_ROWS / 8 rows together (load(row, col, v) gives the NV
  * floats of an element), while warp 0 folds the tile before in order
  * (fold(v)) into its lane's sums.  Launch with COL_BLOCK threads and
- * col_blocks(cols) blocks. */
+ * dim3(col_blocks(cols), col_chunks(rows, NS, cols)) blocks; warp 0's
+ * lanes end with their sums, which col_out keeps. */
 #define COL_ROWS 64
 #define COL_LOADERS 8
 #define COL_BLOCK ((COL_LOADERS + 1) * WARP)
+#define COL_CHUNK_ROWS 512
+#define COL_CHUNKS_MAX 64
+/* Doubles of cu.colsum: the ranges' sums */
+#define CU_COLSUM ((size_t)1 << 20)
 
 static inline unsigned col_blocks(int cols)
 {
 	return (unsigned)((cols + WARP - 1) / WARP);
+}
+
+/* Ranges of a sum over units (rows, samples): one per `per` units, at
+ * most COL_CHUNKS_MAX and as many as cu.colsum holds `width` sums of
+ * each for */
+static inline unsigned col_ranges(size_t units, size_t per, size_t width)
+{
+	size_t n = units / per, room = CU_COLSUM / width;
+	n = n < room ? n : room;
+	n = n < COL_CHUNKS_MAX ? n : COL_CHUNKS_MAX;
+	return n ? (unsigned)n : 1u;
+}
+
+/* column_pass's ranges of rows for NS sums of each column */
+static inline unsigned col_chunks(int rows, int ns, int cols)
+{
+	return col_ranges((size_t)rows, COL_CHUNK_ROWS, (size_t)ns * cols);
 }
 
 template <int NV, class Load, class Fold>
@@ -76,17 +105,19 @@ static __device__ void column_pass(int rows, int cols, Load load, Fold fold)
 	const int per = COL_ROWS / COL_LOADERS;
 	__shared__ float tile[2][NV][COL_ROWS][WARP];
 	int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, col = blockIdx.x * WARP + lane;
-	int tiles = (rows + COL_ROWS - 1) / COL_ROWS;
+	int span = (rows + gridDim.y - 1) / gridDim.y, r0 = blockIdx.y * span;
+	int r1 = r0 + span < rows ? r0 + span : rows;
+	int tiles = r1 > r0 ? (r1 - r0 + COL_ROWS - 1) / COL_ROWS : 0;
 	for (int t = 0; t <= tiles; t++) {
 		if (warp > 0 && t < tiles) {
 			float v[per][NV];
 			#pragma unroll
 			for (int k = 0; k < per; k++) {
-				int row = t * COL_ROWS + (warp - 1) * per + k;
+				int row = r0 + t * COL_ROWS + (warp - 1) * per + k;
 				#pragma unroll
 				for (int e = 0; e < NV; e++)
 					v[k][e] = 0.0f;
-				if (row < rows && col < cols)
+				if (row < r1 && col < cols)
 					load(row, col, v[k]);
 			}
 			#pragma unroll
@@ -95,7 +126,7 @@ static __device__ void column_pass(int rows, int cols, Load load, Fold fold)
 				for (int e = 0; e < NV; e++)
 					tile[t & 1][e][(warp - 1) * per + k][lane] = v[k][e];
 		} else if (warp == 0 && t > 0) {
-			int n = rows - (t - 1) * COL_ROWS;
+			int n = r1 - r0 - (t - 1) * COL_ROWS;
 			n = n < COL_ROWS ? n : COL_ROWS;
 			#pragma unroll 16
 			for (int r = 0; r < n; r++) {
@@ -109,6 +140,35 @@ static __device__ void column_pass(int rows, int cols, Load load, Fold fold)
 		__syncthreads();
 	}
 }
+
+/* out[col] = s, or += s where add (layer norm's parameters gather) */
+static __device__ inline void col_put(float *out, int col, double s, int add)
+{
+	out[col] = add ? out[col] + (float)s : (float)s;
+}
+
+/* A range's NS sums of column col (NS 1 or 2: out0, out1): the outputs
+ * where the rows are one range, else cu.colsum's [range][NS][cols] for
+ * col_finish */
+template <int NS>
+static __device__ void col_out(const double *s, int col, int cols, double *part, float *out0,
+			       float *out1, int add)
+{
+	if (col >= cols)
+		return;
+	if (gridDim.y > 1) {
+		for (int e = 0; e < NS; e++)
+			part[((size_t)blockIdx.y * NS + e) * cols + col] = s[e];
+		return;
+	}
+	col_put(out0, col, s[0], add);
+	if (NS > 1)
+		col_put(out1, col, s[1], add);
+}
+
+/* The ranges' sums in order into out0 (and out1 where ns is 2): after a
+ * launch of more than one range; nothing after one */
+void cu_col_finish(int ns, int cols, unsigned chunks, float *out0, float *out1, int add);
 
 /* Blocks for n elements a thread each, grid-stride beyond */
 static inline unsigned cu_blocks(size_t n)
@@ -153,6 +213,8 @@ void cu_mul(const float *a, const float *b, float *y, size_t n);
 void cu_add(const float *a, const float *b, float *y, size_t n);
 void cu_scale(float *x, size_t n, float s);
 void cu_round(float *x, size_t n, int prec);
+void cu_narrow(const float *x, uint16_t *y, size_t n, int prec);
+void cu_widen(const uint16_t *x, float *y, size_t n, int prec);
 size_t cu_nonfinite(const float *x, size_t n);
 void cu_adam(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
 	     float beta2, float eps, float wd, int decoupled, long long step, float gscale);

@@ -3,8 +3,9 @@
  * schedule).
  *  - layer norm: a warp a row for y and dx, its sums in double by lanes
  *    and a butterfly (every lane gets the same bits); dgamma and dbeta a
- *    thread a column, rows in order in double (column_pass): the
- *    reference's order and arithmetic, so its bits;
+ *    thread a column, rows in order in double by ranges (column_pass):
+ *    the reference's order and arithmetic, so its bits, where the rows
+ *    are one range;
  *  - embedding backward: a block an id, its tokens in order (the
  *    reference's bits); positional backward: a thread an element of dp,
  *    the batch in order (likewise);
@@ -111,10 +112,10 @@ static __global__ void ln_dx_kernel(const float *x, const float *dy, const float
 
 static __global__ void ln_param_kernel(const float *x, const float *dy, const float *mean,
 				       const float *rstd, float *dgamma, float *dbeta, int rows,
-				       int C)
+				       int C, double *part)
 {
 	int c = blockIdx.x * WARP + threadIdx.x % WARP;
-	double sg = 0.0, sb = 0.0;
+	double s[2] = { 0.0, 0.0 };	/* dgamma's, dbeta's */
 	column_pass<2>(rows, C,
 		       [=](int r, int col, float *v) {
 			       size_t i = (size_t)r * C + col;
@@ -122,27 +123,28 @@ static __global__ void ln_param_kernel(const float *x, const float *dy, const fl
 			       v[1] = dy[i];
 		       },
 		       [&](const float *v) {
-			       sg += (double)v[1] * v[0];
-			       sb += v[1];
+			       s[0] += (double)v[1] * v[0];
+			       s[1] += v[1];
 		       });
-	if (threadIdx.x < WARP && c < C) {
-		dgamma[c] += (float)sg;
-		dbeta[c] += (float)sb;
-	}
+	if (threadIdx.x < WARP)
+		col_out<2>(s, c, C, part, dgamma, dbeta, 1);
 }
 
 void cu_layernorm_backward(const float *x, const float *dy, const float *gamma,
 			   const float *mean, const float *rstd, float *dx, float *dgamma,
 			   float *dbeta, int rows, int C)
 {
+	unsigned chunks;
 	if (rows < 1 || C < 1)
 		return;
 	ln_dx_kernel<<<warp_blocks(rows), ROWS_PER_BLOCK * WARP, 0, cu.stream>>>(
 		x, dy, gamma, mean, rstd, dx, rows, C);
 	cu_launched("layernorm_backward");
-	ln_param_kernel<<<col_blocks(C), COL_BLOCK, 0, cu.stream>>>(x, dy, mean, rstd, dgamma,
-								      dbeta, rows, C);
+	chunks = col_chunks(rows, 2, C);
+	ln_param_kernel<<<dim3(col_blocks(C), chunks), COL_BLOCK, 0, cu.stream>>>(
+		x, dy, mean, rstd, dgamma, dbeta, rows, C, cu.colsum);
 	cu_launched("layernorm_backward");
+	cu_col_finish(2, C, chunks, dgamma, dbeta, 1);
 }
 
 /* ---- embeddings and positions ---- */

@@ -1317,10 +1317,14 @@ out:
  * and 2 threads wait on each other more than they work), and backward
  * widens 16-bit activations into its halves (x, then y) */
 #define STAGE_FLOATS ((size_t)1 << 19)
+/* A device backend's stage: as large as the longest range it can use, up
+ * to 64 MiB, since each range is a launch of every kernel over it and a
+ * GPU wants them long */
+#define DEVICE_STAGE_FLOATS ((size_t)1 << 24)
 
 static int make_buffers(dlt_model *m, int pipelined)
 {
-	size_t work = 0, stage = 0;
+	size_t work = 0, stage = 0, whole = 0;
 	int rc;
 	/* sharing was planned a link at a time; point each at the owner */
 	for (int i = 0; i < m->n_t; i++) {
@@ -1339,13 +1343,19 @@ static int make_buffers(dlt_model *m, int pipelined)
 			return DLT_ENOMEM;
 		if (t->read16 && 2 * (t->n / t->rows) > stage)
 			stage = 2 * (t->n / t->rows);	/* a row of x and one of y */
+		if (t->read16 && 2 * t->n * (size_t)m->max_batch > whole)
+			whole = 2 * t->n * (size_t)m->max_batch;
 	}
 	for (int i = 0; m->halves && i < m->n_layers; i++) {
 		const dlt_layer *l = &m->layers[i];
 		if (l->kind == DLT_LAYER_ATTENTION && 4 * m->t[l->in].n > stage)
 			stage = 4 * m->t[l->in].n;	/* a batch's q, k, v and att */
+		if (l->kind == DLT_LAYER_ATTENTION && 4 * m->t[l->in].n * (size_t)m->max_batch > whole)
+			whole = 4 * m->t[l->in].n * (size_t)m->max_batch;
 	}
 	if (m->halves) {
+		if (!m->be->host && stage < whole)
+			stage = whole < DEVICE_STAGE_FLOATS ? whole : DEVICE_STAGE_FLOATS;
 		m->stage_n = stage > STAGE_FLOATS ? stage : STAGE_FLOATS;
 		if (!(m->stage = alloc_rows(m, 1, m->stage_n, sizeof(float))))
 			return DLT_ENOMEM;
@@ -2046,14 +2056,14 @@ static const float *rows_of(const dlt_model *m, int i, const uint16_t *h, size_t
 }
 
 /* Rows of width w a range of the stage takes, a half of it for x and one
- * for y (make_buffers makes room for one row each): RANGE_FLOATS each at
- * most (512 KiB), so that the widened range is still in cache when the
- * op reads it */
+ * for y (make_buffers makes room for one row each): on the host
+ * RANGE_FLOATS each at most (512 KiB), so that the widened range is still
+ * in cache when the op reads it */
 #define RANGE_FLOATS ((size_t)1 << 17)
 
 static size_t stage_rows(const dlt_model *m, size_t w)
 {
-	size_t n = m->stage_n / 2 < RANGE_FLOATS ? m->stage_n / 2 : RANGE_FLOATS;
+	size_t n = m->be->host && m->stage_n / 2 > RANGE_FLOATS ? RANGE_FLOATS : m->stage_n / 2;
 	return n / w ? n / w : 1;
 }
 

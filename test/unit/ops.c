@@ -134,6 +134,11 @@ static const mat mats[] = {
  * once (done a range of K at a time there) */
 static const mat longk[] = { { 16, 16, 600000 } };
 
+/* Column sums over rows enough that CUDA sums them in ranges (one per
+ * 512 rows, the ranges' sums in order): rows and width as its GPT's, and
+ * one short of a range more */
+static const mat tall[] = { { 32768, 384, 1 }, { 2559, 33, 1 } };
+
 /* [B, T, C] activations, H heads: T around the attention's 64-row tiles
  * (1, 7, 33, 63, 64, 65, 75, 130), head sizes 8 to 64, rows 1 to 300 */
 typedef struct seq {
@@ -145,6 +150,9 @@ static const seq seqs[] = {
 	{ 1, 65, 16, 2 }, { 1, 130, 48, 6 }, { 2, 130, 128, 4 }, { 4, 75, 40, 5 },
 	{ 3, 1, 128, 4 }, { 2, 33, 384, 6 },
 };
+
+/* A layer norm over as many rows as tall[]'s first */
+static const seq tall_seqs[] = { { 128, 256, 384, 6 }, { 3, 853, 40, 5 } };
 
 #define NO_BIAS 1
 #define NO_DX 2
@@ -456,14 +464,14 @@ static double check_act_backward(const dlt_backend *be, size_t i, int arg)
 	return d;
 }
 
+/* arg: 1 for tall[] */
 static double check_bias_grad(const dlt_backend *be, size_t i, int arg)
 {
-	mat s = mats[i];
+	mat s = arg ? tall[i] : mats[i];
 	size_t n = (size_t)s.rows * s.cols;
 	float *dy = randv(n, -1, 1), *db = nanv(s.cols), *gdy = upf(be, dy, n);
 	float *gdb = dnan(be, s.cols), *got;
 	double d;
-	(void)arg;
 	be->bias_grad(gdy, gdb, s.rows, s.cols);
 	ref->bias_grad(dy, db, s.rows, s.cols);
 	got = down(be, gdb, s.cols);
@@ -820,7 +828,7 @@ static double check_layernorm_forward(const dlt_backend *be, size_t i, int arg)
  * the reference's order (its bits) */
 static double check_layernorm_backward(const dlt_backend *be, size_t i, int arg)
 {
-	seq s = seqs[i];
+	seq s = arg & 2 ? tall_seqs[i] : seqs[i];
 	int rows = s.B * s.T, C = s.C;
 	size_t n = (size_t)rows * C;
 	float *x = randv(n, -2, 2), *g = randv(C, 0.5f, 1.5f), *b = randv(C, -1, 1);
@@ -1573,11 +1581,12 @@ static double check_threads(const dlt_backend *be, size_t i, int arg)
 
 /* ---- the table ---- */
 
-enum set { MATS, LONGK, SEQS, CONVS, POOLS, BNS, ONE };
+enum set { MATS, LONGK, TALL, SEQS, TALL_SEQS, CONVS, POOLS, BNS, ONE };
 
 static size_t set_size(int set)
 {
-	static const size_t n[] = { N(mats), N(longk), N(seqs), N(convs), N(ops_pools), N(bns), 1 };
+	static const size_t n[] = { N(mats), N(longk), N(tall), N(seqs),
+				     N(tall_seqs), N(convs), N(ops_pools), N(bns), 1 };
 	return n[set];
 }
 
@@ -1588,6 +1597,7 @@ static void say_shape(int set, size_t i, char *buf, size_t len)
 	const conv_case *c = set == CONVS ? &convs[i] : NULL;
 	const pool_case *p = set == POOLS ? &ops_pools[i] : NULL;
 	const bn_case *b = set == BNS ? &bns[i] : NULL;
+	const seq *q;
 	char mean[32];
 	switch (set) {
 	case MATS:
@@ -1596,9 +1606,13 @@ static void say_shape(int set, size_t i, char *buf, size_t len)
 	case LONGK:
 		say_mat(&longk[i], buf, len);
 		break;
+	case TALL:
+		say_mat(&tall[i], buf, len);
+		break;
 	case SEQS:
-		snprintf(buf, len, "B %d T %d C %d H %d", seqs[i].B, seqs[i].T, seqs[i].C,
-			 seqs[i].H);
+	case TALL_SEQS:
+		q = set == SEQS ? &seqs[i] : &tall_seqs[i];
+		snprintf(buf, len, "B %d T %d C %d H %d", q->B, q->T, q->C, q->H);
 		break;
 	case CONVS:
 		snprintf(buf, len, "n%d c%d %dx%d k%d %dx%d s%d,%d p%d,%d d%d,%d g%d%s%s%s%s",
@@ -1712,6 +1726,8 @@ static const row rows[] = {
 	{ "act_backward sigmoid", check_act_backward, DLT_ACT_SIGMOID, MATS, { 1e-7, 0 } },
 	{ "act_backward gelu_tanh", check_act_backward, DLT_ACT_GELU_TANH, MATS, { 1e-7, 1e-6 } },
 	{ "bias_grad", check_bias_grad, 0, MATS, { 0, 0 } },
+	/* CUDA's ranges: a float's last bit apart from the rows in order */
+	{ "bias_grad, rows in ranges", check_bias_grad, 1, TALL, { 0, 2.4e-7 } },
 	{ "softmax_xent", check_softmax_xent, 3, MATS, { 1e-7, 1e-6 } },
 	{ "softmax_xent wide logits", check_softmax_xent, 200, MATS, { 1e-7, 1e-6 } },
 	{ "pointwise_loss mse", check_pointwise_loss, DLT_LOSS_MSE, MATS, { 0, 1e-6 } },
@@ -1755,6 +1771,8 @@ static const row rows[] = {
 	{ "layernorm_forward, mean 100", check_layernorm_forward, 100, SEQS, { 2e-6, 1e-6 } },
 	{ "layernorm_backward dx", check_layernorm_backward, 0, SEQS, { 2e-6, 1e-6 } },
 	{ "layernorm_backward dgamma dbeta", check_layernorm_backward, 1, SEQS, { 0, 0 } },
+	{ "layernorm_backward dgamma dbeta, rows in ranges", check_layernorm_backward, 3,
+	  TALL_SEQS, { 0, 2.4e-7 } },
 	{ "embedding_forward", check_embedding_forward, 0, SEQS, { 0, 0 } },
 	{ "embedding_forward, ids out of range", check_embedding_forward, 1, SEQS, { 0, 0 } },
 	{ "embedding_backward", check_embedding_backward, 0, SEQS, { 0, 0 } },
