@@ -822,6 +822,24 @@ fail:
 	return rc;
 }
 
+/* train.storage: auto, 16 or 32 (bf16 and fp16 only) */
+static int parse_storage(const dlt_node *train, dlt_config *c)
+{
+	static const char *const names[] = { "auto", "16", "32", NULL };
+	static const int bits[] = { 0, 16, 32 };
+	const dlt_node *n = get(train, "storage");
+	int rc, at = 0;
+
+	c->train.storage = 0;
+	DLT_TRY(get_word(train, "train", "storage", "auto, 16 or 32", names, &at));
+	if (at)
+		c->train.storage = bits[at - 1];
+	if (c->train.storage && !strcmp(c->train.precision, "fp32"))
+		rc = bad(n, "train.storage", "applies to precision bf16 and fp16 only, not fp32");
+fail:
+	return rc;
+}
+
 /* train.loss_scale: {init, growth_interval}, fp16's dynamic loss scaling.
  * The scale is a power of two so that scaling and unscaling are exact. */
 static int parse_loss_scale(const dlt_node *train, dlt_config *c)
@@ -852,9 +870,9 @@ fail:
 static int parse_train(const dlt_node *root, dlt_config *c)
 {
 	static const char *const keys[] = {
-		"epochs", "batch", "seed", "threads", "log_every", "precision", "loss_scale",
-		"optimizer", "schedule", "loss", "steps", "context", "eval_every", "eval_batches",
-		"clip", "accumulate", "init", NULL,
+		"epochs", "batch", "seed", "threads", "log_every", "precision", "storage",
+		"loss_scale", "optimizer", "schedule", "loss", "steps", "context", "eval_every",
+		"eval_batches", "clip", "accumulate", "init", NULL,
 	};
 	static const char *const inits[] = { "default", "gpt2", NULL };
 	const dlt_node *t = get(root, "train");
@@ -870,6 +888,7 @@ static int parse_train(const dlt_node *root, dlt_config *c)
 	DLT_TRY(get_int(t, "train", "threads", 0, INT_MAX, &c->train.threads));
 	DLT_TRY(get_int(t, "train", "log_every", 1, INT_MAX, &c->train.log_every));
 	DLT_TRY(parse_precision(t, c));
+	DLT_TRY(parse_storage(t, c));
 	DLT_TRY(parse_loss_scale(t, c));
 	DLT_TRY(parse_optim(t, &c->train.optim));
 	DLT_TRY(parse_sched(t, &c->train.sched));

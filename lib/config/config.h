@@ -153,6 +153,10 @@ typedef struct dlt_config {
 		int threads;		/* 0: DLT_THREADS / OMP_NUM_THREADS / cores */
 		int log_every;		/* steps between train records, default 100 */
 		char precision[8];	/* "fp32" (default), "bf16", "fp16" */
+		/* bf16 and fp16: where backward's activations wait, 16 or 32
+		 * bits; 0 (auto): 16 on the CPU where that takes a tenth less
+		 * memory, 32 on a GPU */
+		int storage;
 		/* fp16's dynamic loss scaling: the first scale (a power of
 		 * two, default 65536) and the clean steps after which it
 		 * doubles (default 2000), as PyTorch's GradScaler */

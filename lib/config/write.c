@@ -307,6 +307,8 @@ int dlt_config_write_yaml(const dlt_config *c, dlt_buf *buf)
 	    c->train.threads, c->train.log_every);
 	str(&o, c->train.precision);
 	put(&o, "\n");
+	if (c->train.storage)
+		put(&o, "  storage: %d\n", c->train.storage);
 	if (!strcmp(c->train.precision, "fp16"))
 		put(&o, "  loss_scale: {init: %s, growth_interval: %d}\n",
 		    f64(s, sizeof(s), c->train.loss_scale.init), c->train.loss_scale.growth_interval);

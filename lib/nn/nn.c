@@ -1231,12 +1231,16 @@ static int plan_block(dlt_model *m, int halves, buf_life *g, int *order, int *li
 	return 0;
 }
 
-/* bf16 and fp16 keep what backward reads in 16 bits where that takes a
- * tenth less memory: where backward needs an activation beside gradients
- * as large (a CNN's first conv), its peak stays, and the narrowing and
- * widening passes would cost time for nothing.  pipelined: a stage runs a
- * range of the ops, so an activation's last reader in forward may not run
- * where its backward does: none is kept in 16 bits. */
+/* bf16 and fp16 keep what backward reads in 16 bits (train.storage 16),
+ * or by default on a host backend where that takes a tenth less memory:
+ * where backward needs an activation beside gradients as large (a CNN's
+ * first conv), its peak stays, and the narrowing and widening passes
+ * would cost time for nothing.  A device's kernels read f32, so there
+ * the passes cost time the memory they save seldom pays for (a sixth of
+ * the small GPT's bf16 step on an H200): 32 unless asked.  pipelined: a
+ * stage runs a range of the ops, so an activation's last reader in
+ * forward may not run where its backward does: none is kept in 16
+ * bits. */
 static int make_pool(dlt_model *m, int pipelined)
 {
 	int n = 0, k, n_attn = 0, rc, halves = 0;
@@ -1257,11 +1261,12 @@ static int make_pool(dlt_model *m, int pipelined)
 		rc = DLT_ENOMEM;
 		goto out;
 	}
-	if (m->prec != DLT_PREC_F32 && m->be->narrow && !pipelined) {
+	if (m->prec != DLT_PREC_F32 && m->be->narrow && !pipelined && m->storage != 32 &&
+	    (m->storage == 16 || m->be->host)) {
 		if ((rc = plan_block(m, 1, g, order, live, &n, &total, &with)) < 0 ||
 		    (rc = plan_block(m, 0, g, order, live, &n, &total, &without)) < 0)
 			goto out;
-		halves = with < 0.9 * without;
+		halves = m->storage == 16 || with < 0.9 * without;
 	}
 	if ((rc = plan_block(m, halves, g, order, live, &n, &total, &with)) < 0)
 		goto out;
@@ -1450,6 +1455,7 @@ int dlt_model_init(dlt_model *m, const dlt_config *c, const dlt_backend *be,
 		: !strcmp(c->train.precision, "fp16") ? DLT_PREC_F16 : DLT_PREC_F32;
 	m->loss_scale = 1.0f;
 	m->init_gpt2 = c->train.init_gpt2;
+	m->storage = c->train.storage;
 	DLT_TRY(new_tensor(&p, in, 1));
 	m->in_features = (int)m->t[0].n;
 	DLT_TRY(plan_seq(&p, c->layers, c->n_layers, &cur));

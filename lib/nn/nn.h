@@ -67,6 +67,7 @@ typedef struct dlt_model {
 	int prec;		/* enum dlt_prec of the activations and products */
 	int halves;		/* activations wait for backward in 16 bits (make_pool) */
 	int init_gpt2;		/* train.init: gpt2 */
+	int storage;		/* train.storage: 0 (auto), 16, 32 */
 	int n_attention;	/* attention layers (GPT-2's init scales by them) */
 	int out_rows;		/* positions of the output a sample (a sequence's T) */
 	float loss_scale;	/* the loss's gradient is multiplied by it (fp16) */

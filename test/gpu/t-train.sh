@@ -227,6 +227,16 @@ test_expect_success 'GPT bf16: the GPU run tracks the CPU run' '
 '
 summary gpt-bf16
 
+# train.storage 16 on the GPU: activations kept in 16 bits (narrow, widen,
+# the products reading 16-bit operands, the attention a range of batches
+# at a time), the bits of f32 storage (the GPU's default)
+test_expect_success 'GPT bf16 on the GPU: storage 16 trains the bits of storage 32' '
+	dlt-train -c gpt.yaml -o gpt-bf16-s16 -s device=cuda -q -s train.precision=bf16 \
+		-s train.storage=16 >/dev/null &&
+	dlt-ckpt diff gpt-bf16-cuda/model.dlt gpt-bf16-s16/model.dlt >s16.diff &&
+	tail -1 s16.diff && grep -q "^all [0-9]* tensors equal" s16.diff
+'
+
 test_expect_success 'dlt-infer --device cuda: the greedy text of the CPU, and the same score' '
 	dlt-infer -m gpt-f32-cuda/model.dlt --device cuda --generate 40 --temperature 0 "the " >g.cuda &&
 	dlt-infer -m gpt-f32-cuda/model.dlt --device cpu --generate 40 --temperature 0 "the " >g.cpu &&

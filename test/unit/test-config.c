@@ -1113,6 +1113,11 @@ static void test_device_precision(void)
 		dlt_config_free(&cfg);
 	}
 	round_trip(BASE "device: cuda:2\ntrain: {precision: fp16}\n", "device and precision");
+	ok_rc(load(BASE "train: {precision: bf16, storage: 16}\n", NULL), 0, "storage: 16");
+	ok(cfg.train.storage == 16, "read as 16");
+	dlt_config_free(&cfg);
+	round_trip(BASE "train: {precision: fp16, storage: 32}\n", "storage: 32");
+	round_trip(BASE "train: {precision: bf16, storage: auto}\n", "storage: auto");
 }
 
 static void test_round_trip(void)
