@@ -1243,7 +1243,7 @@ static int plan_block(dlt_model *m, int halves, buf_life *g, int *order, int *li
  * bits. */
 static int make_pool(dlt_model *m, int pipelined)
 {
-	int n = 0, k, n_attn = 0, rc, halves = 0;
+	int n = 0, k, n_attn = 0, rc, halves = 0, can16;
 	size_t total;
 	double with, without;
 	buf_life *g;
@@ -1261,12 +1261,14 @@ static int make_pool(dlt_model *m, int pipelined)
 		rc = DLT_ENOMEM;
 		goto out;
 	}
-	if (m->prec != DLT_PREC_F32 && m->be->narrow && !pipelined && m->storage != 32 &&
-	    (m->storage == 16 || m->be->host)) {
+	can16 = m->prec != DLT_PREC_F32 && m->be->narrow && !pipelined;
+	if (can16 && m->storage == 16) {
+		halves = 1;
+	} else if (can16 && !m->storage && m->be->host) {
 		if ((rc = plan_block(m, 1, g, order, live, &n, &total, &with)) < 0 ||
 		    (rc = plan_block(m, 0, g, order, live, &n, &total, &without)) < 0)
 			goto out;
-		halves = m->storage == 16 || with < 0.9 * without;
+		halves = with < 0.9 * without;
 	}
 	if ((rc = plan_block(m, halves, g, order, live, &n, &total, &with)) < 0)
 		goto out;

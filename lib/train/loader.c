@@ -78,7 +78,7 @@ static void *loader_main(void *arg)
 		for (int i = 0; l->augment && i < count; i++)
 			augment(l, l->x[slot] + (size_t)i * l->features,
 				l->aug.first + first + (size_t)i);
-		if (l->norm_on && l->norm.round != DLT_PREC_F32)
+		if (dlt_loader_rounds(l))
 			dlt_round_samples(l->x[slot], (size_t)count * l->features, l->norm.round);
 		pthread_mutex_lock(&l->mu);
 		l->count[slot] = count;
@@ -191,6 +191,11 @@ int dlt_loader_next(dlt_loader *l, float **x, void **y, int *mine)
 	*x = l->x[slot];
 	*y = l->y[slot];
 	return total;
+}
+
+int dlt_loader_rounds(const dlt_loader *l)
+{
+	return l->norm_on && l->norm.round != DLT_PREC_F32;
 }
 
 void dlt_loader_stop(dlt_loader *l)

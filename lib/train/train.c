@@ -184,13 +184,6 @@ static int pipe_loss_at(void *ctx, int k0, int n)
 	return 0;
 }
 
-/* Whether l's batches come rounded to the model's input precision
- * (its normalise's round, which run sets from dlt_model_input_prec) */
-static int rounded_by(const dlt_loader *l)
-{
-	return l->norm_on && l->norm.round != DLT_PREC_F32;
-}
-
 static int evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t n,
 		    double *loss, double *metrics, double *rate)
 {
@@ -215,7 +208,7 @@ static int evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t n
 			dlt_model_params_pass(&s->m, 0);
 			continue;
 		}
-		dlt_model_set_input(&s->m, x, b, rounded_by(l));
+		dlt_model_set_input(&s->m, x, b, dlt_loader_rounds(l));
 		dlt_model_forward(&s->m, b, 0, 0);
 		sums[0] += dlt_model_loss(&s->m, y, b, &c) * b;
 		add_sums(s, 1, y, b, c, sums + 1);
@@ -717,7 +710,7 @@ static int setup(run_state *s)
 	const dlt_config *c = s->c;
 	const dlt_backend *be;
 	dlt_normalise norm;
-	int threads = c->train.threads, rc;
+	int threads = c->train.threads, input_round, rc;
 
 	s->comm = s->h ? s->h->comm : NULL;
 	s->rank = s->comm ? s->comm->rank : 0;
@@ -814,10 +807,11 @@ static int setup(run_state *s)
 				       s->m.prec == DLT_PREC_F16 ? c->train.loss_scale.init : 0,
 				       c->train.loss_scale.growth_interval));
 	}
-	norm = dlt_dataset_normalise(&s->train);
 	/* the loader's thread rounds the input where the model would (not a
 	 * pipeline's: its stages' models are apart) */
-	norm.round = s->pipe.stages ? DLT_PREC_F32 : dlt_model_input_prec(&s->m);
+	input_round = s->pipe.stages ? DLT_PREC_F32 : dlt_model_input_prec(&s->m);
+	norm = dlt_dataset_normalise(&s->train);
+	norm.round = input_round;
 	DLT_TRY(dlt_loader_start(&s->train_ld, s->tokens ? s->tok_train : &s->train.src,
 				 s->tokens ? NULL : &norm, c->train.batch, s->dp_rank, s->dp_ranks,
 				 be));
@@ -829,7 +823,7 @@ static int setup(run_state *s)
 	}
 	if (s->have_test) {
 		norm = dlt_dataset_normalise(&s->test);
-		norm.round = s->pipe.stages ? DLT_PREC_F32 : dlt_model_input_prec(&s->m);
+		norm.round = input_round;
 		DLT_TRY(dlt_loader_start(&s->test_ld, s->tokens ? s->tok_test : &s->test.src,
 					 s->tokens ? NULL : &norm, c->train.batch, s->dp_rank,
 					 s->dp_ranks, be));
@@ -1596,7 +1590,7 @@ static int train_loop(run_state *s)
 					 * mine samples */
 					double l;
 					s->m.grad_batch = b * acc;
-					dlt_model_set_input(&s->m, x, mine, rounded_by(&s->train_ld));
+					dlt_model_set_input(&s->m, x, mine, dlt_loader_rounds(&s->train_ld));
 					dlt_model_forward(&s->m, mine, 1, s->opt.step);
 					l = dlt_model_loss(&s->m, y, mine, &correct) * mine;
 					if (s->fault == DLT_FAULT_NAN && faulty(s))

@@ -216,6 +216,9 @@ void dlt_loader_pass(dlt_loader *l, const uint32_t *order, size_t n, const dlt_a
  * [size * r / R, size * (r + 1) / R) of each batch), which x and y hold.
  * The buffers stay valid until the next call. */
 int dlt_loader_next(dlt_loader *l, float **x, void **y, int *mine);
+/* Whether the batches come rounded to a precision (norm's round, which
+ * train sets from dlt_model_input_prec) */
+int dlt_loader_rounds(const dlt_loader *l);
 void dlt_loader_stop(dlt_loader *l);
 
 /* What the loop reports as it goes; the program decides how to show it. */
