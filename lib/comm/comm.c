@@ -405,6 +405,13 @@ int dlt_comm_broadcast(dlt_comm *c, void *p, size_t bytes)
 	return c->broadcast(c, p, bytes) ? failed_at(c, "broadcast from rank 0", t0) : 0;
 }
 
+int dlt_comm_p2p_open(dlt_comm *c)
+{
+	if (!c->send)
+		return dlt_error(DLT_EFAIL, "%s has no point to point", c->name);
+	return c->p2p_open && c->p2p_open(c) ? failed(c) : 0;
+}
+
 int dlt_comm_send(dlt_comm *c, const float *x, size_t n, int to)
 {
 	if (!c->send)

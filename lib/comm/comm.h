@@ -57,7 +57,7 @@ void dlt_batch_job_get(dlt_batch_job *j);
  * begun now and done at sum_wait, which waits for every begun one, and
  * each takes at most 2^31 - 1 floats a piece (dlt_comm_reduce_scatter
  * and the others below cut larger ones into several). */
-#define DLT_COMM_ABI 4
+#define DLT_COMM_ABI 5
 typedef struct dlt_comm {
 	const char *name;		/* "mpi", "nccl" */
 	int rank, size;
@@ -90,7 +90,13 @@ typedef struct dlt_comm {
 	 * floats of x to rank to, begun now and done by the next sum_wait
 	 * (x stays as it is until then); n floats from rank from into x,
 	 * done when it returns.  What one rank sends another arrives in the
-	 * order it was sent. */
+	 * order it was sent.  p2p_open, which every rank calls once and
+	 * together before its first send or recv (NULL: nothing to open),
+	 * opens what they need: NCCL runs a communicator's calls one after
+	 * the other in the order each rank made them, so that a send would
+	 * wait behind a receive queued before it, on ranks that reach their
+	 * sends and receives at different times (a pipeline's stages) */
+	int (*p2p_open)(struct dlt_comm *c);
 	int (*send)(struct dlt_comm *c, const float *x, size_t n, int to);
 	int (*recv)(struct dlt_comm *c, float *x, size_t n, int from);
 	/* The ranks of this color, ordered by key, as a comm of their own in
@@ -133,6 +139,7 @@ int dlt_comm_progress(dlt_comm *c);
 int dlt_comm_sum_wait(dlt_comm *c);
 int dlt_comm_sum_f64(dlt_comm *c, double *x, int n);
 int dlt_comm_broadcast(dlt_comm *c, void *p, size_t bytes);
+int dlt_comm_p2p_open(dlt_comm *c);
 int dlt_comm_send(dlt_comm *c, const float *x, size_t n, int to);
 int dlt_comm_recv(dlt_comm *c, float *x, size_t n, int from);
 /* A group of c's ranks (split), closed with dlt_comm_close before c */

@@ -103,8 +103,6 @@ int dlt_pipe_init(dlt_pipe *p, const dlt_config *c, dlt_model *m, dlt_comm *comm
 	p->stages = S;
 	p->micro = c->dist.pipe.micro;
 	p->schedule = c->dist.pipe.schedule;
-	if (!m->be->host)
-		return dlt_error(DLT_EINPUT, "%s: dist.pipeline runs on CPU ranks", where);
 	/* its forward runs twice a micro-batch: the running statistics would
 	 * move twice */
 	for (int i = 0; i < m->n_layers; i++)
@@ -136,15 +134,17 @@ int dlt_pipe_init(dlt_pipe *p, const dlt_config *c, dlt_model *m, dlt_comm *comm
 	n_in = (size_t)batch * p->w_in;
 	n_out = (size_t)batch * p->w_out;
 	n_acc = p->ranges[p->stage + 1] - p->ranges[p->stage];
-	if ((p->stage > 0 && (!(p->in = dlt_zalloc_aligned(n_in * sizeof(float))) ||
-			      !(p->gin = dlt_zalloc_aligned(n_in * sizeof(float))))) ||
-	    (p->stage < S - 1 && (!(p->out = dlt_zalloc_aligned(n_out * sizeof(float))) ||
-				  !(p->gout = dlt_zalloc_aligned(n_out * sizeof(float))))) ||
-	    (n_acc && !(p->acc = dlt_zalloc_aligned(n_acc * sizeof(float)))) ||
-	    (p->tied >= 0 && !(p->tied_acc = dlt_zalloc_aligned(m->params[p->tied].n *
-							       sizeof(float)))))
-		return dlt_error(DLT_ENOMEM, "out of memory for the pipeline's stashes");
-	return 0;
+	/* in the backend's memory, which the comm sends from (a GPU's) */
+	if ((p->stage > 0 && (!(p->in = m->be->alloc(n_in * sizeof(float))) ||
+			      !(p->gin = m->be->alloc(n_in * sizeof(float))))) ||
+	    (p->stage < S - 1 && (!(p->out = m->be->alloc(n_out * sizeof(float))) ||
+				  !(p->gout = m->be->alloc(n_out * sizeof(float))))) ||
+	    (n_acc && !(p->acc = m->be->alloc(n_acc * sizeof(float)))) ||
+	    (p->tied >= 0 && !(p->tied_acc = m->be->alloc(m->params[p->tied].n *
+							   sizeof(float)))))
+		return dlt_error(DLT_ENOMEM, "out of %s memory for the pipeline's stashes",
+				 m->be->name);
+	return dlt_comm_p2p_open(comm);
 }
 
 void dlt_pipe_rank_ranges(const dlt_pipe *p, size_t *ranges)
@@ -160,14 +160,12 @@ void dlt_pipe_rank_ranges(const dlt_pipe *p, size_t *ranges)
 
 void dlt_pipe_free(dlt_pipe *p)
 {
+	float *stash[] = { p->in, p->out, p->gout, p->gin, p->acc, p->tied_acc };
 	free(p->first);
 	free(p->ranges);
-	dlt_free_aligned(p->in);
-	dlt_free_aligned(p->out);
-	dlt_free_aligned(p->gout);
-	dlt_free_aligned(p->gin);
-	dlt_free_aligned(p->acc);
-	dlt_free_aligned(p->tied_acc);
+	for (size_t i = 0; i < sizeof(stash) / sizeof(stash[0]); i++)
+		if (stash[i])
+			p->m->be->free(stash[i]);
 	memset(p, 0, sizeof(*p));
 }
 

@@ -444,20 +444,25 @@ static void release_except(float *block, size_t a, size_t b, size_t lo, size_t h
 	}
 }
 
-/* ZeRO 2 and 3: the pages of block[a, b) outside this rank's range */
+/* ZeRO 2 and 3: the pages of block[a, b) outside this rank's range (a
+ * CPU's, as release_stages says) */
 static void release_outside(const run_state *s, float *block, size_t a, size_t b)
 {
-	release_except(block, a, b, s->ranges[s->rank], s->ranges[s->rank + 1]);
+	if (s->m.be->host)
+		release_except(block, a, b, s->ranges[s->rank], s->ranges[s->rank + 1]);
 }
 
 /* A pipeline's rank holds the weights of its stage alone, and the last
- * stage its tied head's embedding too: the others' pages go back */
+ * stage its tied head's embedding too: the others' pages go back (a
+ * CPU's: a GPU's memory would need its virtual memory calls, cuMemMap) */
 static void release_stages(const run_state *s)
 {
 	const dlt_pipe *p = &s->pipe;
 	const dlt_model *m = &s->m;
 	size_t lo = p->ranges[p->stage], hi = p->ranges[p->stage + 1];
 	size_t keep = m->n_weights, end = m->n_weights;	/* none */
+	if (!m->be->host)
+		return;
 	if (p->tied >= 0 && p->stage == p->stages - 1) {
 		keep = m->params[p->tied].off;
 		end = keep + m->params[p->tied].n;

@@ -3,8 +3,9 @@
  * uploaded, run on the GPU, downloaded and compared; its CUDA column of
  * tolerances says why they are what they are), then what only a GPU has
  * to show: the table and one device per process, memory, values known by
- * hand (TF32 must not creep into f32), cuBLAS's same bits twice, timings,
- * and last a failed entry that makes the loss NaN.  Without a CUDA device
+ * hand (TF32 must not creep into f32), cuBLAS's same bits twice, a
+ * one-rank NCCL comm's groups and point to point, timings, and last a
+ * failed entry that makes the loss NaN.  Without a CUDA device
  * it lists the rows it would run and skips (TAP's 1..0).  test-cuda
  * --probe only says whether there is one: exit 0, or 1 with the reason on
  * stdout.  test-cuda --conv (or DLT_TEST_CUDA=conv) runs only the
@@ -18,6 +19,7 @@
 #include "tap.h"
 #include "vec.h"
 #include "ops.h"
+#include "comm/comm.h"
 #include "kernels/kernels.h"
 #include "util/util.h"
 
@@ -333,6 +335,49 @@ static void timings(void)
 
 /* Last, since it leaves the backend failed: an entry that fails (a
  * convolution whose output shape is wrong) makes the losses NaN. */
+/* A one-rank NCCL comm's group (split) and point to point (to itself):
+ * what a pipeline's stages and replicas use, which one GPU can run only
+ * this way (NCCL puts one rank on a GPU, a pipeline a stage a rank) */
+static void test_nccl_one_rank(void)
+{
+	dlt_rank_info r = { .rank = 0, .size = 1, .local_rank = 0, .local_size = 1,
+			    .launcher = "", .comm = "nccl" };
+	enum { N = 1000 };
+	float h[N], back[N], *x, *y;
+	dlt_comm *c = NULL, *g = NULL;
+
+	for (int i = 0; i < N; i++)
+		h[i] = (float)i * 0.25f - 7.0f;
+	if (!ok(dlt_comm_open(&c, &r, 0, 60) == 0, "DLT_COMM=nccl: a 1-rank NCCL comm (%s)",
+		c ? c->name : dlt_errmsg()))
+		return;
+	x = upf(h, N);
+	y = gpu->alloc(N * sizeof(float));
+	ok(dlt_comm_split(c, 0, 0, &g) == 0 && g->rank == 0 && g->size == 1 &&
+	   !strcmp(g->name, "nccl"), "split: a group of one NCCL rank, rank 0 (%s)",
+	   g ? "" : dlt_errmsg());
+	if (g) {
+		ok(dlt_comm_sum_begin(g, x, N) == 0 && dlt_comm_sum_wait(g) == 0,
+		   "the group sums (%s)", dlt_errmsg());
+		gpu->download(back, x, sizeof(back));
+		ok(!memcmp(back, h, sizeof(h)), "the sum over one rank is its own values");
+	}
+	ok(dlt_comm_p2p_open(c) == 0, "p2p_open: the lanes of point to point (%s)", dlt_errmsg());
+	ok(dlt_comm_send(c, x, 600, 0) == 0 && dlt_comm_send(c, x + 600, N - 600, 0) == 0 &&
+	   dlt_comm_recv(c, y, 600, 0) == 0 && dlt_comm_recv(c, y + 600, N - 600, 0) == 0 &&
+	   dlt_comm_sum_wait(c) == 0, "two sends to itself, received in their order (%s)",
+	   dlt_errmsg());
+	gpu->download(back, y, sizeof(back));
+	ok(!memcmp(back, h, sizeof(h)), "what it received is what it sent");
+	ok(dlt_comm_send(c, x, 10, 0) == 0 && dlt_comm_recv(c, y, 11, 0) < 0 &&
+	   strstr(dlt_errmsg(), "not the size of the send"),
+	   "a receive of another size than the send fails: %s", dlt_errmsg());
+	dlt_comm_close(g);
+	dlt_comm_close(c);
+	gpu->free(x);
+	gpu->free(y);
+}
+
 static void test_failure_shows(void)
 {
 	dlt_conv s = { .n = 1, .c = 1, .h = 4, .w = 4, .k = 1, .oh = 9, .ow = 9, .kh = 1,
@@ -395,6 +440,7 @@ int main(int argc, char **argv)
 	ops_run(gpu, OPS_CUDA, NULL);
 	test_gemm_repeat();
 	test_conv_exact();
+	test_nccl_one_rank();
 	if (!getenv("DLT_TEST_NO_TIMINGS"))
 		timings();
 	test_failure_shows();
