@@ -108,7 +108,7 @@ enum { DLT_FUSES_FORWARD = 1, DLT_FUSES_BACKWARD = 2 };
 /* The layout of dlt_backend: libdlt-cuda.so, built apart, fills one and
  * refuses a program of another layout.  One more with every change of
  * the struct. */
-#define DLT_BACKEND_ABI 6
+#define DLT_BACKEND_ABI 7
 
 typedef struct dlt_backend {
 	const char *name;
@@ -242,6 +242,9 @@ typedef struct dlt_backend {
 	void (*widen)(const uint16_t *x, float *y, size_t n, int prec);
 	/* How many of x are inf or NaN (fp16 loss scaling skips such steps). */
 	size_t (*nonfinite)(const float *x, size_t n);
+	/* The sum of x's squares in double, in DLT_SQUARES_CHUNK's order
+	 * (kernels/common/math.h): the same bits on every backend. */
+	double (*sum_squares)(const float *x, size_t n);
 
 	/* The transformer's (GPT-2's) layers over [B, T, C] activations, rows
 	 * = B * T.  Their backward ADDS into parameter gradients (+=), as

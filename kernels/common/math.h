@@ -399,6 +399,22 @@ DLT_HD static inline void dlt_adam_update(float *w, float g, float *m, float *v,
 	*w = p - s.step_size * (mm / (sqrtf(vv) / s.bc2_sqrt + s.eps));
 }
 
+/* A sum of squares in double (the gradients' norm that clipping takes),
+ * in one order on every backend: chunks of DLT_SQUARES_CHUNK floats from
+ * the start, each summed in 8 lanes (lane k the floats k, k + 8, ... of
+ * the chunk, in order) that dlt_squares_lanes adds in a fixed tree, and
+ * the chunks' sums added in order.  A float's square is exact in double,
+ * so only the sums round, and a contracted multiply-add rounds as they
+ * do: the bits depend on the values alone.  The chunks let a GPU sum
+ * its gradients where they are, 8 threads a chunk, instead of sending
+ * them to the host. */
+#define DLT_SQUARES_CHUNK 4096
+
+DLT_HD static inline double dlt_squares_lanes(const double s[8])
+{
+	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
 /* SGD as PyTorch (dampening 0): weight decay joins the gradient; the
  * momentum buffer starts as the first gradient; nesterov looks ahead.
  * The flags pick values (0 for the old buffer on the first step; g and

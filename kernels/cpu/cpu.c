@@ -427,6 +427,40 @@ static size_t cpu_nonfinite(const float *x, size_t n)
 	return bad;
 }
 
+/* One chunk of n <= DLT_SQUARES_CHUNK floats in its 8 lanes: eight
+ * running sums, a vector of doubles on the wide clones, whose bits are
+ * the same (the squares are exact) */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static double squares_chunk(const float *x, size_t n)
+{
+	double s[8] = { 0 };
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		for (int k = 0; k < 8; k++)
+			s[k] += (double)x[i + k] * x[i + k];
+	for (int k = 0; i + k < n; k++)
+		s[k] += (double)x[i + k] * x[i + k];
+	return dlt_squares_lanes(s);
+}
+
+static double cpu_sum_squares(const float *x, size_t n)
+{
+	enum { ROUND = 256 };	/* chunks a parallel round: a megafloat */
+	size_t chunks = (n + DLT_SQUARES_CHUNK - 1) / DLT_SQUARES_CHUNK;
+	double sums[ROUND], total = 0;
+	for (size_t c0 = 0; c0 < chunks; c0 += ROUND) {
+		int k = (int)min_sz(ROUND, chunks - c0);
+		#pragma omp parallel for schedule(static) if (k >= 8)
+		for (int c = 0; c < k; c++) {
+			size_t at = (c0 + (size_t)c) * DLT_SQUARES_CHUNK;
+			sums[c] = squares_chunk(x + at, min_sz(DLT_SQUARES_CHUNK, n - at));
+		}
+		for (int c = 0; c < k; c++)
+			total += sums[c];
+	}
+	return total;
+}
+
 static const dlt_backend cpu_backend = {
 	.name = "cpu",
 	.host = 1,
@@ -469,6 +503,7 @@ static const dlt_backend cpu_backend = {
 	.narrow = cpu_narrow,
 	.widen = cpu_widen,
 	.nonfinite = cpu_nonfinite,
+	.sum_squares = cpu_sum_squares,
 	.layernorm_forward = dlt_cpu_layernorm_forward,
 	.layernorm_backward = dlt_cpu_layernorm_backward,
 	.embedding_forward = dlt_cpu_embedding_forward,

@@ -175,6 +175,18 @@ static size_t ref_nonfinite(const float *x, size_t n)
 	return bad;
 }
 
+static double ref_sum_squares(const float *x, size_t n)
+{
+	double total = 0;
+	for (size_t at = 0; at < n; at += DLT_SQUARES_CHUNK) {
+		double s[8] = { 0 };
+		for (size_t i = at; i < n && i < at + DLT_SQUARES_CHUNK; i++)
+			s[(i - at) % 8] += (double)x[i] * x[i];
+		total += dlt_squares_lanes(s);
+	}
+	return total;
+}
+
 static const dlt_backend ref_backend = {
 	.name = "ref",
 	.host = 1,
@@ -214,6 +226,7 @@ static const dlt_backend ref_backend = {
 	.narrow = ref_narrow,
 	.widen = ref_widen,
 	.nonfinite = ref_nonfinite,
+	.sum_squares = ref_sum_squares,
 	.layernorm_forward = dlt_ref_layernorm_forward,
 	.layernorm_backward = dlt_ref_layernorm_backward,
 	.embedding_forward = dlt_ref_embedding_forward,

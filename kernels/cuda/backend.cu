@@ -176,6 +176,7 @@ static void fill_table(void)
 	table.narrow = cu_narrow;
 	table.widen = cu_widen;
 	table.nonfinite = cu_nonfinite;
+	table.sum_squares = cu_sum_squares;
 	table.layernorm_forward = cu_layernorm_forward;
 	table.layernorm_backward = cu_layernorm_backward;
 	table.embedding_forward = cu_embedding_forward;

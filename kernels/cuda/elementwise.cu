@@ -311,6 +311,52 @@ size_t cu_nonfinite(const float *x, size_t n)
 	return (size_t)*back;
 }
 
+/* dlt_squares_lanes's order: a thread a lane of a chunk (CU_THREADS / 8
+ * chunks a block), then a chunk's sum from its lanes; the squares are
+ * exact in double and the kernels do not contract (-fmad=false), so a
+ * lane rounds as the CPU's does. */
+static __global__ void squares_kernel(const float *x, size_t n, size_t c0, size_t chunks,
+				      double *sums)
+{
+	__shared__ double lanes[CU_THREADS];
+	size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x, c = t / 8;
+	double s = 0;
+	if (c < chunks) {
+		size_t at = (c0 + c) * DLT_SQUARES_CHUNK;
+		size_t end = n - at < DLT_SQUARES_CHUNK ? n : at + DLT_SQUARES_CHUNK;
+		for (size_t i = at + t % 8; i < end; i += 8)
+			s += (double)x[i] * x[i];
+	}
+	lanes[threadIdx.x] = s;
+	__syncthreads();
+	if (t % 8 == 0 && c < chunks)
+		sums[c] = dlt_squares_lanes(lanes + threadIdx.x);
+}
+
+/* Chunks' sums a pass: they come to the host, which adds them in order */
+#define SQUARES_PASS 16384
+
+double cu_sum_squares(const float *x, size_t n)
+{
+	static double sums[SQUARES_PASS];
+	size_t chunks = (n + DLT_SQUARES_CHUNK - 1) / DLT_SQUARES_CHUNK;
+	double total = 0;
+	static_assert(SQUARES_PASS <= CU_COLSUM, "a pass's sums fit cu.colsum");
+	for (size_t c0 = 0; c0 < chunks; c0 += SQUARES_PASS) {
+		size_t k = chunks - c0 < SQUARES_PASS ? chunks - c0 : SQUARES_PASS;
+		squares_kernel<<<(unsigned)((8 * k + CU_THREADS - 1) / CU_THREADS), CU_THREADS, 0,
+				 cu.stream>>>(x, n, c0, k, cu.colsum);
+		if (!cu_launched("sum_squares") ||
+		    !cu_check(cudaMemcpyAsync(sums, cu.colsum, k * sizeof(double),
+					      cudaMemcpyDeviceToHost, cu.stream), "sum_squares") ||
+		    !cu_check(cudaStreamSynchronize(cu.stream), "sum_squares"))
+			return NAN;
+		for (size_t c = 0; c < k; c++)
+			total += sums[c];
+	}
+	return total;
+}
+
 static __global__ void adam_kernel(float *w, const float *g, float *m, float *v, size_t n,
 				   dlt_adam_step s)
 {

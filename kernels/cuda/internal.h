@@ -216,6 +216,7 @@ void cu_round(float *x, size_t n, int prec);
 void cu_narrow(const float *x, uint16_t *y, size_t n, int prec);
 void cu_widen(const uint16_t *x, float *y, size_t n, int prec);
 size_t cu_nonfinite(const float *x, size_t n);
+double cu_sum_squares(const float *x, size_t n);
 void cu_adam(float *w, const float *g, float *m, float *v, size_t n, float lr, float beta1,
 	     float beta2, float eps, float wd, int decoupled, long long step, float gscale);
 void cu_sgd(float *w, const float *g, float *buf, size_t n, float lr, float momentum,

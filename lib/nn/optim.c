@@ -137,40 +137,12 @@ int dlt_optim_init_ranks(dlt_optim *o, const dlt_optim_cfg *cfg, dlt_model *m,
 	return 0;
 }
 
-/* The sum of squares of g[0, n) in double: eight running sums, of the
- * elements i = k mod 8, added in a fixed tree at the end.  A square of a
- * float is exact in double, so only the sums round, and each lane's are
- * the same on any instruction set: the clones give the same bits, the
- * wide ones without one sum's chain of dependent adds (it was 1 % of a
- * GPT step). */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static double squares_8(const float *g, size_t n)
-{
-	double s[8] = { 0 };
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8)
-		for (int k = 0; k < 8; k++)
-			s[k] += (double)g[i + k] * g[i + k];
-	for (int k = 0; i + k < n; k++)
-		s[k] += (double)g[i + k] * g[i + k];
-	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-}
-
-/* All params are one contiguous block (see make_params), so one kernel
- * call updates the whole model (or a rank's range of it). */
-/* The gradients' global L2 norm: summed in double, in param order, on
- * the host (the gradients come down from a GPU), so every backend and
- * every thread count gives the same bits. */
+/* The gradients' sum of squares over [lo, hi): in double, in the order
+ * of DLT_SQUARES_CHUNK, where they are (a GPU's own), so that every
+ * backend and every thread count gives the same bits */
 static double sum_squares(dlt_model *m, size_t lo, size_t hi)
 {
-	const float *g = m->dev_g;
-	if (hi <= lo)
-		return 0;
-	if (!m->be->host) {
-		m->be->download(m->params[0].g + lo, m->dev_g + lo, (hi - lo) * sizeof(float));
-		g = m->params[0].g;
-	}
-	return squares_8(g + lo, hi - lo);
+	return hi > lo ? m->be->sum_squares(m->dev_g + lo, hi - lo) : 0;
 }
 
 /* The global norm of ranks: the ranges' sums of squares, each rank's own
@@ -211,6 +183,8 @@ static int nonfinite(dlt_optim *o, dlt_model *m, size_t lo, size_t hi)
 	return bad > 0;
 }
 
+/* All params are one contiguous block (see make_params), so one kernel
+ * call updates the whole model (or a rank's range of it). */
 int dlt_optim_step(dlt_optim *o, dlt_model *m, double lr)
 {
 	const dlt_optim_cfg *c = &o->cfg;

@@ -789,6 +789,25 @@ static double check_nonfinite(const dlt_backend *be, size_t i, int arg)
 	return got == want ? 0.0 : INFINITY;
 }
 
+/* arg: tall[]'s shapes (thousands of chunks) for mats[]; values of both
+ * signs and a thousand times apart, so that the order of the sums shows */
+static double check_sum_squares(const dlt_backend *be, size_t i, int arg)
+{
+	mat s = arg ? tall[i] : mats[i];
+	size_t n = (size_t)s.rows * s.cols;
+	float *x = randv(n, -1, 1), *big = randv(n / 97 + 1, -1000, 1000), *gx;
+	double want, got;
+	for (size_t j = 0; j < n; j += 97)
+		x[j] = big[j / 97];
+	want = ref->sum_squares(x, n);
+	gx = upf(be, x, n);
+	got = be->sum_squares(gx, n);
+	be->free(gx);
+	free(x);
+	free(big);
+	return got == want ? 0.0 : want ? fabs(got - want) / want : INFINITY;
+}
+
 /* ---- the transformer's entries ---- */
 
 /* arg: the inputs' offset, so a mean far from 0 shows a one-pass variance */
@@ -1766,6 +1785,8 @@ static const row rows[] = {
 	{ "nonfinite, every element", check_nonfinite, 1, MATS, { 0, 0 } },
 	{ "nonfinite, every 7th", check_nonfinite, 7, MATS, { 0, 0 } },
 	{ "nonfinite, special values", check_nonfinite, 0, MATS, { 0, 0 } },
+	{ "sum_squares: DLT_SQUARES_CHUNK's order, bits", check_sum_squares, 0, MATS, { 0, 0 } },
+	{ "sum_squares, thousands of chunks", check_sum_squares, 1, TALL, { 0, 0 } },
 
 	{ "layernorm_forward", check_layernorm_forward, 0, SEQS, { 2e-6, 1e-6 } },
 	{ "layernorm_forward, mean 100", check_layernorm_forward, 100, SEQS, { 2e-6, 1e-6 } },
