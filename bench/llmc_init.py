@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""Files for llm.c's CPU trainer (train_gpt2.c) of bench/gpt: a model
-checkpoint of random weights of a GPT's shape, and token files.
+"""Files for llm.c's trainers, train_gpt2.c of bench/gpt and train_gpt2.cu
+of bench/gpu: a model checkpoint of random weights of a GPT's shape, and
+token files.
 
     llmc_init.py model OUT --context T --layers L --heads H --width C [--vocab V] [--seed S]
+                           [--bf16]
     llmc_init.py tokens OUT FILE...
 
 model: the header of llm.c's gpt2_build_from_checkpoint (256 int32: magic
@@ -13,7 +15,12 @@ C), qkvb (L, 3C), attprojw (L, C, C), attprojb (L, C), ln2w, ln2b (L, C),
 fcw (L, 4C, C), fcb (L, 4C), fcprojw (L, C, 4C), fcprojb (L, C), lnfw,
 lnfb (C).  GPT-2's init: matrices N(0, 0.02), the residual projections
 N(0, 0.02 / sqrt(2 L)), biases 0, layernorm gains 1.  The values do not
-matter to a timing; the shapes do.  The vocabulary is not padded (Vp = V).
+matter to a timing; the shapes do.  The vocabulary is not padded (Vp = V):
+train_gpt2.cu pads GPT-2's 50257 to a multiple of 128 for its kernels, and
+our 256 is one already.  --bf16 writes what train_gpt2.cu's default build
+(PRECISION=BF16) loads: version 5, every parameter (the layernorms too)
+as bfloat16, the upper half of the float32 value (truncated, not rounded:
+the values do not matter).
 
 tokens: llm.c's data file (256 int32: magic 20240520, version 1, the
 token count; then the tokens as uint16): the bytes of the FILEs one after
@@ -43,13 +50,27 @@ def normal(rng, n, std):
     return out
 
 
+def little(v):
+    """array v in little-endian order, the files' order"""
+    if sys.byteorder != "little":
+        v.byteswap()
+    return v
+
+
+def to_bf16(v):
+    """float32 array v as little-endian bfloat16 bytes: the upper 16 bits
+    of each value"""
+    halves = array.array("H", v.tobytes())
+    return little(halves[1::2] if sys.byteorder == "little" else halves[0::2]).tobytes()
+
+
 def write_model(a):
     T, V, L, H, C = a.context, a.vocab, a.layers, a.heads, a.width
     if C % H:
         sys.exit(f"llmc_init: --width {C} is not a multiple of --heads {H}")
     rng = random.Random(a.seed)
     std, proj = 0.02, 0.02 / math.sqrt(2 * L)
-    header = [20240326, 3, T, V, L, H, C, V] + [0] * 248
+    header = [20240326, 5 if a.bf16 else 3, T, V, L, H, C, V] + [0] * 248
     # (count, kind): kind a std, "one" or "zero"
     tensors = [
         (V * C, std), (T * C, std),
@@ -64,15 +85,11 @@ def write_model(a):
     with open(a.out + ".tmp", "wb") as f:
         f.write(struct.pack("<256i", *header))
         for n, kind in tensors:
-            if kind == "one":
-                f.write(struct.pack(f"<{n}f", *([1.0] * n)))
-            elif kind == "zero":
-                f.write(bytes(4 * n))
-            else:
-                v = normal(rng, n, kind)
-                if sys.byteorder != "little":
-                    v.byteswap()
-                f.write(v.tobytes())
+            if kind == "zero":
+                f.write(bytes((2 if a.bf16 else 4) * n))
+                continue
+            v = array.array("f", [1.0]) * n if kind == "one" else normal(rng, n, kind)
+            f.write(to_bf16(v) if a.bf16 else little(v).tobytes())
     import os
     os.replace(a.out + ".tmp", a.out)
     print(f"llmc_init: {a.out}: {sum(n for n, _ in tensors)} parameters", file=sys.stderr)
@@ -103,6 +120,8 @@ def main():
     m.add_argument("--width", type=int, required=True)
     m.add_argument("--vocab", type=int, default=256)
     m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--bf16", action="store_true",
+                   help="version 5, bfloat16 parameters (train_gpt2.cu's default build)")
     t = sub.add_parser("tokens", help="a token file of the bytes of FILEs")
     t.add_argument("out")
     t.add_argument("files", nargs="+")
