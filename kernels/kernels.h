@@ -127,7 +127,10 @@ typedef struct dlt_backend {
 	 * or NULL; and a copy from it that returns at once: entries called
 	 * after it see the data, and src must stay as it is until an entry
 	 * that returns results (softmax_xent) has returned.  The loop uploads
-	 * the next batch this way while the GPU still runs the step before. */
+	 * the next batch this way while the GPU still runs the step before.
+	 * dst may be read by work called before the upload_async before this
+	 * one (the model's two input buffers, taken by turns): the copy waits
+	 * for that work, not for what came since. */
 	void *(*host_alloc)(size_t bytes);
 	void (*host_free)(void *p);
 	void (*upload_async)(void *dst, const void *src, size_t bytes);

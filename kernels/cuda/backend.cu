@@ -100,10 +100,16 @@ static void cu_host_free(void *p)
 
 /* On the copy stream, so it runs beside the kernels queued before it;
  * the step's stream waits for it before the kernels queued after. */
+/* The copy stream runs beside the step's: a copy into the input buffer
+ * that the work before the previous upload read (a pipeline's first stage
+ * takes micro-batches by turns in two, with no wait between) waits for
+ * that work; the step before, done by then in a plain loop, costs no wait */
 static void cu_upload_async(void *dst, const void *src, size_t bytes)
 {
 	if (!bytes)
 		return;
+	cu_check(cudaStreamWaitEvent(cu.copy, cu.called, 0), "upload");
+	cu_check(cudaEventRecord(cu.called, cu.stream), "upload");
 	cu_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu.copy), "upload");
 	cu_check(cudaEventRecord(cu.copied, cu.copy), "upload");
 	cu_check(cudaStreamWaitEvent(cu.stream, cu.copied, 0), "upload");
@@ -202,6 +208,8 @@ static void release(void)
 	cudaFreeHost(cu.host);
 	if (cu.copied)
 		cudaEventDestroy(cu.copied);
+	if (cu.called)
+		cudaEventDestroy(cu.called);
 	if (cu.copy)
 		cudaStreamDestroy(cu.copy);
 	if (cu.stream)
@@ -237,6 +245,7 @@ static int start(int device, char *why, size_t n)
 	if ((e = cudaStreamCreateWithFlags(&cu.stream, cudaStreamNonBlocking)) != cudaSuccess ||
 	    (e = cudaStreamCreateWithFlags(&cu.copy, cudaStreamNonBlocking)) != cudaSuccess ||
 	    (e = cudaEventCreateWithFlags(&cu.copied, cudaEventDisableTiming)) != cudaSuccess ||
+	    (e = cudaEventCreateWithFlags(&cu.called, cudaEventDisableTiming)) != cudaSuccess ||
 	    (e = cudaMalloc(&cu.blas_work, BLAS_WORK)) != cudaSuccess ||
 	    (e = cudaMalloc(&cu.partial, CU_MAX_PARTIALS * sizeof(double))) != cudaSuccess ||
 	    (e = cudaMalloc(&cu.count, CU_MAX_PARTIALS * sizeof(unsigned long long))) != cudaSuccess ||

@@ -26,6 +26,7 @@ typedef struct cu_state {
 	cudaStream_t stream;
 	cudaStream_t copy;		/* upload_async's, beside the step's */
 	cudaEvent_t copied;		/* the last upload_async done */
+	cudaEvent_t called;		/* the step's work before the last upload_async */
 	cublasHandle_t blas;
 	cudnnHandle_t dnn;
 	void *blas_work;		/* cuBLAS's workspace, ours so it never allocates */
