@@ -156,7 +156,9 @@ typedef struct dlt_backend {
 	/* db[c] = sum over rows of dy[r][c]; order fixed so results are deterministic */
 	void (*bias_grad)(const float *dy, float *db, int rows, int cols);
 	/* mean softmax cross-entropy over rows: dlogits = (softmax - onehot) / rows;
-	 * returns the summed loss in *loss_sum and the count of argmax == label */
+	 * returns the summed loss in *loss_sum and the count of argmax == label.
+	 * dlogits may be logits (the model's loss writes over its outputs), as
+	 * pointwise_loss's dy may be y. */
 	void (*softmax_xent)(const float *logits, const int32_t *labels, int rows, int cols,
 			     float *dlogits, double *loss_sum, int *correct);
 	/* The mean of an element-wise loss (kind: enum dlt_loss_kind, not

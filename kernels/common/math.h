@@ -296,11 +296,12 @@ DLT_HD static inline float dlt_attn_keep(dlt_attn_dropout d, size_t r, int T, in
  * never overflows.  Writes (softmax - onehot(label)) * scale to dx and
  * returns the row's loss, -log softmax[label]; *argmax gets the first
  * index of the largest logit.  A label outside [0, cols) gives a NaN loss
- * (and no onehot), so bad data shows up instead of reading out of bounds. */
+ * (and no onehot), so bad data shows up instead of reading out of bounds.
+ * dx may be x: each logit is read before its place is written. */
 DLT_HD static inline double dlt_softmax_xent_row(const float *x, int cols, int label,
 						 float scale, float *dx, int *argmax)
 {
-	float mx = x[0], sum = 0.0f, inv;
+	float mx = x[0], sum = 0.0f, inv, xl = label >= 0 && label < cols ? x[label] : 0.0f;
 	int am = 0;
 	for (int j = 1; j < cols; j++) {
 		if (x[j] > mx) {
@@ -319,7 +320,7 @@ DLT_HD static inline double dlt_softmax_xent_row(const float *x, int cols, int l
 	if (label < 0 || label >= cols)
 		return NAN;
 	dx[label] -= scale;
-	return (double)logf(sum) - (double)(x[label] - mx);
+	return (double)logf(sum) - (double)(xl - mx);
 }
 
 /* One output's loss (kind: enum dlt_loss_kind, not XENT) against its

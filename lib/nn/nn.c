@@ -1110,7 +1110,10 @@ static int plan_acts(dlt_model *m, buf_life *g, int *order, int *n, int halves)
 	}
 	for (int i = 0; i < m->n_t; i++)
 		g[i] = no_life((size_t)m->max_batch * m->t[i].n, i);
-	keep[0] = keep[m->t[m->n_t - 1].a_of] = 1;
+	/* the outputs live on to the loss, which writes their gradient over
+	 * them (out_gradient) */
+	keep[0] = 1;
+	touch(g, m->t[m->n_t - 1].a_of, m->n_layers);
 	for (int i = 0; i < m->n_layers; i++) {
 		const dlt_layer *l = &m->layers[i];
 		int a = m->t[l->in].a_of, b = m->t[l->out].a_of, in, out;
@@ -1156,6 +1159,33 @@ static int plan_acts(dlt_model *m, buf_life *g, int *order, int *n, int halves)
 	return 0;
 }
 
+/* The loss takes the outputs and writes their gradient over them
+ * (dlt_model_loss): one block from the forward of the op that makes them
+ * through its backward, in place of a block of the outputs' own for the
+ * whole step and one of the gradient's, often the model's largest
+ * tensors (a language model's logits: 16 MiB for bench/gpt's tiny at
+ * batch 128, 1.5 GiB for GPT-2's vocabulary at 8 x 1024 positions).  Not
+ * where the outputs are the model's input or the gradient is the
+ * input's, which keep theirs. */
+static void out_gradient(const dlt_model *m, buf_life *g, int *order, int *n)
+{
+	int o = m->t[m->n_t - 1].a_of, r = m->n_t + m->t[m->n_t - 1].g_of, k = 0;
+	while (g[r].slot != r)
+		r = g[r].slot;
+	if (o == 0 || r == m->n_t + m->t[0].g_of || !m->t[o].pooled || g[o].slot != o ||
+	    g[r].size > g[o].size)
+		return;
+	g[r].slot = o;
+	if (g[r].lo < g[o].lo)
+		g[o].lo = g[r].lo;
+	if (g[r].hi > g[o].hi)
+		g[o].hi = g[r].hi;
+	for (int j = 0; j < *n; j++)
+		if (order[j] != r)
+			order[k++] = order[j];
+	*n = k;
+}
+
 /* One block, the pool, for what a step needs only a while: the
  * activations backward does not keep (plan_acts), the gradients of the
  * tensors (plan_grads), and each attention's dqkv and datt, live at its
@@ -1183,6 +1213,7 @@ static int plan_block(dlt_model *m, int halves, buf_life *g, int *order, int *li
 	*n += ng;
 	for (int i = m->n_t; i < 2 * m->n_t; i++)
 		g[i].slot += m->n_t;
+	out_gradient(m, g, order, n);
 	/* dqkv and datt, in backward (with halves, forward's q, k, v and
 	 * heads' output are in the stage, a range of batches at a time) */
 	for (int i = 0; i < m->n_layers; i++)

@@ -142,7 +142,8 @@ double dlt_model_op_cost(const dlt_model *m, int i);
 /* Where the params of ops op, op + 1, ... begin in the weight block (a
  * tied head's weights are its embedding's); n_weights if they have none. */
 size_t dlt_model_params_from(const dlt_model *m, int op);
-/* The last forward's logits (batch x out_features) copied to host memory. */
+/* The last forward's logits (batch x out_features) copied to host memory:
+ * before dlt_model_loss, which writes their gradient over them. */
 void dlt_model_output(dlt_model *m, float *out, int batch);
 /* A language model's vocabulary: the rows of its first layer, an
  * embedding that reads token ids; 0 for a model of other inputs. */
@@ -152,7 +153,7 @@ int dlt_model_token_vocab(const dlt_model *m);
 int dlt_model_set_loss(dlt_model *m, const dlt_loss *l);
 /* The loss of the last forward's outputs against targets (host memory,
  * dlt_loss_target_size bytes a sample); fills the outputs' gradient
- * (times loss_scale); returns the mean loss (over samples, and over
+ * (times loss_scale), over the outputs themselves; returns the mean loss (over samples, and over
  * outputs for element-wise losses).  Classification counts the correct
  * predictions into *correct. */
 double dlt_model_loss(dlt_model *m, const void *targets, int batch, int *correct);

@@ -150,16 +150,22 @@ static int wants_outputs(const run_state *s, int eval)
 	       (eval && s->loss.outputs > 5 && !(s->loss.bytes_per_token > 0));
 }
 
-/* The task's sums of a batch that the model has just taken the loss of */
-static void add_sums(run_state *s, int eval, const void *y, int b, int hits, double *sums)
+/* The mean loss of the batch the model has just run forward, targets y;
+ * the outputs that the task's metrics read are taken first (into s->out),
+ * as the loss writes their gradient over them */
+static double take_loss(run_state *s, int eval, const void *y, int b, int *correct)
 {
 	if (wants_outputs(s, eval))
 		dlt_model_output(&s->m, s->out, b);
+	return dlt_model_loss(&s->m, y, b, correct);
+}
+
+/* The task's sums of a batch whose loss take_loss has taken */
+static void add_sums(run_state *s, int eval, const void *y, int b, int hits, double *sums)
+{
 	dlt_loss_add(&s->loss, eval, s->out, y, b, hits, sums);
 }
 
-/* Mean loss and the task's metrics (dlt_loss_metric_names' for eval) of
- * the model on order[0..n) of a dataset; samples per second in *rate. */
 /* A pipeline's loss, on its last stage: rows [k0, k0 + n) of the batch
  * whose targets are y, into loss and the task's sums */
 typedef struct pipe_loss {
@@ -175,7 +181,7 @@ static int pipe_loss_at(void *ctx, int k0, int n)
 	run_state *s = pl->s;
 	const void *y = (const char *)pl->y + (size_t)k0 * dlt_loss_target_size(&s->loss);
 	int correct;
-	double l = dlt_model_loss(&s->m, y, n, &correct) * n;
+	double l = take_loss(s, pl->eval, y, n, &correct) * n;
 	if (!pl->eval && !isfinite(l))
 		return dlt_error(DLT_EFAIL, "step %lld: the loss is %g (diverged; try a lower "
 				 "learning rate)", s->opt.step + 1, l / n);
@@ -184,6 +190,8 @@ static int pipe_loss_at(void *ctx, int k0, int n)
 	return 0;
 }
 
+/* Mean loss and the task's metrics (dlt_loss_metric_names' for eval) of
+ * the model on order[0..n) of a dataset; samples per second in *rate. */
 static int evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t n,
 		    double *loss, double *metrics, double *rate)
 {
@@ -210,7 +218,7 @@ static int evaluate(run_state *s, dlt_loader *l, const uint32_t *order, size_t n
 		}
 		dlt_model_set_input(&s->m, x, b, dlt_loader_rounds(l));
 		dlt_model_forward(&s->m, b, 0, 0);
-		sums[0] += dlt_model_loss(&s->m, y, b, &c) * b;
+		sums[0] += take_loss(s, 1, y, b, &c) * b;
 		add_sums(s, 1, y, b, c, sums + 1);
 	}
 	if (rc < 0 || s->params_err) {
@@ -1597,7 +1605,7 @@ static int train_loop(run_state *s)
 					s->m.grad_batch = b * acc;
 					dlt_model_set_input(&s->m, x, mine, dlt_loader_rounds(&s->train_ld));
 					dlt_model_forward(&s->m, mine, 1, s->opt.step);
-					l = dlt_model_loss(&s->m, y, mine, &correct) * mine;
+					l = take_loss(s, 0, y, mine, &correct) * mine;
 					if (s->fault == DLT_FAULT_NAN && faulty(s))
 						l = NAN;
 					if (dlt_model_error(&s->m))

@@ -49,6 +49,7 @@ typedef struct gpt {
 	dlt_model m;
 	int B, T, V;
 	int32_t *ids, *targets;
+	float *logits;		/* the last step's, taken before its loss */
 	double loss;
 } gpt;
 
@@ -58,6 +59,7 @@ static void gpt_free(gpt *g)
 	dlt_config_free(&g->c);
 	free(g->ids);
 	free(g->targets);
+	free(g->logits);
 }
 
 /* Builds the model of g->c (loaded) and draws its windows. */
@@ -90,7 +92,8 @@ static int gpt_build(gpt *g, const char *model)
 	}
 	g->ids = malloc((size_t)g->B * g->T * sizeof(int32_t));
 	g->targets = malloc((size_t)g->B * g->T * sizeof(int32_t));
-	if (!g->ids || !g->targets)
+	g->logits = malloc((size_t)g->B * g->T * g->V * sizeof(float));
+	if (!g->ids || !g->targets || !g->logits)
 		return dlt_error(DLT_ENOMEM, "out of memory");
 	dlt_rng_init(&r, 2610, 1);
 	for (int b = 0; b < g->B; b++) {
@@ -103,16 +106,17 @@ static int gpt_build(gpt *g, const char *model)
 	return 0;
 }
 
-/* One training step's forward, loss and backward on g's windows */
+/* One training step's forward, loss and backward on g's windows; its
+ * logits, taken before the loss writes their gradient over them */
 static float *gpt_step(gpt *g)
 {
-	float *y;
 	memcpy(dlt_model_input(&g->m), g->ids, (size_t)g->B * g->T * sizeof(int32_t));
-	if (!(y = dlt_model_forward(&g->m, g->B, 1, 0)))
+	if (!dlt_model_forward(&g->m, g->B, 1, 0))
 		return NULL;
+	dlt_model_output(&g->m, g->logits, g->B);
 	g->loss = dlt_model_loss(&g->m, g->targets, g->B, NULL);
 	dlt_model_backward(&g->m, g->B);
-	return y;
+	return g->logits;
 }
 
 static int write_model(const gpt *g, const char *path)

@@ -322,8 +322,9 @@ static void check_seq_model(const char *what, dlt_layer_cfg *layers, int n, int 
  * backward (4 remakes: 2 a block and the last norm's), and the outputs
  * that backward never reads (the embedding's, to which the positions are
  * added, and the projections that end the residual blocks) are in the
- * pool too: 7 in all; what a block keeps is its input, q, k, v, the heads'
- * output, the sum after attention and the MLP's hidden layer */
+ * pool too, and the logits, whose gradient the loss writes over them: 8
+ * in all; what a block keeps is its input, q, k, v, the heads' output,
+ * the sum after attention and the MLP's hidden layer */
 static void check_gpt_memory(dlt_layer_cfg *layers, int n)
 {
 	dlt_config c = config(layers, n);
@@ -338,8 +339,10 @@ static void check_gpt_memory(dlt_layer_cfg *layers, int n)
 			    m.layers[i - 1].kind == DLT_LAYER_GELU);
 	for (int i = 0; i < m.n_t; i++)
 		pooled += m.t[i].pooled;
-	ok(remakes == 4 && pooled == 7, "GPT memory: %d outputs made again in backward (4), "
-	   "%d activations in the pool (7)", remakes, pooled);
+	ok(remakes == 4 && pooled == 8, "GPT memory: %d outputs made again in backward (4), "
+	   "%d activations in the pool (8)", remakes, pooled);
+	ok(m.t[m.n_t - 1].pooled && m.t[m.n_t - 1].a == m.t[m.n_t - 1].g,
+	   "GPT memory: the logits' gradient in their block, in the pool");
 	dlt_model_free(&m);
 }
 
