@@ -99,11 +99,11 @@ static void cu_host_free(void *p)
 }
 
 /* On the copy stream, so it runs beside the kernels queued before it;
- * the step's stream waits for it before the kernels queued after. */
-/* The copy stream runs beside the step's: a copy into the input buffer
- * that the work before the previous upload read (a pipeline's first stage
- * takes micro-batches by turns in two, with no wait between) waits for
- * that work; the step before, done by then in a plain loop, costs no wait */
+ * the step's stream waits for it before the kernels queued after.  It
+ * waits itself for the work queued before the previous upload, which may
+ * read the input buffer this one writes (a pipeline's first stage takes
+ * micro-batches by turns in two, with no wait between); in a plain loop
+ * that work, the step before, is done by then and costs no wait. */
 static void cu_upload_async(void *dst, const void *src, size_t bytes)
 {
 	if (!bytes)

@@ -153,9 +153,9 @@ int dlt_model_token_vocab(const dlt_model *m);
 int dlt_model_set_loss(dlt_model *m, const dlt_loss *l);
 /* The loss of the last forward's outputs against targets (host memory,
  * dlt_loss_target_size bytes a sample); fills the outputs' gradient
- * (times loss_scale), over the outputs themselves; returns the mean loss (over samples, and over
- * outputs for element-wise losses).  Classification counts the correct
- * predictions into *correct. */
+ * (times loss_scale), over the outputs themselves; returns the mean loss
+ * (over samples, and over outputs for element-wise losses).
+ * Classification counts the correct predictions into *correct. */
 double dlt_model_loss(dlt_model *m, const void *targets, int batch, int *correct);
 /* Backpropagates from the loss gradient, filling every param's g. */
 void dlt_model_backward(dlt_model *m, int batch);

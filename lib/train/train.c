@@ -441,9 +441,14 @@ static void on_grads(void *ctx, size_t off)
 	dlt_buckets_ready(ctx, off);
 }
 
-/* The pages of block[a, b) outside [lo, hi) go back to the system */
-static void release_except(float *block, size_t a, size_t b, size_t lo, size_t hi)
+/* The pages of block[a, b) outside [lo, hi) go back to the system: a
+ * host backend's (a GPU's memory would need its virtual memory calls,
+ * cuMemMap; madvise on its addresses releases nothing) */
+static void release_except(const run_state *s, float *block, size_t a, size_t b, size_t lo,
+			   size_t hi)
 {
+	if (!s->m.be->host)
+		return;
 	if (a < lo)
 		dlt_mem_release(block + a, ((b < lo ? b : lo) - a) * sizeof(float));
 	if (b > hi) {
@@ -452,31 +457,26 @@ static void release_except(float *block, size_t a, size_t b, size_t lo, size_t h
 	}
 }
 
-/* ZeRO 2 and 3: the pages of block[a, b) outside this rank's range (a
- * CPU's, as release_stages says) */
+/* ZeRO 2 and 3: the pages of block[a, b) outside this rank's range */
 static void release_outside(const run_state *s, float *block, size_t a, size_t b)
 {
-	if (s->m.be->host)
-		release_except(block, a, b, s->ranges[s->rank], s->ranges[s->rank + 1]);
+	release_except(s, block, a, b, s->ranges[s->rank], s->ranges[s->rank + 1]);
 }
 
 /* A pipeline's rank holds the weights of its stage alone, and the last
- * stage its tied head's embedding too: the others' pages go back (a
- * CPU's: a GPU's memory would need its virtual memory calls, cuMemMap) */
+ * stage its tied head's embedding too: the others' pages go back */
 static void release_stages(const run_state *s)
 {
 	const dlt_pipe *p = &s->pipe;
 	const dlt_model *m = &s->m;
 	size_t lo = p->ranges[p->stage], hi = p->ranges[p->stage + 1];
 	size_t keep = m->n_weights, end = m->n_weights;	/* none */
-	if (!m->be->host)
-		return;
 	if (p->tied >= 0 && p->stage == p->stages - 1) {
 		keep = m->params[p->tied].off;
 		end = keep + m->params[p->tied].n;
 	}
-	release_except(m->dev_w, 0, lo, keep, end);
-	release_except(m->dev_w, hi, m->n_weights, keep, end);
+	release_except(s, m->dev_w, 0, lo, keep, end);
+	release_except(s, m->dev_w, hi, m->n_weights, keep, end);
 }
 
 /* The bytes of weights, gradients and optimizer state in memory now, by
