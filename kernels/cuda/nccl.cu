@@ -360,10 +360,13 @@ static int p2p_open(dlt_comm *c)
 			      "cudaStreamCreate") ||
 		    !cu_check(cudaEventCreateWithFlags(&l->done, cudaEventDisableTiming), "event"))
 			return fail(c, "point to point", cu.error);
-		/* the same ranks, in the same order */
+		/* the same ranks, in the same order; issued waits on the
+		 * parent, in progress until the split has set l->comm */
 		if (issued(c, ncclCommSplit(st->comm, 0, c->rank, &l->comm, &cfg),
 			   "ncclCommSplit") != 0)
 			return -1;
+		if (!l->comm)
+			return fail(c, "ncclCommSplit", "no communicator made");
 	}
 	st->p2p = 1;
 	return 0;
@@ -563,13 +566,17 @@ static int split(dlt_comm *c, int color, int key, dlt_comm *out)
 	}
 	g = (nccl_state *)out->impl;
 	cfg.blocking = 0;
+	/* A non-blocking split leaves g->comm NULL until it is done, and the
+	 * parent in progress until then: the wait is on the parent */
 	r = ncclCommSplit(st->comm, color, key, &g->comm, &cfg);
-	if (!ok(r) || wait_for(out, NULL, "ncclCommSplit") != 0 ||
+	if (issued(c, r, "ncclCommSplit") != 0) {
+		failed_start(out);
+		return -1;
+	}
+	if (!g->comm || wait_for(out, NULL, "ncclCommSplit") != 0 ||
 	    ncclCommUserRank(g->comm, &out->rank) != ncclSuccess ||
 	    ncclCommCount(g->comm, &out->size) != ncclSuccess) {
-		if (!ok(r))
-			fail(out, "ncclCommSplit", ncclGetErrorString(r));
-		else if (!out->why[0])
+		if (!out->why[0])
 			fail(out, "ncclCommSplit", "the group's rank and size unknown");
 		failed_start(out);
 		memcpy(c->why, out->why, sizeof(c->why));
