@@ -205,6 +205,7 @@ static void release(void)
 	cudaFree(cu.count);
 	cudaFree(cu.half);
 	cudaFree(cu.colsum);
+	cudaFree(cu.attn);
 	cudaFreeHost(cu.host);
 	if (cu.copied)
 		cudaEventDestroy(cu.copied);

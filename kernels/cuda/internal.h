@@ -35,6 +35,8 @@ typedef struct cu_state {
 	void *host;			/* pinned: the results copied back */
 	void *half;			/* CU_HALF_SCRATCH 16-bit values */
 	double *colsum;		/* CU_COLSUM doubles: column sums' ranges */
+	float *attn;			/* attention's scores (attention_gemm.cu), or NULL */
+	size_t attn_floats;
 	char error[256];		/* the first failure, "" while none */
 } cu_state;
 
@@ -236,6 +238,13 @@ void cu_attention_forward(const float *qkv, float *out, float *lse, int B, int T
 void cu_attention_backward(const float *qkv, const float *out, const float *dout,
 			   const float *lse, float *dqkv, int B, int T, int C, int H, int causal,
 			   dlt_attn_dropout drop);
+/* Attention by batched products (attention_gemm.cu): 0, having done
+ * nothing, where a sample's scores do not fit its scratch */
+int cu_attention_gemm_forward(const float *qkv, float *out, float *lse, int B, int T, int C,
+			      int H, int causal, float scale, dlt_attn_dropout drop);
+int cu_attention_gemm_backward(const float *qkv, const float *out, const float *dout,
+			       const float *lse, float *dqkv, int B, int T, int C, int H,
+			       int causal, float scale, dlt_attn_dropout drop);
 /* The tiled attention (attention_tiles.cu): 0, having done nothing, where
  * the head or the GPU does not fit its tiles */
 int cu_attention_tiles_forward(const float *qkv, float *out, float *lse, int B, int T, int C,

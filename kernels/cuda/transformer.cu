@@ -359,7 +359,8 @@ void cu_attention_forward(const float *qkv, float *out, float *lse, int B, int T
 	if (!rows || !attn_ok(C, H, "attention_forward: head size over 256"))
 		return;
 	scale = (float)(1.0 / sqrt((double)(C / H)));
-	if (cu_attention_tiles_forward(qkv, out, lse, B, T, C, H, causal, scale, drop))
+	if (cu_attention_gemm_forward(qkv, out, lse, B, T, C, H, causal, scale, drop) ||
+	    cu_attention_tiles_forward(qkv, out, lse, B, T, C, H, causal, scale, drop))
 		return;
 	attn_forward_kernel<<<warp_blocks(rows), ROWS_PER_BLOCK * WARP, 0, cu.stream>>>(
 		qkv, out, lse, B, T, C, H, causal, scale, drop);
@@ -470,6 +471,8 @@ void cu_attention_backward(const float *qkv, const float *out, const float *dout
 	if (!rows || !attn_ok(C, H, "attention_backward: head size over 256"))
 		return;
 	scale = (float)(1.0 / sqrt((double)(C / H)));
+	if (cu_attention_gemm_backward(qkv, out, dout, lse, dqkv, B, T, C, H, causal, scale, drop))
+		return;
 	attn_di_kernel<<<blocks, ROWS_PER_BLOCK * WARP, 0, cu.stream>>>(out, dout, dqkv, B, T, C,
 									 H);
 	cu_launched("attention_backward");

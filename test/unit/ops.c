@@ -1084,7 +1084,8 @@ static double check_attention_backward(const dlt_backend *be, size_t i, int arg)
 
 /* The backward on the batches from b1 on alone (row0 b1 H T, as nn runs
  * it a range at a time) against those batches' part of the backward on
- * all: the same bits (0 where they are, else 1); arg as above */
+ * all; arg as above.  A wrong row0 takes other dropout masks, far from
+ * the whole call's values */
 static double check_attention_backward_rows(const dlt_backend *be, size_t i, int arg)
 {
 	seq s = seqs[i];
@@ -1093,7 +1094,7 @@ static double check_attention_backward_rows(const dlt_backend *be, size_t i, int
 	attn_back a = attn_back_inputs(be, s, arg);
 	float *d1 = dnan(be, 3 * n), *d2 = dnan(be, 3 * n), *h1, *h2;
 	dlt_attn_dropout drop = attention_dropout(arg);
-	int same;
+	double d;
 	be->attention_backward(a.gq, a.go, a.gg, a.gl, d1, s.B, s.T, s.C, s.H, arg & 1, drop);
 	drop.row0 = (uint64_t)b1 * s.H * s.T;
 	be->attention_backward(a.gq + 3 * r1 * s.C, a.go + r1 * s.C, a.gg + r1 * s.C,
@@ -1101,11 +1102,11 @@ static double check_attention_backward_rows(const dlt_backend *be, size_t i, int
 			       arg & 1, drop);
 	h1 = down(be, d1, 3 * n);
 	h2 = down(be, d2, 3 * n);
-	same = !memcmp(h1 + 3 * r1 * s.C, h2 + 3 * r1 * s.C, 3 * (n - r1 * s.C) * sizeof(float));
+	d = dist(h2 + 3 * r1 * s.C, h1 + 3 * r1 * s.C, 3 * (n - r1 * s.C));
 	attn_back_free(be, &a);
 	free(h1);
 	free(h2);
-	return same ? 0.0 : 1.0;
+	return d;
 }
 
 /* Generation's attention over a KV cache: each sequence's last query
@@ -1813,11 +1814,14 @@ static const row rows[] = {
 	{ "attention_backward causal wide", check_attention_backward, 3, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_backward dropout", check_attention_backward, 4, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_backward causal dropout", check_attention_backward, 5, SEQS, { 1e-5, 1e-5 } },
-	/* a range of the batches (row0): the bits of the whole call's */
+	/* a range of the batches (row0): the bits of the whole call's on the
+	 * CPU; on CUDA cuBLAS chooses its kernels by the batch count too (on
+	 * an H200 a range of 1 sample of 2 differed in its last bits, of 2 of
+	 * 3 or 4 not) */
 	{ "attention_backward causal dropout, later batches", check_attention_backward_rows, 5,
-	  SEQS, { 0, 0 } },
+	  SEQS, { 0, 1e-5 } },
 	{ "attention_backward dropout, later batches", check_attention_backward_rows, 4, SEQS,
-	  { 0, 0 } },
+	  { 0, 1e-5 } },
 	{ "attention_decode, the last query", check_attention_decode, 0, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_decode, half the queries", check_attention_decode, 1, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_decode, 5 T keys", check_attention_decode, 2, SEQS, { 1e-5, 1e-5 } },
