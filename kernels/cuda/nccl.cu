@@ -347,26 +347,33 @@ static nccl_lane *lane_with(dlt_comm *c, int peer, int sending)
 	return &((nccl_state *)c->impl)->lanes[(peer > c->rank) == sending ? 0 : 1];
 }
 
+/* The ranks of c's communicator of this color, ordered by key, as *out:
+ * a non-blocking split leaves *out NULL until it is done and c's
+ * communicator in progress until then, so the wait is on c */
+static int comm_split(dlt_comm *c, int color, int key, ncclComm_t *out)
+{
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	cfg.blocking = 0;
+	if (issued(c, ncclCommSplit(((nccl_state *)c->impl)->comm, color, key, out, &cfg),
+		   "ncclCommSplit") != 0)
+		return -1;
+	return *out ? 0 : fail(c, "ncclCommSplit", "no communicator made");
+}
+
 static int p2p_open(dlt_comm *c)
 {
 	nccl_state *st = (nccl_state *)c->impl;
-	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
 	if (st->p2p)
 		return 0;
-	cfg.blocking = 0;
 	for (int i = 0; i < 2; i++) {
 		nccl_lane *l = &st->lanes[i];
 		if (!cu_check(cudaStreamCreateWithFlags(&l->stream, cudaStreamNonBlocking),
 			      "cudaStreamCreate") ||
 		    !cu_check(cudaEventCreateWithFlags(&l->done, cudaEventDisableTiming), "event"))
 			return fail(c, "point to point", cu.error);
-		/* the same ranks, in the same order; issued waits on the
-		 * parent, in progress until the split has set l->comm */
-		if (issued(c, ncclCommSplit(st->comm, 0, c->rank, &l->comm, &cfg),
-			   "ncclCommSplit") != 0)
+		/* the same ranks, in the same order */
+		if (comm_split(c, 0, c->rank, &l->comm) != 0)
 			return -1;
-		if (!l->comm)
-			return fail(c, "ncclCommSplit", "no communicator made");
 	}
 	st->p2p = 1;
 	return 0;
@@ -477,12 +484,13 @@ static void close_comm(dlt_comm *c)
 {
 	nccl_state *st = (nccl_state *)c->impl;
 	ncclComm_t all[3] = { st->comm, st->lanes[0].comm, st->lanes[1].comm };
-	int finalized = 1;
+	int any = 0, finalized;
 	for (int i = 0; i < 3; i++)
-		if (all[i])
+		if (all[i]) {
 			ncclCommFinalize(all[i]);
-	if (st->comm || st->lanes[0].comm || st->lanes[1].comm)
-		finalized = wait_for(c, NULL, "ncclCommFinalize") == 0;
+			any = 1;
+		}
+	finalized = !any || wait_for(c, NULL, "ncclCommFinalize") == 0;
 	for (int i = 0; i < 3 && finalized; i++)
 		if (all[i])
 			ncclCommDestroy(all[i]);
@@ -555,9 +563,7 @@ static void set_entries(dlt_comm *c)
 
 static int split(dlt_comm *c, int color, int key, dlt_comm *out)
 {
-	nccl_state *st = (nccl_state *)c->impl, *g;
-	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-	ncclResult_t r;
+	nccl_state *g;
 
 	out->timeout = c->timeout;
 	if (state_new(out) != 0) {
@@ -565,15 +571,11 @@ static int split(dlt_comm *c, int color, int key, dlt_comm *out)
 		return -1;
 	}
 	g = (nccl_state *)out->impl;
-	cfg.blocking = 0;
-	/* A non-blocking split leaves g->comm NULL until it is done, and the
-	 * parent in progress until then: the wait is on the parent */
-	r = ncclCommSplit(st->comm, color, key, &g->comm, &cfg);
-	if (issued(c, r, "ncclCommSplit") != 0) {
+	if (comm_split(c, color, key, &g->comm) != 0) {
 		failed_start(out);
 		return -1;
 	}
-	if (!g->comm || wait_for(out, NULL, "ncclCommSplit") != 0 ||
+	if (wait_for(out, NULL, "ncclCommSplit") != 0 ||
 	    ncclCommUserRank(g->comm, &out->rank) != ncclSuccess ||
 	    ncclCommCount(g->comm, &out->size) != ncclSuccess) {
 		if (!out->why[0])
