@@ -952,9 +952,11 @@ static void backward_reads(const dlt_layer *l, int *in, int *out)
 	case DLT_OP_FORK:
 		*in = *out = 0;
 		return;
-	default:	/* an activation: act_backward(x, y), one of them */
-		*out = dlt_act_backward_reads_y(act_of(l->kind));
-		*in = !*out;
+	default:	/* an activation: act_backward(x, y), one of them; a ReLU
+			 * the max pool after it does the backward of reads
+			 * neither (the pool's arg is -1 where its gradient is 0) */
+		*out = !l->by_pool && dlt_act_backward_reads_y(act_of(l->kind));
+		*in = !l->by_pool && !*out;
 	}
 }
 

@@ -588,6 +588,11 @@ static void test_pool_after_relu(void)
 	same &= !memcmp(dlt_model_input_grad(&ma), dlt_model_input_grad(&mb), nin * sizeof(float));
 	ok(fused == 1 && same, "conv + relu + maxpool: the pool does the relu's backward, and "
 	   "every gradient has the bits of the model where the relu does it");
+	/* which reads no activation: the ReLU's output lives in the pool
+	 * from its forward to the pool's, not through backward */
+	ok(ma.t[ma.t[ma.layers[1].out].a_of].pooled && !mb.t[mb.t[mb.layers[1].out].a_of].pooled,
+	   "conv + relu + maxpool: the relu's output is not kept for backward (it is where the "
+	   "relu does its own backward)");
 	dlt_model_free(&ma);
 	dlt_model_free(&mb);
 }
