@@ -2,17 +2,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/common/math.h"
 #include "train.h"
 
 /* Augmentation draws from its own Philox streams of the seed: one per
  * (epoch, sample position), so any batch can be replayed alone. */
 #define STREAM_AUG(epoch, pos) ((0x4147ull << 48) | ((uint64_t)(epoch) << 32) | (uint64_t)(pos))
 
-/* The value a zero pixel has after normalisation: what the padding of a
- * crop shows, as PyTorch pads before normalising. */
+/* The value a zero pixel has after normalisation (and rounding, as the
+ * normalised samples are): what the padding of a crop shows, as PyTorch
+ * pads before normalising. */
 static float zero_pixel(const dlt_normalise *d, size_t j)
 {
-	return -d->mean[j % d->n_stats] * d->inv_std[j % d->n_stats];
+	return dlt_round_prec(-d->mean[j % d->n_stats] * d->inv_std[j % d->n_stats], d->round);
 }
 
 /* A random crop of the image padded by crop pixels on each side, then a
@@ -65,7 +67,7 @@ static void *loader_main(void *arg)
 		count = (int)(b * l->batch + (size_t)total * (l->rank + 1) / l->ranks - first);
 		l->filling = 1;
 		pthread_mutex_unlock(&l->mu);
-		/* gather, then the transforms: normalise, augment */
+		/* gather, then the transforms: normalise (and round), augment */
 		if (l->src->t_dtype)
 			l->src->gather(l->src, l->order + first, count, l->raw, l->y[slot]);
 		else
@@ -78,8 +80,6 @@ static void *loader_main(void *arg)
 		for (int i = 0; l->augment && i < count; i++)
 			augment(l, l->x[slot] + (size_t)i * l->features,
 				l->aug.first + first + (size_t)i);
-		if (dlt_loader_rounds(l))
-			dlt_round_samples(l->x[slot], (size_t)count * l->features, l->norm.round);
 		pthread_mutex_lock(&l->mu);
 		l->count[slot] = count;
 		l->total[slot] = total;

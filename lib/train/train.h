@@ -155,14 +155,13 @@ dlt_normalise dlt_dataset_normalise(const dlt_dataset *d);
  * the caller's thread and without a buffer of raw samples. */
 void dlt_dataset_gather(const dlt_dataset *d, const uint32_t *order, int count, float *x, void *y);
 /* The transforms alone: raw samples (n of src's, as gather wrote them)
- * into the model's floats (without nm: their values as floats, but i32
+ * into the model's floats, normalised and rounded to nm->round (without
+ * nm: their values as floats, but i32
  * token ids, which stay i32 in the floats' place for the embedding), and
  * targets in place (float targets standardised; others as they are). */
 void dlt_normalise_samples(const dlt_normalise *nm, const dlt_source *src, const void *raw,
 			   int n, float *x);
 void dlt_normalise_targets(const dlt_normalise *nm, const dlt_source *src, void *y, int n);
-/* x[0, n) rounded to prec (enum dlt_prec), dlt_round_prec's bits */
-void dlt_round_samples(float *x, size_t n, int prec);
 
 /* Random crops and flips of training images (config data.augment), drawn
  * from Philox keyed by the seed, the epoch and the sample's position in

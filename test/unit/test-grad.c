@@ -7,6 +7,7 @@
 
 #include "tap.h"
 #include "nn/model.h"
+#include "archive/archive.h"
 #include "train/train.h"
 #include "kernels/common/math.h"
 #include "kernels/cpu/gemm.h"
@@ -842,28 +843,37 @@ static void test_exact_ops(const char *prec)
 	}
 }
 
-/* The loader's rounding of a batch (dlt_round_samples, in its clones)
- * against dlt_round_prec, bit for bit: ties, the overflow to inf, the
- * subnormals of each type, NaN */
+/* The loader's rounding of a batch as it normalises it (the clones of
+ * dlt_normalise_samples, one set of stats or one per element) against
+ * dlt_round_prec, bit for bit: ties, the overflow to inf, the
+ * subnormals of each type, NaN.  Stats of 0 and 1 leave the values as
+ * they are, so only the rounding shows. */
 static void test_round_samples(void)
 {
-	float v[517];
+	static const float zeros[2], ones[2] = { 1.0f, 1.0f };
+	dlt_source src = { .ndim = 1, .dims = { 517 }, .dtype = DLT_F32 };
+	float v[517], w[517];
 	for (int prec = DLT_PREC_BF16; prec <= DLT_PREC_F16; prec++) {
-		int same = 1;
-		for (int i = 0; i < 517; i++)
-			v[i] = i % 7 == 0 ? ldexpf(1.0f + (float)i / 1024.0f, -20 - i % 13)
-			     : i % 7 == 1 ? 65504.0f + (float)(i % 32)
-			     : i % 7 == 2 ? ldexpf(1.0f + 1.0f / 256.0f + 1.0f / 2048.0f * (i % 3), i % 9)
-			     : i == 3 ? NAN : i == 10 ? -INFINITY : 8.0f * dlt_rng_uniform(&rng) - 4.0f;
-		float w[517];
-		memcpy(w, v, sizeof(v));
-		dlt_round_samples(w, 517, prec);
-		for (int i = 0; i < 517; i++) {
-			float r = dlt_round_prec(v[i], prec);
-			same &= !memcmp(&w[i], &r, sizeof(r));
+		for (int ns = 1; ns <= 2; ns++) {
+			dlt_normalise nm = { .scale = 1.0f, .mean = zeros, .inv_std = ones,
+					     .n_stats = ns, .round = prec };
+			int same = 1;
+			for (int i = 0; i < 517; i++)
+				v[i] = i % 7 == 0 ? ldexpf(1.0f + (float)i / 1024.0f, -20 - i % 13)
+				     : i % 7 == 1 ? 65504.0f + (float)(i % 32)
+				     : i % 7 == 2 ? ldexpf(1.0f + 1.0f / 256.0f + 1.0f / 2048.0f * (i % 3),
+							   i % 9)
+				     : i == 3 ? NAN : i == 10 ? -INFINITY
+				     : 8.0f * dlt_rng_uniform(&rng) - 4.0f;
+			dlt_normalise_samples(&nm, &src, v, 1, w);
+			for (int i = 0; i < 517; i++) {
+				float r = dlt_round_prec(v[i], prec);
+				same &= !memcmp(&w[i], &r, sizeof(r));
+			}
+			ok(same, "%s: the loader's rounding of a batch as it normalises it (%s) has "
+			   "dlt_round_prec's bits", prec == DLT_PREC_BF16 ? "bf16" : "fp16",
+			   ns == 1 ? "one set of stats" : "stats per element");
 		}
-		ok(same, "%s: the loader's rounding of a batch has dlt_round_prec's bits",
-		   prec == DLT_PREC_BF16 ? "bf16" : "fp16");
 	}
 }
 
