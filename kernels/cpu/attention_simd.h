@@ -1,7 +1,7 @@
 /* The attention's tiles with register-blocked loops of W-lane vectors (gcc
  * vector extensions), for head sizes D that are multiples of W up to
- * 8 W: transformer.c includes this once per instruction set, with W, SFX
- * (the functions' suffix) and the target pragma set.  Where the generic
+ * 8 W: transformer.c includes this once per instruction set (each_isa.h),
+ * with W, SFX (the functions' suffix) and the target set.  Where the generic
  * tiles (transformer.c) call the GEMM, which packs its operands on every
  * call (a third of their time for these small K), these read Q, K, V and
  * dout where they lie; only K (and V in backward) are transposed, once a

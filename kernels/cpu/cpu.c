@@ -30,23 +30,9 @@ static size_t min_sz(size_t a, size_t b)
 /* GELU tanh (kernels/common/math.h's dlt_gelu_tanh, dlt_gelu_tanh_backward
  * and the dlt_tanhf in both) with the same operations in the same order,
  * 8 or 16 lanes at a time: the same bits (gelu_simd.h). */
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#define W 8
-#define SFX avx2
-#include "kernels/cpu/gelu_simd.h"
-#undef SFX
-#undef W
-#pragma GCC pop_options
-
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-#define W 16
-#define SFX avx512
-#include "kernels/cpu/gelu_simd.h"
-#undef SFX
-#undef W
-#pragma GCC pop_options
+#define DLT_EACH_ISA "kernels/cpu/gelu_simd.h"
+#include "kernels/cpu/each_isa.h"
+#undef DLT_EACH_ISA
 
 static int avx2_fma(void)
 {

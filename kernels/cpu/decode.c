@@ -74,23 +74,9 @@ static void decode_one(const float *base, float *o, int t, int C, int D, float s
 	scale_f(o, 1.0f / l, D);
 }
 
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-#define W 16
-#define SFX avx512
-#include "kernels/cpu/decode_simd.h"
-#undef SFX
-#undef W
-#pragma GCC pop_options
-
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#define W 8
-#define SFX avx2
-#include "kernels/cpu/decode_simd.h"
-#undef SFX
-#undef W
-#pragma GCC pop_options
+#define DLT_EACH_ISA "kernels/cpu/decode_simd.h"
+#include "kernels/cpu/each_isa.h"
+#undef DLT_EACH_ISA
 
 void dlt_cpu_attention_decode(const float *qkv, float *out, int q0, int n, int C, int H)
 {

@@ -1,7 +1,7 @@
 /* Attention over a KV cache for one query of one head in W-lane vectors
  * (gcc vector extensions): decode.c includes this once per instruction
- * set, with W and SFX (the functions' suffix) set and the target pragma
- * on.  The scores of W keys at a time: each key's products summed in a
+ * set (each_isa.h), with W and SFX (the functions' suffix) and the
+ * target set.  The scores of W keys at a time: each key's products summed in a
  * vector, then the W vectors reduced together (reduce_, a transpose of
  * sums) rather than one horizontal sum a key.  The output's NV vectors
  * stay in registers over all the keys, in two sets (even and odd keys),

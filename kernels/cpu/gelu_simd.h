@@ -1,5 +1,5 @@
 /* GELU tanh W lanes at a time (cpu.c includes this once per instruction
- * set, with W, SFX and the target pragma set): kernels/common/math.h's
+ * set, each_isa.h, with W, SFX and the target set): kernels/common/math.h's
  * dlt_tanhf, dlt_gelu_tanh and dlt_gelu_tanh_backward, operation for
  * operation, so the same bits as they give: their fmaf an FMA here, and
  * every other product and sum an intrinsic that gcc does not contract

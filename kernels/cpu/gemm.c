@@ -17,6 +17,7 @@
  * The SIMD kernels are compiled for their instruction sets with target
  * attributes, the rest of the build staying generic x86-64, and one is
  * chosen at the first call from cpuid. */
+#include <cpuid.h>
 #include <cblas.h>
 #include <immintrin.h>
 #include <math.h>
@@ -812,9 +813,17 @@ static widen_fn *widen_bf16 = widen_bf16_plain, *widen_f16 = widen_f16_plain;
 static narrow_fn *narrow_bf16 = narrow_bf16_plain, *narrow_f16 = narrow_f16_plain;
 static pthread_once_t round_once = PTHREAD_ONCE_INIT;
 
+/* F16C, CPUID.1:ECX bit 29: clang's __builtin_cpu_supports does not know
+ * the name (make fuzz builds with clang) */
+static int has_f16c(void)
+{
+	unsigned a, b, c, d;
+	return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+
 static void round_choose(void)
 {
-	int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+	int avx2 = __builtin_cpu_supports("avx2") && has_f16c();
 	if (dlt_cpu_bf16_native())
 		round_bf16 = round_bf16_cvt;
 	else if (avx2)

@@ -394,23 +394,9 @@ static void ds_row(const float *p, float *dp, int n, float di)
 
 /* The register-blocked tiles (attention_simd.h), for AVX-512 and for
  * AVX2 with FMA */
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-#define W 16
-#define SFX avx512
-#include "kernels/cpu/attention_simd.h"
-#undef SFX
-#undef W
-#pragma GCC pop_options
-
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#define W 8
-#define SFX avx2
-#include "kernels/cpu/attention_simd.h"
-#undef SFX
-#undef W
-#pragma GCC pop_options
+#define DLT_EACH_ISA "kernels/cpu/attention_simd.h"
+#include "kernels/cpu/each_isa.h"
+#undef DLT_EACH_ISA
 
 int dlt_cpu_attention_lanes(int D)
 {

@@ -1,6 +1,6 @@
 /* The W-lane vectors (gcc vector extensions) of a header that a kernel
- * file includes once per instruction set, with W (lanes) and SFX (its
- * functions' suffix) set and the target pragma on: attention_simd.h and
+ * file includes once per instruction set (each_isa.h), with W (lanes)
+ * and SFX (its functions' suffix) and the target set: attention_simd.h and
  * decode_simd.h include this first and vec_end.h last.  No include guard:
  * each inclusion names them for its W. */
 
