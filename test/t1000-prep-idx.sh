@@ -157,6 +157,27 @@ test_expect_success 'bad input: a header that claims far more than the file hold
 	is_empty out
 '
 
+# Runs a command with no block of memory over 200 MB: RLIMIT_DATA, or
+# under make check-asan ASan's own limit (its shadow memory is far over
+# any RLIMIT_DATA)
+small_blocks() {
+	if [ -n "${ASAN_OPTIONS:-}" ]; then
+		ASAN_OPTIONS=$ASAN_OPTIONS:max_allocation_size_mb=200:allocator_may_return_null=1 "$@"
+	else
+		(ulimit -d 204800 && exec "$@")
+	fi
+}
+
+test_expect_success 'bad input: a header that claims more than the file, read whole to split' '
+	mkidx big.idx 0x803 6 8192 8192 -- 1 2 3 &&
+	test_must_fail 2 "big.idx: truncated: the header promises 402653184 bytes of data, the file holds 3" \
+		small_blocks dlt-prep idx --split 0.5 big.idx lab.idx -o out/a.dlt -o out/b.dlt &&
+	mkidx big.idx 0x803 6 8193 8192 -- 1 2 3 &&
+	test_must_fail 2 "big.idx: images of 8193 x 8192 pixels: more than 67108864" \
+		dlt-prep idx big.idx lab.idx -o out/a.dlt &&
+	is_empty out
+'
+
 test_expect_success 'bad input: trailing data' '
 	cat img.idx lab.idx >long.idx &&
 	test_must_fail 2 "long.idx: trailing data after the 36 bytes the header promises" \

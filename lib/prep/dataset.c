@@ -313,23 +313,43 @@ fail:
 static int write_data(const dlt_prep_data *d, const dlt_prep_opts *o);
 
 /* Samples still in their file that cannot stream: into memory, then as
- * any other set */
+ * any other set.  The memory grows with what the file gives, a chunk at a
+ * time (doubling), so that a header that claims more than its file holds
+ * is found short by read_x before anything of the claimed size is
+ * allocated. */
 static int write_read_all(const dlt_prep_data *d, const dlt_prep_opts *o)
 {
 	dlt_prep_data all = *d;
-	size_t bytes;
-	int rc;
+	size_t per = STREAM_CHUNK / d->sample_size ? STREAM_CHUNK / d->sample_size : 1;
+	size_t bytes, cap = 0;	/* samples */
+	uint8_t *x = NULL, *p;
+	int rc = 0;
 
 	if (!dlt_mul_ok(d->n, d->sample_size, &bytes))
 		return dlt_error(DLT_EINPUT, "%zu samples of %zu bytes: too large", d->n,
 				 d->sample_size);
-	if (!(all.x = dlt_malloc(bytes ? bytes : 1)))
-		return dlt_error(DLT_ENOMEM, "out of memory for %zu bytes of samples (to "
-				 "shuffle, split or compress, the set is read into memory)", bytes);
-	all.read_x = NULL;
-	if ((rc = d->read_x(d->x_ctx, all.x, d->n)) == 0)
+	for (size_t i = 0; rc == 0 && i < d->n; i += per) {
+		size_t k = d->n - i < per ? d->n - i : per;
+		if (i + k > cap) {
+			cap = i + k > 2 * cap ? i + k : 2 * cap < d->n ? 2 * cap : d->n;
+			if (!(p = realloc(x, cap * d->sample_size))) {
+				rc = dlt_error(DLT_ENOMEM, "out of memory for %zu bytes of samples (to "
+					       "shuffle, split or compress, the set is read into "
+					       "memory)", cap * d->sample_size);
+				break;
+			}
+			x = p;
+		}
+		rc = d->read_x(d->x_ctx, x + i * d->sample_size, k);
+	}
+	if (rc == 0 && !x && !(x = dlt_malloc(1)))	/* no samples */
+		rc = DLT_ENOMEM;
+	if (rc == 0) {
+		all.x = x;
+		all.read_x = NULL;
 		rc = write_data(&all, o);
-	free(all.x);
+	}
+	free(x);
 	return rc;
 }
 

@@ -275,6 +275,12 @@ int dlt_prep_read_idx(dlt_prep_data *d, const char *images, const char *labels)
 				       lab.name, lab.dims[0], st->f.name, st->f.dims[0]);
 		goto fail;
 	}
+	/* what dlt-train takes, and a sample is read whole (dlt_prep_write) */
+	if ((uint64_t)st->f.dims[1] * st->f.dims[2] > DLT_PREP_MAX_PIXELS) {
+		rc = dlt_error(DLT_EINPUT, "%s: images of %u x %u pixels: more than %u", st->f.name,
+			       st->f.dims[1], st->f.dims[2], DLT_PREP_MAX_PIXELS);
+		goto fail;
+	}
 	d->source = "idx";
 	d->dtype = DLT_U8;
 	d->ndim = 3;
