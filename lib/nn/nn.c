@@ -1188,6 +1188,32 @@ static void out_gradient(const dlt_model *m, buf_life *g, int *order, int *n)
 	*n = k;
 }
 
+/* For the choice of 16-bit storage alone (make_pool): the lives that a
+ * step never writes, as the plan stands, take no room.  A conv that does
+ * the max pool after it never writes its own output, nor, where it does
+ * the pool's backward too, that output's gradient, often the largest of a
+ * CNN's (the bench CNN's first conv: 12.85 of its 16.46 MB).  Counted,
+ * they hid that 16 bits there would take more memory, not less, and cost
+ * the passes.  The plan itself keeps their room: whether the conv does
+ * the pool's backward turns on want_input_grad, which may change after
+ * planning.  A gradient's block that another's shares keeps its size. */
+static void unwritten(const dlt_model *m, buf_life *g)
+{
+	for (int i = 0; i < m->n_layers; i++) {
+		const dlt_layer *l = &m->layers[i];
+		int r = m->n_t + m->t[l->out].g_of, shared = 0;
+		if (!l->pool_op)
+			continue;
+		g[m->t[l->out].a_of].size = 0;
+		if (!pools_back(m, l))
+			continue;
+		for (int j = m->n_t; j < 2 * m->n_t; j++)
+			shared |= j != r && g[j].slot == r;
+		if (g[r].slot == r && !shared)
+			g[r].size = 0;
+	}
+}
+
 /* One block, the pool, for what a step needs only a while: the
  * activations backward does not keep (plan_acts), the gradients of the
  * tensors (plan_grads), and each attention's dqkv and datt, live at its
@@ -1195,9 +1221,11 @@ static void out_gradient(const dlt_model *m, buf_life *g, int *order, int *n)
  * the activations', then the gradients' (n_t on), then the attentions'.
  * plan_block plans it with or without 16-bit storage (halves): *n lives in
  * order[], the block *total floats, and *floats what the activations take
- * in all (the pool, the kept ones' own memory, the halves). */
-static int plan_block(dlt_model *m, int halves, buf_life *g, int *order, int *live, int *n,
-		     size_t *total, double *floats)
+ * in all (the pool, the kept ones' own memory, the halves); estimate:
+ * without the room of what a step never writes (unwritten), for
+ * make_pool's choice. */
+static int plan_block(dlt_model *m, int halves, int estimate, buf_life *g, int *order,
+		      int *live, int *n, size_t *total, double *floats)
 {
 	int ng = 0, k = 2 * m->n_t, rc;
 	*n = 0;
@@ -1216,6 +1244,8 @@ static int plan_block(dlt_model *m, int halves, buf_life *g, int *order, int *li
 	for (int i = m->n_t; i < 2 * m->n_t; i++)
 		g[i].slot += m->n_t;
 	out_gradient(m, g, order, n);
+	if (estimate)
+		unwritten(m, g);
 	/* dqkv and datt, in backward (with halves, forward's q, k, v and
 	 * heads' output are in the stage, a range of batches at a time) */
 	for (int i = 0; i < m->n_layers; i++)
@@ -1298,12 +1328,12 @@ static int make_pool(dlt_model *m, int pipelined)
 	if (can16 && m->storage == 16) {
 		halves = 1;
 	} else if (can16 && !m->storage && m->be->host) {
-		if ((rc = plan_block(m, 1, g, order, live, &n, &total, &with)) < 0 ||
-		    (rc = plan_block(m, 0, g, order, live, &n, &total, &without)) < 0)
+		if ((rc = plan_block(m, 1, 1, g, order, live, &n, &total, &with)) < 0 ||
+		    (rc = plan_block(m, 0, 1, g, order, live, &n, &total, &without)) < 0)
 			goto out;
 		halves = with < 0.9 * without;
 	}
-	if ((rc = plan_block(m, halves, g, order, live, &n, &total, &with)) < 0)
+	if ((rc = plan_block(m, halves, 0, g, order, live, &n, &total, &with)) < 0)
 		goto out;
 	m->halves = halves;
 	if (!(m->pool = alloc_rows(m, 1, total, sizeof(float)))) {

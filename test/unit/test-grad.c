@@ -598,6 +598,39 @@ static void test_pool_after_relu(void)
 	dlt_model_free(&mb);
 }
 
+/* The storage make_pool picks for bf16 on the CPU (train.storage auto):
+ * 32 bits for bench/cnn.yaml at batch 128, where the first conv's output
+ * and gradient, which the fused conv and pool never write, were counted
+ * and made 16 bits look a tenth smaller (they were more memory, and the
+ * passes); 16 for a residual CNN with batch norms, whose activations
+ * backward reads are most of its memory. */
+static void test_cnn_storage(void)
+{
+	dlt_layer_cfg cnn[] = { conv(32, 3, 1, 1, 1, 1), act(DLT_LAYER_RELU),
+				pool(DLT_LAYER_MAXPOOL, 2, 2, 0), conv(64, 3, 1, 1, 1, 1),
+				act(DLT_LAYER_RELU), pool(DLT_LAYER_MAXPOOL, 2, 2, 0),
+				act(DLT_LAYER_FLATTEN), dense(128), act(DLT_LAYER_RELU), dense(10) };
+	dlt_layer_cfg bn[] = { conv(16, 3, 1, 1, 1, 1), layer(DLT_LAYER_BATCHNORM, 0, 0),
+			       act(DLT_LAYER_RELU), conv(16, 3, 1, 1, 1, 1),
+			       layer(DLT_LAYER_BATCHNORM, 0, 0), act(DLT_LAYER_RELU),
+			       layer(DLT_LAYER_GLOBAL_AVGPOOL, 0, 0), act(DLT_LAYER_FLATTEN),
+			       dense(10) };
+	dlt_config ca = config(cnn, 10), cb = config(bn, 9);
+	dlt_model ma, mb;
+	snprintf(ca.train.precision, sizeof(ca.train.precision), "bf16");
+	snprintf(cb.train.precision, sizeof(cb.train.precision), "bf16");
+	if (!ok_rc(dlt_model_init(&ma, &ca, dlt_backend_cpu(), (dlt_shape){ 1, 28, 28 }, 10, 128),
+		   0, "bf16 bench CNN builds"))
+		return;
+	if (ok_rc(dlt_model_init(&mb, &cb, dlt_backend_cpu(), (dlt_shape){ 1, 28, 28 }, 10, 128),
+		  0, "bf16 conv + batch norm CNN builds")) {
+		ok(ma.layers[0].pool_op && !ma.halves && mb.halves, "bf16, storage auto: 32 bits "
+		   "for the bench CNN (its first conv does the pool), 16 with batch norms");
+		dlt_model_free(&mb);
+	}
+	dlt_model_free(&ma);
+}
+
 /* A conv on img, its ReLU, a 2x2 max pool and a dense layer, at prec (""
  * is f32); apart: with a dropout of rate 0 between the ReLU and the pool,
  * which keeps the conv and the pool two ops.  Whether it was made. */
@@ -1052,6 +1085,7 @@ int main(void)
 	test_layers();
 	test_image_layers();
 	test_pool_after_relu();
+	test_cnn_storage();
 	test_mlp();
 	test_init();
 	test_errors();
