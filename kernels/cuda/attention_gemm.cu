@@ -18,20 +18,6 @@
 #define ATTN_SCRATCH ((size_t)64 << 20)
 #define ROWS 8				/* rows a block, a warp each */
 
-static __device__ float lanes_max(float v)
-{
-	for (int o = WARP / 2; o > 0; o >>= 1)
-		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-	return v;
-}
-
-static __device__ float lanes_sum(float v)
-{
-	for (int o = WARP / 2; o > 0; o >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, o);
-	return v;
-}
-
 /* The model's row of row i of sample bi of the chunk from b0, head h */
 static __device__ size_t model_row(int b0, int bi, int h, int H, int T, int i)
 {
@@ -52,10 +38,10 @@ static __global__ void attn_softmax(float *S, float *lse, int n, int T, int H, i
 	seen = causal ? i + 1 : T;
 	for (int j = lane; j < seen; j += WARP)
 		m = fmaxf(m, s[j]);
-	m = lanes_max(m);
+	m = cu_warp_max(m);
 	for (int j = lane; j < seen; j += WARP)
 		l += expf(s[j] - m);
-	ls = m + logf(lanes_sum(l));
+	ls = m + logf(cu_warp_sum(l));
 	r = model_row(b0, (int)(row / T), h, H, T, i);
 	if (lane == 0)
 		lse[r] = ls;
@@ -74,7 +60,7 @@ static __global__ void attn_d(const float *out, const float *dout, float *d, int
 		return;
 	for (int e = lane; e < D; e += WARP)
 		acc += dout[row * C + e] * out[row * C + e];
-	acc = lanes_sum(acc);
+	acc = cu_warp_sum(acc);
 	if (lane == 0)
 		d[row] = acc;
 }

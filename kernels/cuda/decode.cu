@@ -8,13 +8,6 @@
 #define DEC_DMAX 256
 #define DEC_PER_LANE (DEC_DMAX / WARP)
 
-static __device__ float dec_warp_sum(float v)
-{
-	for (int o = WARP / 2; o > 0; o >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, o);
-	return v;
-}
-
 static __global__ void attn_decode_kernel(const float *qkv, float *out, int q0, int n, int C,
 					  int H, float scale)
 {
@@ -44,7 +37,7 @@ static __global__ void attn_decode_kernel(const float *qkv, float *out, int q0, 
 			if (d < D)
 				s += q[k] * kr[d];
 		}
-		s = dec_warp_sum(s) * scale;
+		s = cu_warp_sum(s) * scale;
 		mx = s > m ? s : m;
 		corr = expf(m - mx);
 		p = expf(s - mx);

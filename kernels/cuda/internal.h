@@ -57,6 +57,22 @@ int cu_launched(const char *what);
 
 #define WARP 32
 
+/* The sum and the maximum of v over a warp's lanes, every lane getting
+ * it: a butterfly of shuffles, in one order, so the same bits each run */
+static __device__ inline float cu_warp_sum(float v)
+{
+	for (int o = WARP / 2; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+static __device__ inline float cu_warp_max(float v)
+{
+	for (int o = WARP / 2; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
 /* Column sums (bias and layer-norm gradients) in an order that the shape
  * alone fixes: the rows in col_chunks ranges, each range's rows in order
  * in double by one block, then the ranges' sums in order (col_finish).

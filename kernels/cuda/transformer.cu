@@ -36,13 +36,6 @@ static __device__ double warp_sum_d(double v)
 	return v;
 }
 
-static __device__ float warp_sum(float v)
-{
-	for (int o = WARP / 2; o > 0; o >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, o);
-	return v;
-}
-
 /* ---- layer norm ---- */
 
 static __global__ void ln_forward_kernel(const float *x, const float *gamma, const float *beta,
@@ -287,7 +280,7 @@ static __device__ float lane_dot(const float *r, const float *src, int D, int la
 		if (d < D)
 			s += r[k] * src[d];
 	}
-	return warp_sum(s);
+	return cu_warp_sum(s);
 }
 
 static __device__ void lane_axpy(float *r, float a, const float *src, int D, int lane)
