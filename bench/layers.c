@@ -5,7 +5,8 @@
  * (best of the repetitions) and GFLOP/s where the call does multiply-adds,
  * then each step's sum (the GPT's calls of a block counted once a layer).
  *
- *   layers [--threads N] [--reps N] [--model cnn|mlp|gpt|all]
+ *   layers [--threads N] [--reps N] [--model cnn|mlp|gpt|all] [--unfused]
+ *          [--precision fp32|bf16|fp16]
  *
  * On 1 thread the times are the thread's CPU time, on more the wall
  * clock's.  A tool to see where a step's time goes; make bench does not
@@ -48,6 +49,9 @@ static const dlt_backend *be;
 static int reps = 20;
 static double total;
 static int times = 1;	/* how many of each call a step makes */
+/* --precision: the products' (gemm, conv) and the rounding of bias_act's
+ * output; buffers stay f32, as the model's are with 32-bit storage */
+static int prec = DLT_PREC_F32;
 
 /* The call between the braces, timed: best of reps, after one warm-up */
 #define TIME(name, flops, call)                                                       \
@@ -92,8 +96,8 @@ static void dense_fwd(const char *name, int in, int out, int act, const float *x
 	char label[64];
 	snprintf(label, sizeof(label), "%s fwd", name);
 	TIME(label, 2.0 * BATCH * in * out,
-	     (be->gemm(0, 0, 1, BATCH, out, in, 1.0f, x, in, w, in, 0.0f, y, out),
-	      be->bias_act(y, b, BATCH, out, act, 0.0f, DLT_PREC_F32)));
+	     (be->gemm(prec, 0, 1, BATCH, out, in, 1.0f, x, in, w, in, 0.0f, y, out),
+	      be->bias_act(y, b, BATCH, out, act, 0.0f, prec)));
 }
 
 static void dense_bwd(const char *name, int in, int out, const float *x, const float *w,
@@ -102,14 +106,14 @@ static void dense_bwd(const char *name, int in, int out, const float *x, const f
 	char label[64];
 	snprintf(label, sizeof(label), "%s dW", name);
 	TIME(label, 2.0 * BATCH * in * out,
-	     be->gemm(0, 1, 0, out, in, BATCH, 1.0f, dy, out, x, in, 0.0f, dw, in));
+	     be->gemm(prec, 1, 0, out, in, BATCH, 1.0f, dy, out, x, in, 0.0f, dw, in));
 	snprintf(label, sizeof(label), "%s db", name);
 	TIME(label, 0, be->bias_grad(dy, db, BATCH, out));
 	if (!dx)
 		return;
 	snprintf(label, sizeof(label), "%s dX", name);
 	TIME(label, 2.0 * BATCH * in * out,
-	     be->gemm(0, 0, 0, BATCH, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in));
+	     be->gemm(prec, 0, 0, BATCH, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in));
 }
 
 static void relu_bwd(const char *name, size_t n, const float *y, const float *dy, float *dx)
@@ -140,17 +144,17 @@ static int unfused;
 
 static int fuses(const dlt_conv *c, const dlt_pool *p)
 {
-	return unfused || !be->conv_pool_fuses ? 0 : be->conv_pool_fuses(0, c, p);
+	return unfused || !be->conv_pool_fuses ? 0 : be->conv_pool_fuses(prec, c, p);
 }
 
 static void conv_pool_fwd(const dlt_conv *c, const dlt_pool *p, const float *x, const float *w,
 			  const float *b, float *y, float *pooled, int32_t *arg, float *work)
 {
 	if (fuses(c, p) & DLT_FUSES_FORWARD) {
-		be->conv_pool_forward(0, c, p, x, w, b, DLT_ACT_RELU, 0.0f, pooled, arg, work);
+		be->conv_pool_forward(prec, c, p, x, w, b, DLT_ACT_RELU, 0.0f, pooled, arg, work);
 		return;
 	}
-	be->conv_forward(0, c, x, w, b, y, DLT_ACT_RELU, 0.0f, work);
+	be->conv_forward(prec, c, x, w, b, y, DLT_ACT_RELU, 0.0f, work);
 	be->maxpool_forward(p, y, pooled, arg);
 }
 
@@ -161,18 +165,18 @@ static void conv_pool_bwd(const dlt_conv *c, const dlt_pool *p, const float *x, 
 {
 	size_t nw = (size_t)c->k * c->c * c->kh * c->kw;
 	if (!dx && (fuses(c, p) & DLT_FUSES_BACKWARD)) {
-		be->conv_pool_backward(0, c, p, x, dpooled, arg, dw, dw + nw, work);
+		be->conv_pool_backward(prec, c, p, x, dpooled, arg, dw, dw + nw, work);
 		return;
 	}
 	be->maxpool_backward(p, dpooled, arg, dy);
-	be->conv_backward(0, c, x, w, dy, dx, dw, dw + nw, work);
+	be->conv_backward(prec, c, x, w, dy, dx, dw, dw + nw, work);
 }
 
 static void cnn(void)
 {
 	dlt_conv c1 = conv_shape(1, 28, 32), c2 = conv_shape(32, 14, 64);
 	dlt_pool p1 = pool_shape(32, 28), p2 = pool_shape(64, 14);
-	size_t ws1 = be->conv_workspace(DLT_PREC_F32, &c1), ws2 = be->conv_workspace(DLT_PREC_F32, &c2);
+	size_t ws1 = be->conv_workspace(prec, &c1), ws2 = be->conv_workspace(prec, &c2);
 	size_t ws = ws1 > ws2 ? ws1 : ws2;
 	size_t a1 = (size_t)BATCH * 32 * 28 * 28, a2 = (size_t)BATCH * 32 * 14 * 14;
 	size_t a3 = (size_t)BATCH * 64 * 14 * 14, a4 = (size_t)BATCH * 3136;
@@ -220,10 +224,10 @@ static void cnn(void)
 			double t = now();
 			conv_pool_fwd(&c1, &p1, x, w1, b1, y1, y2, arg1, work);
 			conv_pool_fwd(&c2, &p2, y2, w2, b2, y3, y4, arg2, work);
-			be->gemm(0, 0, 1, BATCH, 128, 3136, 1.0f, y4, 3136, w3, 3136, 0.0f, y5, 128);
-			be->bias_act(y5, b3, BATCH, 128, DLT_ACT_RELU, 0.0f, DLT_PREC_F32);
-			be->gemm(0, 0, 1, BATCH, 10, 128, 1.0f, y5, 128, w4, 128, 0.0f, y6, 10);
-			be->gemm(0, 0, 0, BATCH, 3136, 128, 1.0f, g5, 128, w3, 3136, 0.0f, g4, 3136);
+			be->gemm(prec, 0, 1, BATCH, 128, 3136, 1.0f, y4, 3136, w3, 3136, 0.0f, y5, 128);
+			be->bias_act(y5, b3, BATCH, 128, DLT_ACT_RELU, 0.0f, prec);
+			be->gemm(prec, 0, 1, BATCH, 10, 128, 1.0f, y5, 128, w4, 128, 0.0f, y6, 10);
+			be->gemm(prec, 0, 0, BATCH, 3136, 128, 1.0f, g5, 128, w3, 3136, 0.0f, g4, 3136);
 			conv_pool_bwd(&c2, &p2, y2, w2, g3, g4, arg2, g2, dw, work);
 			conv_pool_bwd(&c1, &p1, x, w1, g1, g2, arg1, NULL, dw, work);
 			be->adam(w, dw, m, v, np, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0, 10, 1.0f);
@@ -274,8 +278,8 @@ static void seq_dense_fwd(const char *name, int rows, int in, int out, const flo
 	char label[64];
 	snprintf(label, sizeof(label), "%s fwd", name);
 	TIME(label, 2.0 * rows * in * out,
-	     (be->gemm(0, 0, 1, rows, out, in, 1.0f, x, in, w, in, 0.0f, y, out),
-	      b ? be->bias_act(y, b, rows, out, DLT_ACT_NONE, 0.0f, DLT_PREC_F32) : (void)0));
+	     (be->gemm(prec, 0, 1, rows, out, in, 1.0f, x, in, w, in, 0.0f, y, out),
+	      b ? be->bias_act(y, b, rows, out, DLT_ACT_NONE, 0.0f, prec) : (void)0));
 }
 
 static void seq_dense_bwd(const char *name, int rows, int in, int out, const float *x,
@@ -284,14 +288,14 @@ static void seq_dense_bwd(const char *name, int rows, int in, int out, const flo
 	char label[64];
 	snprintf(label, sizeof(label), "%s dW", name);
 	TIME(label, 2.0 * rows * in * out,
-	     be->gemm(0, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 0.0f, dw, in));
+	     be->gemm(prec, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 0.0f, dw, in));
 	if (db) {
 		snprintf(label, sizeof(label), "%s db", name);
 		TIME(label, 0, be->bias_grad(dy, db, rows, out));
 	}
 	snprintf(label, sizeof(label), "%s dX", name);
 	TIME(label, 2.0 * rows * in * out,
-	     be->gemm(0, 0, 0, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in));
+	     be->gemm(prec, 0, 0, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in));
 }
 
 /* examples/gpt.yaml's tiny GPT: the calls of one block, each counted L
@@ -358,10 +362,10 @@ static void gpt(void)
 	TIME("ln2 bwd", 0, be->layernorm_backward(x, g, gamma, mean, rstd, y, dg, db, rows, C));
 	TIME("fork add", 0, be->add(y, g2, g2, n));
 	TIME("proj dW+db", 2.0 * rows * C * C,
-	     (be->gemm(0, 1, 0, C, C, rows, 1.0f, g2, C, att, C, 0.0f, dw, C),
+	     (be->gemm(prec, 1, 0, C, C, rows, 1.0f, g2, C, att, C, 0.0f, dw, C),
 	      be->bias_grad(g2, db, rows, C)));
 	TIME("proj dX", 2.0 * rows * C * C,
-	     be->gemm(0, 0, 0, rows, C, C, 1.0f, g2, C, wproj, C, 0.0f, g, C));
+	     be->gemm(prec, 0, 0, rows, C, C, 1.0f, g2, C, wproj, C, 0.0f, g, C));
 	TIME("attention bwd", 8.0 * B * H * T * T / 2 * (C / H),
 	     be->attention_backward(qkv, att, g, lse, dqkv, B, T, C, H, 1,
 						 (dlt_attn_dropout){ 0 }));
@@ -389,11 +393,20 @@ int main(int argc, char **argv)
 			reps = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--model") && i + 1 < argc)
 			model = argv[++i];
-		else if (!strcmp(argv[i], "--unfused"))
+		else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
+			const char *p = argv[++i];
+			prec = !strcmp(p, "bf16") ? DLT_PREC_BF16 : !strcmp(p, "fp16") ? DLT_PREC_F16
+			     : !strcmp(p, "fp32") ? DLT_PREC_F32 : -1;
+			if (prec < 0) {
+				fprintf(stderr, "layers: unknown precision '%s'\n", p);
+				return 2;
+			}
+		} else if (!strcmp(argv[i], "--unfused"))
 			unfused = 1;
 		else {
 			fprintf(stderr, "usage: layers [--threads N] [--reps N] "
-					"[--model cnn|mlp|gpt|all] [--unfused]\n");
+					"[--model cnn|mlp|gpt|all] [--unfused]\n"
+					"              [--precision fp32|bf16|fp16]\n");
 			return 2;
 		}
 	}
