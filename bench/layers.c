@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels/common/math.h"
 #include "kernels/kernels.h"
 #include "kernels/cpu/threads.h"
 
@@ -33,6 +34,10 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static int prec;
+
+/* Values of --precision's type, as a 16-bit model's activations are:
+ * the kernels then find them rounded, as in training, and copy nothing */
 static float *buf(size_t n)
 {
 	float *p = aligned_alloc(64, (n * sizeof(float) + 63) & ~(size_t)63);
@@ -41,17 +46,17 @@ static float *buf(size_t n)
 		exit(1);
 	}
 	for (size_t i = 0; i < n; i++)
-		p[i] = (float)((i * 2654435761u) >> 8 & 0xffff) / 65536.0f - 0.5f;
+		p[i] = dlt_round_prec((float)((i * 2654435761u) >> 8 & 0xffff) / 65536.0f - 0.5f,
+				      prec);
 	return p;
 }
 
 static const dlt_backend *be;
+/* --precision: the products' (gemm, conv) and the rounding of bias_act's
+ * output; buffers stay floats, as the model's are with 32-bit storage */
 static int reps = 20;
 static double total;
 static int times = 1;	/* how many of each call a step makes */
-/* --precision: the products' (gemm, conv) and the rounding of bias_act's
- * output; buffers stay f32, as the model's are with 32-bit storage */
-static int prec = DLT_PREC_F32;
 
 /* The call between the braces, timed: best of reps, after one warm-up */
 #define TIME(name, flops, call)                                                       \
