@@ -343,7 +343,7 @@ static void gpt(void)
 	TIME("ln1 fwd", 0, be->layernorm_forward(x, gamma, bias, ln, mean, rstd, rows, C, 1e-5f));
 	seq_dense_fwd("qkv", rows, C, 3 * C, ln, wqkv, bias, qkv);
 	TIME("attention fwd", 4.0 * B * H * T * T / 2 * (C / H),
-	     be->attention_forward(qkv, att, lse, B, T, C, H, 1, (dlt_attn_dropout){ 0 }));
+	     be->attention_forward(prec, qkv, att, lse, B, T, C, H, 1, (dlt_attn_dropout){ 0 }));
 	seq_dense_fwd("proj", rows, C, C, att, wproj, bias, y);
 	TIME("residual add", 0, be->add(x, y, x, n));
 	TIME("ln2 fwd", 0, be->layernorm_forward(x, gamma, bias, ln, mean, rstd, rows, C, 1e-5f));
@@ -372,8 +372,8 @@ static void gpt(void)
 	TIME("proj dX", 2.0 * rows * C * C,
 	     be->gemm(prec, 0, 0, rows, C, C, 1.0f, g2, C, wproj, C, 0.0f, g, C));
 	TIME("attention bwd", 8.0 * B * H * T * T / 2 * (C / H),
-	     be->attention_backward(qkv, att, g, lse, dqkv, B, T, C, H, 1,
-						 (dlt_attn_dropout){ 0 }));
+	     be->attention_backward(prec, qkv, att, g, lse, dqkv, B, T, C, H, 1,
+				    (dlt_attn_dropout){ 0 }));
 	seq_dense_bwd("qkv", rows, C, 3 * C, ln, wqkv, dqkv, dw, db, g);
 	TIME("ln1 bwd", 0, be->layernorm_backward(x, g, gamma, mean, rstd, y, dg, db, rows, C));
 	TIME("fork add", 0, be->add(y, g2, g2, n));

@@ -108,7 +108,7 @@ enum { DLT_FUSES_FORWARD = 1, DLT_FUSES_BACKWARD = 2 };
 /* The layout of dlt_backend: libdlt-cuda.so, built apart, fills one and
  * refuses a program of another layout.  One more with every change of
  * the struct. */
-#define DLT_BACKEND_ABI 7
+#define DLT_BACKEND_ABI 8
 
 typedef struct dlt_backend {
 	const char *name;
@@ -287,13 +287,20 @@ typedef struct dlt_backend {
 	 * backward (the weights' dropout, drop, comes after the softmax and
 	 * leaves it alone).  The T x T scores are never stored: an online
 	 * softmax over tiles of keys (flash attention), the dropout's mask
-	 * drawn again where a tile needs it. */
-	void (*attention_forward)(const float *qkv, float *out, float *lse, int B, int T, int C,
-				  int H, int causal, dlt_attn_dropout drop);
+	 * drawn again where a tile needs it.  prec (enum dlt_prec): the
+	 * model's, as gemm's; at bf16 and fp16 a backend whose attention is
+	 * products (CUDA's) may multiply in that type, q, k and v rounded to it
+	 * as gemm rounds its operands and the softmax's weights rounded to it
+	 * before they weight v; the sums stay f32.  The CPU's kernels, not
+	 * products, are f32 at any prec. */
+	void (*attention_forward)(int prec, const float *qkv, float *out, float *lse, int B, int T,
+				  int C, int H, int causal, dlt_attn_dropout drop);
 	/* dqkv [B, T, 3C] overwritten from dout, the scores recomputed tile by
 	 * tile from qkv and lse; out is forward's, for the D_i = rowsum(dout *
-	 * out) term of the softmax's backward; drop forward's. */
-	void (*attention_backward)(const float *qkv, const float *out, const float *dout,
+	 * out) term of the softmax's backward; drop forward's.  prec as
+	 * forward's: dout rounded with q, k and v, and the scores' gradients
+	 * dS with the weights. */
+	void (*attention_backward)(int prec, const float *qkv, const float *out, const float *dout,
 				   const float *lse, float *dqkv, int B, int T, int C, int H,
 				   int causal, dlt_attn_dropout drop);
 	/* The first failure of an entry since the backend started, or NULL;

@@ -114,8 +114,8 @@ static double dot_d(const float *a, const float *b, int n)
 /* Each query's row of scores in double: its maximum, the sum of the
  * exponentials, the weighted sum of the values (the weights times their
  * dropout's factors; the sum without). */
-void dlt_ref_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C,
-			       int H, int causal, dlt_attn_dropout drop)
+void dlt_ref_attention_forward(int prec, const float *qkv, float *out, float *lse, int B, int T,
+			       int C, int H, int causal, dlt_attn_dropout drop)
 {
 	int D = C / H;
 	size_t ld = (size_t)3 * C;
@@ -154,7 +154,7 @@ void dlt_ref_attention_forward(const float *qkv, float *out, float *lse, int B, 
  * (= sum_j P_ij Z_ij dout_i . v_j): dv_j = sum_i P_ij Z_ij dout_i,
  * dS_ij = P_ij (Z_ij dout_i . v_j - D_i), dq_i = scale sum_j dS_ij k_j,
  * dk_j = scale sum_i dS_ij q_i; summed in double for one (b, h) at a time. */
-void dlt_ref_attention_backward(const float *qkv, const float *out, const float *dout,
+void dlt_ref_attention_backward(int prec, const float *qkv, const float *out, const float *dout,
 				const float *lse, float *dqkv, int B, int T, int C, int H,
 				int causal, dlt_attn_dropout drop)
 {

@@ -487,9 +487,11 @@ static void attn_backward_head(const float *q, const float *o, const float *g,
 	}
 }
 
-/* The register-blocked tiles have no dropout: with it, the GEMM's tiles */
-void dlt_cpu_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C,
-			       int H, int causal, dlt_attn_dropout drop)
+/* The register-blocked tiles have no dropout: with it, the GEMM's tiles.
+ * f32 at any prec: the scores are not a GEMM's here, and the 16-bit
+ * model's q, k and v are of its type already */
+void dlt_cpu_attention_forward(int prec, const float *qkv, float *out, float *lse, int B, int T,
+			       int C, int H, int causal, dlt_attn_dropout drop)
 {
 	int D = C / H, tiles = (T + TQ - 1) / TQ;
 	long tasks = (long)B * H * tiles;
@@ -514,7 +516,7 @@ void dlt_cpu_attention_forward(const float *qkv, float *out, float *lse, int B, 
 	}
 }
 
-void dlt_cpu_attention_backward(const float *qkv, const float *out, const float *dout,
+void dlt_cpu_attention_backward(int prec, const float *qkv, const float *out, const float *dout,
 				const float *lse, float *dqkv, int B, int T, int C, int H,
 				int causal, dlt_attn_dropout drop)
 {

@@ -21,9 +21,9 @@ void dlt_cpu_embedding_backward(const int32_t *ids, const float *dout, float *dw
 				int V);
 void dlt_cpu_positional_forward(const float *x, const float *p, float *y, int B, int T, int C);
 void dlt_cpu_positional_backward(const float *dy, float *dp, int B, int T, int C);
-void dlt_cpu_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C,
-			       int H, int causal, dlt_attn_dropout drop);
-void dlt_cpu_attention_backward(const float *qkv, const float *out, const float *dout,
+void dlt_cpu_attention_forward(int prec, const float *qkv, float *out, float *lse, int B, int T,
+			       int C, int H, int causal, dlt_attn_dropout drop);
+void dlt_cpu_attention_backward(int prec, const float *qkv, const float *out, const float *dout,
 				const float *lse, float *dqkv, int B, int T, int C, int H,
 				int causal, dlt_attn_dropout drop);
 
@@ -43,9 +43,9 @@ void dlt_ref_embedding_backward(const int32_t *ids, const float *dout, float *dw
 				int V);
 void dlt_ref_positional_forward(const float *x, const float *p, float *y, int B, int T, int C);
 void dlt_ref_positional_backward(const float *dy, float *dp, int B, int T, int C);
-void dlt_ref_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C,
-			       int H, int causal, dlt_attn_dropout drop);
-void dlt_ref_attention_backward(const float *qkv, const float *out, const float *dout,
+void dlt_ref_attention_forward(int prec, const float *qkv, float *out, float *lse, int B, int T,
+			       int C, int H, int causal, dlt_attn_dropout drop);
+void dlt_ref_attention_backward(int prec, const float *qkv, const float *out, const float *dout,
 				const float *lse, float *dqkv, int B, int T, int C, int H,
 				int causal, dlt_attn_dropout drop);
 

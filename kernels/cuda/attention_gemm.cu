@@ -1,16 +1,26 @@
-/* Attention by cuBLAS's batched f32 products (no TF32): for a head and a
- * chunk of the batch whose scores fit the scratch, S = scale Q K^T, a
- * [T, T] for each sample, then a kernel for the softmax (a warp a row:
- * the causal mask, lse, dropout's factor), then O = P V.  Backward makes
- * S and dP = dO V^T again, then a kernel P = exp(S - lse), dS = P (Z dP
- * - D) with D_i = dout_i . out_i, then dV = (P Z)^T dO, dQ = scale dS K,
- * dK = scale dS^T Q.  The products run on cuBLAS's f32 kernels, dozens of
- * times the pace of the tiles' loops (attention_tiles.cu), at the cost of
- * the scores in memory (2 T T + T floats a sample in the chunk) and of
- * the causal half computed and masked.  Every sum has one order for a
- * shape (cuBLAS on one stream, our kernels in lane order and a fixed
- * butterfly), so the bits do not depend on the run.  Where not one
- * sample's scores fit the scratch, or it cannot be had, the tiles run. */
+/* Attention by cuBLAS's batched products: for a chunk of the batch whose
+ * scores fit the scratch and a head, S = scale Q K^T, a [T, T] for each
+ * sample, then a kernel for the softmax (a warp a row: the causal mask,
+ * lse, dropout's factor), then O = P V.  Backward makes S and dP = dO V^T
+ * again, then a kernel P = exp(S - lse), dS = P (Z dP - D) with D_i =
+ * dout_i . out_i, then dV = (P Z)^T dO, dQ = scale dS K, dK = scale dS^T
+ * Q.  In f32 the products run on cuBLAS's f32 kernels (no TF32), dozens
+ * of times the pace of the tiles' loops (attention_tiles.cu), at the cost
+ * of the scores in memory (2 T T + T floats a sample in the chunk) and of
+ * the causal half computed and masked.
+ *
+ * At bf16 and fp16 they run on the tensor cores, summed in f32: the
+ * chunk's q, k, v (and dout) rounded once for all heads into 16-bit
+ * copies, as gemm rounds its operands (a 16-bit model's are of the type
+ * already), and the softmax's kernels write P Z (and dS) rounded to the
+ * type into 16-bit scores of their own; S, dP, lse and D stay f32.  In
+ * f32 the small GPT's attention ran at about 50 TFLOP/s on an H200, a
+ * sixth of its bf16 step, where bf16's products run at about 350.
+ *
+ * Every sum has one order for a shape (cuBLAS on one stream, our kernels
+ * in lane order and a fixed butterfly), so the bits do not depend on the
+ * run.  Where not one sample's scores fit the scratch, or it cannot be
+ * had, the tiles run (f32 at any prec). */
 #include "kernels/cuda/internal.h"
 
 /* Floats of the scores' scratch at most (256 MiB), made when attention
@@ -24,9 +34,16 @@ static __device__ size_t model_row(int b0, int bi, int h, int H, int T, int i)
 	return ((size_t)(b0 + bi) * H + h) * T + i;
 }
 
-/* Forward: S's n T rows in place to P Z, lse of each */
-static __global__ void attn_softmax(float *S, float *lse, int n, int T, int H, int h, int b0,
-				    int causal, dlt_attn_dropout drop)
+/* v rounded to prec as its 16-bit word */
+static __device__ inline uint16_t word16(float v, int prec)
+{
+	return dlt_narrow16(dlt_round_prec(v, prec), prec);
+}
+
+/* Forward: S's n T rows to P Z, in place, or (p16: bf16 and fp16) as
+ * prec's words into p16's rows; lse of each */
+static __global__ void attn_softmax(float *S, uint16_t *p16, int prec, float *lse, int n, int T,
+				    int H, int h, int b0, int causal, dlt_attn_dropout drop)
 {
 	size_t row = (size_t)blockIdx.x * ROWS + threadIdx.x / WARP, r;
 	int lane = threadIdx.x % WARP, i, seen;
@@ -45,13 +62,19 @@ static __global__ void attn_softmax(float *S, float *lse, int n, int T, int H, i
 	r = model_row(b0, (int)(row / T), h, H, T, i);
 	if (lane == 0)
 		lse[r] = ls;
-	for (int j = lane; j < T; j += WARP)
-		s[j] = j < seen ? expf(s[j] - ls) * dlt_attn_keep(drop, r, T, j) : 0.0f;
+	for (int j = lane; j < T; j += WARP) {
+		float p = j < seen ? expf(s[j] - ls) * dlt_attn_keep(drop, r, T, j) : 0.0f;
+		if (p16)
+			p16[row * T + j] = word16(p, prec);
+		else
+			s[j] = p;
+	}
 }
 
-/* D_i = dout_i . out_i for the chunk's n T rows, into d */
-static __global__ void attn_d(const float *out, const float *dout, float *d, int n, int T, int C,
-			      int D)
+/* D_i = dout_i . out_i for the chunk's n T rows, into d; with g16, dout
+ * as its rounded copy there (the same layout, prec's words) */
+static __global__ void attn_d(const float *out, const float *dout, const uint16_t *g16, int prec,
+			      float *d, int n, int T, int C, int D)
 {
 	size_t row = (size_t)blockIdx.x * ROWS + threadIdx.x / WARP;
 	int lane = threadIdx.x % WARP;
@@ -59,16 +82,19 @@ static __global__ void attn_d(const float *out, const float *dout, float *d, int
 	if (row >= (size_t)n * T)
 		return;
 	for (int e = lane; e < D; e += WARP)
-		acc += dout[row * C + e] * out[row * C + e];
+		acc += (g16 ? dlt_widen16(g16[row * C + e], prec) : dout[row * C + e]) *
+		       out[row * C + e];
 	acc = cu_warp_sum(acc);
 	if (lane == 0)
 		d[row] = acc;
 }
 
 /* Backward: from S (scale Q K^T) and dP (dO V^T) to P Z in S and dS =
- * P (Z dP - D) in dP */
-static __global__ void attn_ds(float *S, float *dP, const float *lse, const float *d, int n,
-			       int T, int H, int h, int b0, int causal, dlt_attn_dropout drop)
+ * P (Z dP - D) in dP; or (p16, ds16: bf16 and fp16) as prec's words into
+ * their rows */
+static __global__ void attn_ds(float *S, float *dP, uint16_t *p16, uint16_t *ds16, int prec,
+			       const float *lse, const float *d, int n, int T, int H, int h,
+			       int b0, int causal, dlt_attn_dropout drop)
 {
 	size_t row = (size_t)blockIdx.x * ROWS + threadIdx.x / WARP, r;
 	int lane = threadIdx.x % WARP, i, seen;
@@ -85,33 +111,86 @@ static __global__ void attn_ds(float *S, float *dP, const float *lse, const floa
 	for (int j = lane; j < T; j += WARP) {
 		float p = j < seen ? expf(s[j] - ls) : 0.0f;
 		float z = p ? dlt_attn_keep(drop, r, T, j) : 0.0f;
-		s[j] = p * z;
-		g[j] = p * (z * g[j] - di);
+		float ds = p * (z * g[j] - di);
+		if (p16) {
+			p16[row * T + j] = word16(p * z, prec);
+			ds16[row * T + j] = word16(ds, prec);
+		} else {
+			s[j] = p * z;
+			g[j] = ds;
+		}
 	}
 }
 
 /* Row-major C = alpha op(A) op(B) for n samples, each operand a stride
- * apart (gemm.cu's call: B first, M and N swapped) */
-static int products(int tA, int tB, int M, int N, int K, float alpha, const float *A, int lda,
-		    size_t sa, const float *B, int ldb, size_t sb, float *C, int ldc, size_t sc,
-		    int n)
+ * apart (gemm.cu's call: B first, M and N swapped); A and B floats, or
+ * (prec bf16, fp16) its 16-bit words, C floats */
+static int products(int prec, int tA, int tB, int M, int N, int K, float alpha, const void *A,
+		    int lda, size_t sa, const void *B, int ldb, size_t sb, float *C, int ldc,
+		    size_t sc, int n)
 {
 	const float zero = 0.0f;
+	cudaDataType type = prec == DLT_PREC_BF16 ? CUDA_R_16BF
+			  : prec == DLT_PREC_F16 ? CUDA_R_16F : CUDA_R_32F;
 	return cu_check_blas(cublasGemmStridedBatchedEx(
 				     cu.blas, tB ? CUBLAS_OP_T : CUBLAS_OP_N,
-				     tA ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_32F,
-				     ldb, (long long)sb, A, CUDA_R_32F, lda, (long long)sa, &zero, C,
+				     tA ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, type,
+				     ldb, (long long)sb, A, type, lda, (long long)sa, &zero, C,
 				     CUDA_R_32F, ldc, (long long)sc, n, CUBLAS_COMPUTE_32F,
 				     CUBLAS_GEMM_DEFAULT),
 			     "attention: products");
 }
 
-/* Samples of a chunk: as many of B as 2 T T + T floats each fit
- * ATTN_SCRATCH; 0 where not one does */
-static int chunk_of(int B, int T)
+/* A chunk's parts in the scratch, in floats from its start: S, dP and D
+ * (f32, n T T, n T T, n T), then at bf16 and fp16 the 16-bit P Z and dS
+ * (n T T words each) and the copies of q, k, v (n T 3C) and of dout (n T
+ * C), each from a multiple of 64 floats */
+typedef struct attn_parts {
+	float *S, *dP, *d;
+	uint16_t *p16, *ds16, *x16, *g16;
+} attn_parts;
+
+#define ATTN_ALIGN 64
+static size_t aligned(size_t floats)
 {
-	size_t n = ATTN_SCRATCH / (2 * (size_t)T * T + T);
+	return (floats + ATTN_ALIGN - 1) / ATTN_ALIGN * ATTN_ALIGN;
+}
+
+/* Floats of the scratch a chunk of n samples takes */
+static size_t chunk_floats(int prec, size_t n, int T, int C)
+{
+	size_t tt = (size_t)T * T, f = aligned(2 * n * tt + n * T);
+	if (prec != DLT_PREC_F32)
+		f += 2 * aligned((n * tt + 1) / 2) + aligned((n * T * 3 * C + 1) / 2) +
+		     aligned((n * T * C + 1) / 2);
+	return f;
+}
+
+/* Samples of a chunk: as many of B as fit ATTN_SCRATCH; 0 where not one
+ * does */
+static int chunk_of(int prec, int B, int T, int C)
+{
+	size_t per = chunk_floats(prec, 1, T, C), n = ATTN_SCRATCH / per;
+	while (n > 0 && chunk_floats(prec, n, T, C) > ATTN_SCRATCH)	/* the alignments */
+		n--;
 	return n < (size_t)B ? (int)n : B;
+}
+
+static attn_parts parts_of(float *base, int prec, size_t n, int T, int C)
+{
+	size_t tt = (size_t)T * T;
+	attn_parts p = { base, base + n * tt, base + 2 * n * tt, NULL, NULL, NULL, NULL };
+	float *at = base + aligned(2 * n * tt + n * T);
+	if (prec == DLT_PREC_F32)
+		return p;
+	p.p16 = (uint16_t *)at;
+	at += aligned((n * tt + 1) / 2);
+	p.ds16 = (uint16_t *)at;
+	at += aligned((n * tt + 1) / 2);
+	p.x16 = (uint16_t *)at;
+	at += aligned((n * T * 3 * C + 1) / 2);
+	p.g16 = (uint16_t *)at;
+	return p;
 }
 
 /* The scratch of at least floats, or NULL (nothing recorded: the tiles
@@ -140,68 +219,89 @@ static unsigned row_blocks(size_t rows)
 	return (unsigned)((rows + ROWS - 1) / ROWS);
 }
 
-int cu_attention_gemm_forward(const float *qkv, float *out, float *lse, int B, int T, int C,
-			      int H, int causal, float scale, dlt_attn_dropout drop)
+/* The first of a chunk's products' operand at element at of x (floats),
+ * or of its 16-bit copy x16, where there is one */
+static const void *operand(const float *x, const uint16_t *x16, size_t at)
 {
-	int D = C / H, nb = chunk_of(B, T);
+	return x16 ? (const void *)(x16 + at) : (const void *)(x + at);
+}
+
+int cu_attention_gemm_forward(int prec, const float *qkv, float *out, float *lse, int B, int T,
+			      int C, int H, int causal, float scale, dlt_attn_dropout drop)
+{
+	int D = C / H, nb = chunk_of(prec, B, T, C);
 	size_t ld = (size_t)3 * C, tt = (size_t)T * T;
-	float *S;
-	if (!nb || !(S = scratch_for((2 * tt + T) * nb)))
+	float *base;
+	if (!nb || !(base = scratch_for(chunk_floats(prec, nb, T, C))))
 		return 0;
-	for (int h = 0; h < H; h++) {
-		for (int b0 = 0; b0 < B; b0 += nb) {
-			int n = B - b0 < nb ? B - b0 : nb;
-			const float *q = qkv + (size_t)b0 * T * ld + (size_t)h * D;
-			if (!products(0, 1, T, T, D, scale, q, (int)ld, T * ld, q + C, (int)ld,
-				      T * ld, S, T, tt, n))
+	for (int b0 = 0; b0 < B; b0 += nb) {
+		int n = B - b0 < nb ? B - b0 : nb;
+		attn_parts p = parts_of(base, prec, nb, T, C);
+		const float *x = qkv + (size_t)b0 * T * ld;
+		const void *pz = p.p16 ? (const void *)p.p16 : (const void *)p.S;
+		if (p.x16)	/* the heads' operands are then of the copy */
+			cu_pack16(x, 0, (int)ld, 0, 0, n * T, (int)ld, prec, p.x16);
+		for (int h = 0; h < H; h++) {
+			size_t q = (size_t)h * D;
+			if (!products(prec, 0, 1, T, T, D, scale, operand(x, p.x16, q), (int)ld,
+				      T * ld, operand(x, p.x16, q + C), (int)ld, T * ld, p.S, T, tt,
+				      n))
 				return 1;
 			attn_softmax<<<row_blocks((size_t)n * T), ROWS * WARP, 0, cu.stream>>>(
-				S, lse, n, T, H, h, b0, causal, drop);
+				p.S, p.p16, prec, lse, n, T, H, h, b0, causal, drop);
 			cu_launched("attention_forward");
-			if (!products(0, 0, T, D, T, 1.0f, S, T, tt, q + 2 * C, (int)ld, T * ld,
-				      out + (size_t)b0 * T * C + (size_t)h * D, C, (size_t)T * C,
-				      n))
+			if (!products(prec, 0, 0, T, D, T, 1.0f, pz, T, tt,
+				      operand(x, p.x16, q + 2 * C), (int)ld, T * ld,
+				      out + (size_t)b0 * T * C + q, C, (size_t)T * C, n))
 				return 1;
 		}
 	}
 	return 1;
 }
 
-int cu_attention_gemm_backward(const float *qkv, const float *out, const float *dout,
+int cu_attention_gemm_backward(int prec, const float *qkv, const float *out, const float *dout,
 			       const float *lse, float *dqkv, int B, int T, int C, int H,
 			       int causal, float scale, dlt_attn_dropout drop)
 {
-	int D = C / H, nb = chunk_of(B, T);
+	int D = C / H, nb = chunk_of(prec, B, T, C);
 	size_t ld = (size_t)3 * C, tt = (size_t)T * T, tc = (size_t)T * C;
-	float *S, *dP, *d;
-	if (!nb || !(S = scratch_for((2 * tt + T) * nb)))
+	float *base;
+	if (!nb || !(base = scratch_for(chunk_floats(prec, nb, T, C))))
 		return 0;
-	dP = S + tt * nb;
-	d = dP + tt * nb;
-	for (int h = 0; h < H; h++) {
-		for (int b0 = 0; b0 < B; b0 += nb) {
-			int n = B - b0 < nb ? B - b0 : nb;
-			size_t at = (size_t)b0 * T * ld + (size_t)h * D;
-			size_t ot = (size_t)b0 * tc + (size_t)h * D;
-			const float *q = qkv + at, *k = q + C, *v = q + 2 * C, *g = dout + ot;
-			float *dq = dqkv + at, *dk = dq + C, *dv = dq + 2 * C;
+	for (int b0 = 0; b0 < B; b0 += nb) {
+		int n = B - b0 < nb ? B - b0 : nb;
+		attn_parts p = parts_of(base, prec, nb, T, C);
+		const float *x = qkv + (size_t)b0 * T * ld, *g = dout + (size_t)b0 * tc;
+		const void *pz = p.p16 ? (const void *)p.p16 : (const void *)p.S;
+		const void *ds = p.ds16 ? (const void *)p.ds16 : (const void *)p.dP;
+		float *dx = dqkv + (size_t)b0 * T * ld;
+		if (p.x16) {
+			cu_pack16(x, 0, (int)ld, 0, 0, n * T, (int)ld, prec, p.x16);
+			cu_pack16(g, 0, C, 0, 0, n * T, C, prec, p.g16);
+		}
+		for (int h = 0; h < H; h++) {
+			size_t q = (size_t)h * D;
+			const void *qh = operand(x, p.x16, q), *kh = operand(x, p.x16, q + C);
+			const void *vh = operand(x, p.x16, q + 2 * C), *gh = operand(g, p.g16, q);
 			attn_d<<<row_blocks((size_t)n * T), ROWS * WARP, 0, cu.stream>>>(
-				out + ot, g, d, n, T, C, D);
+				out + (size_t)b0 * tc + q, g + q, p.g16 ? p.g16 + q : NULL, prec, p.d,
+				n, T, C, D);
 			cu_launched("attention_backward");
-			if (!products(0, 1, T, T, D, scale, q, (int)ld, T * ld, k, (int)ld, T * ld,
-				      S, T, tt, n) ||
-			    !products(0, 1, T, T, D, 1.0f, g, C, tc, v, (int)ld, T * ld, dP, T, tt,
-				      n))
+			if (!products(prec, 0, 1, T, T, D, scale, qh, (int)ld, T * ld, kh, (int)ld,
+				      T * ld, p.S, T, tt, n) ||
+			    !products(prec, 0, 1, T, T, D, 1.0f, gh, C, tc, vh, (int)ld, T * ld,
+				      p.dP, T, tt, n))
 				return 1;
 			attn_ds<<<row_blocks((size_t)n * T), ROWS * WARP, 0, cu.stream>>>(
-				S, dP, lse, d, n, T, H, h, b0, causal, drop);
+				p.S, p.dP, p.p16, p.ds16, prec, lse, p.d, n, T, H, h, b0, causal,
+				drop);
 			cu_launched("attention_backward");
-			if (!products(1, 0, T, D, T, 1.0f, S, T, tt, g, C, tc, dv, (int)ld, T * ld,
-				      n) ||
-			    !products(0, 0, T, D, T, scale, dP, T, tt, k, (int)ld, T * ld, dq,
+			if (!products(prec, 1, 0, T, D, T, 1.0f, pz, T, tt, gh, C, tc, dx + q + 2 * C,
 				      (int)ld, T * ld, n) ||
-			    !products(1, 0, T, D, T, scale, dP, T, tt, q, (int)ld, T * ld, dk,
-				      (int)ld, T * ld, n))
+			    !products(prec, 0, 0, T, D, T, scale, ds, T, tt, kh, (int)ld, T * ld,
+				      dx + q, (int)ld, T * ld, n) ||
+			    !products(prec, 1, 0, T, D, T, scale, ds, T, tt, qh, (int)ld, T * ld,
+				      dx + q + C, (int)ld, T * ld, n))
 				return 1;
 		}
 	}

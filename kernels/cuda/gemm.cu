@@ -49,8 +49,8 @@ static __global__ void copy16(const uint16_t *src, int ld, int r0, int c0, int r
 		dst[(size_t)r * cols + c] = src[(size_t)(r0 + r) * ld + c0 + c];
 }
 
-static void pack(const float *src, int half, int ld, int r0, int c0, int rows, int cols,
-		 int prec, uint16_t *dst)
+void cu_pack16(const float *src, int half, int ld, int r0, int c0, int rows, int cols, int prec,
+	       uint16_t *dst)
 {
 	dim3 grid((unsigned)((cols + CU_THREADS - 1) / CU_THREADS),
 		  (unsigned)(rows < 65535 ? rows : 65535));
@@ -93,13 +93,13 @@ static void product(int prec, int ha, int hb, int tA, int tB, int M, int N, int 
 		uint16_t *a = (uint16_t *)cu.half;
 		uint16_t *b = a + (((size_t)M * nk + 7) & ~(size_t)7);
 		if (tA)
-			pack(A, ha, lda, k0, 0, nk, M, prec, a);
+			cu_pack16(A, ha, lda, k0, 0, nk, M, prec, a);
 		else
-			pack(A, ha, lda, 0, k0, M, nk, prec, a);
+			cu_pack16(A, ha, lda, 0, k0, M, nk, prec, a);
 		if (tB)
-			pack(B, hb, ldb, 0, k0, N, nk, prec, b);
+			cu_pack16(B, hb, ldb, 0, k0, N, nk, prec, b);
 		else
-			pack(B, hb, ldb, k0, 0, nk, N, prec, b);
+			cu_pack16(B, hb, ldb, k0, 0, nk, N, prec, b);
 		if (!cu_check_blas(cublasGemmEx(cu.blas, opB, opA, N, M, nk, &alpha, b, type,
 						tB ? nk : N, a, type, tA ? M : nk,
 						k0 ? &one : &beta, C, CUDA_R_32F, ldc,

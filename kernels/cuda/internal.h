@@ -199,6 +199,11 @@ static inline unsigned cu_blocks(size_t n)
 /* The table's entries that live outside backend.cu */
 void cu_gemm(int prec, int tA, int tB, int M, int N, int K, float alpha, const float *A,
 	     int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* rows x cols of row-major src (leading dimension ld) from (r0, c0),
+ * rounded to prec (bf16 or fp16) and packed row-major as its 16-bit words
+ * into dst; half: src holds such words already, copied (gemm.cu) */
+void cu_pack16(const float *src, int half, int ld, int r0, int c0, int rows, int cols, int prec,
+	       uint16_t *dst);
 size_t cu_conv_workspace(int prec, const dlt_conv *s);
 void cu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w,
 		     const float *b, float *y, int act, float slope, float *work);
@@ -249,16 +254,17 @@ void cu_embedding_forward(const int32_t *ids, const float *w, float *out, int n,
 void cu_embedding_backward(const int32_t *ids, const float *dout, float *dw, int n, int C, int V);
 void cu_positional_forward(const float *x, const float *p, float *y, int B, int T, int C);
 void cu_positional_backward(const float *dy, float *dp, int B, int T, int C);
-void cu_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C, int H,
-			  int causal, dlt_attn_dropout drop);
-void cu_attention_backward(const float *qkv, const float *out, const float *dout,
+void cu_attention_forward(int prec, const float *qkv, float *out, float *lse, int B, int T,
+			  int C, int H, int causal, dlt_attn_dropout drop);
+void cu_attention_backward(int prec, const float *qkv, const float *out, const float *dout,
 			   const float *lse, float *dqkv, int B, int T, int C, int H, int causal,
 			   dlt_attn_dropout drop);
-/* Attention by batched products (attention_gemm.cu): 0, having done
- * nothing, where a sample's scores do not fit its scratch */
-int cu_attention_gemm_forward(const float *qkv, float *out, float *lse, int B, int T, int C,
-			      int H, int causal, float scale, dlt_attn_dropout drop);
-int cu_attention_gemm_backward(const float *qkv, const float *out, const float *dout,
+/* Attention by batched products (attention_gemm.cu), in prec's type on
+ * the tensor cores at bf16 and fp16: 0, having done nothing, where a
+ * sample's scores do not fit its scratch */
+int cu_attention_gemm_forward(int prec, const float *qkv, float *out, float *lse, int B, int T,
+			      int C, int H, int causal, float scale, dlt_attn_dropout drop);
+int cu_attention_gemm_backward(int prec, const float *qkv, const float *out, const float *dout,
 			       const float *lse, float *dqkv, int B, int T, int C, int H,
 			       int causal, float scale, dlt_attn_dropout drop);
 /* The tiled attention (attention_tiles.cu): 0, having done nothing, where

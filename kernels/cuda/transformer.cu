@@ -344,15 +344,17 @@ static int attn_ok(int C, int H, const char *what)
 	return 1;
 }
 
-void cu_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C, int H,
-			  int causal, dlt_attn_dropout drop)
+/* The tiles and the kernels below are f32 at any prec: where the
+ * products cannot run (their scratch), bf16 and fp16 run them too */
+void cu_attention_forward(int prec, const float *qkv, float *out, float *lse, int B, int T,
+			  int C, int H, int causal, dlt_attn_dropout drop)
 {
 	size_t rows = (size_t)B * H * T;
 	float scale;
 	if (!rows || !attn_ok(C, H, "attention_forward: head size over 256"))
 		return;
 	scale = (float)(1.0 / sqrt((double)(C / H)));
-	if (cu_attention_gemm_forward(qkv, out, lse, B, T, C, H, causal, scale, drop) ||
+	if (cu_attention_gemm_forward(prec, qkv, out, lse, B, T, C, H, causal, scale, drop) ||
 	    cu_attention_tiles_forward(qkv, out, lse, B, T, C, H, causal, scale, drop))
 		return;
 	attn_forward_kernel<<<warp_blocks(rows), ROWS_PER_BLOCK * WARP, 0, cu.stream>>>(
@@ -454,7 +456,7 @@ static __global__ void attn_dq_kernel(const float *qkv, const float *dout, const
 	lane_store(dst, dq, 1.0f, D, lane);
 }
 
-void cu_attention_backward(const float *qkv, const float *out, const float *dout,
+void cu_attention_backward(int prec, const float *qkv, const float *out, const float *dout,
 			   const float *lse, float *dqkv, int B, int T, int C, int H, int causal,
 			   dlt_attn_dropout drop)
 {
@@ -464,7 +466,8 @@ void cu_attention_backward(const float *qkv, const float *out, const float *dout
 	if (!rows || !attn_ok(C, H, "attention_backward: head size over 256"))
 		return;
 	scale = (float)(1.0 / sqrt((double)(C / H)));
-	if (cu_attention_gemm_backward(qkv, out, dout, lse, dqkv, B, T, C, H, causal, scale, drop))
+	if (cu_attention_gemm_backward(prec, qkv, out, dout, lse, dqkv, B, T, C, H, causal, scale,
+				       drop))
 		return;
 	attn_di_kernel<<<blocks, ROWS_PER_BLOCK * WARP, 0, cu.stream>>>(out, dout, dqkv, B, T, C,
 									 H);

@@ -1759,7 +1759,7 @@ static void attention_batches(const dlt_model *m, const dlt_layer *l, const floa
 		 C, pw(m, l->w), C, 0.0f, qkv, 3 * C);
 	be->bias_act(qkv, pw(m, l->b), rows, 3 * C, DLT_ACT_NONE, 0.0f, m->prec);
 	drop.row0 = b0 * (uint64_t)l->heads * (uint64_t)T;
-	be->attention_forward(qkv, att, l->lse + b0 * l->heads * T, nb, T, C, l->heads,
+	be->attention_forward(m->prec, qkv, att, l->lse + b0 * l->heads * T, nb, T, C, l->heads,
 			      l->causal, drop);
 	round_acts(m, att, (size_t)rows * C);
 	be->gemm(m->prec | DLT_A_EXACT, 0, 1, rows, C, C, 1.0f, att, C, pw(m, l->w2), C, 0.0f,
@@ -2208,8 +2208,8 @@ static void attention_backward_rows(const dlt_model *m, const dlt_layer *l, int 
 	size_t bt = (size_t)T * C, rows_c = (size_t)m->max_batch * ti->n, step;
 
 	if (!l->half) {
-		m->be->attention_backward(l->qkv, l->att, l->datt, l->lse, l->dqkv, batch, T, C, H,
-					  l->causal, l->drop);
+		m->be->attention_backward(m->prec, l->qkv, l->att, l->datt, l->lse, l->dqkv, batch, T,
+					  C, H, l->causal, l->drop);
 		return;
 	}
 	step = m->stage_n / (4 * bt);
@@ -2220,7 +2220,7 @@ static void attention_backward_rows(const dlt_model *m, const dlt_layer *l, int 
 		m->be->widen(l->half + 3 * b0 * bt, qkv, 3 * nb * bt, m->prec);
 		m->be->widen(l->half + 3 * rows_c + b0 * bt, att, nb * bt, m->prec);
 		drop.row0 = (uint64_t)b0 * (uint64_t)H * (uint64_t)T;
-		m->be->attention_backward(qkv, att, l->datt + b0 * bt, l->lse + b0 * H * T,
+		m->be->attention_backward(m->prec, qkv, att, l->datt + b0 * bt, l->lse + b0 * H * T,
 					  l->dqkv + 3 * b0 * bt, (int)nb, T, C, H, l->causal, drop);
 	}
 }

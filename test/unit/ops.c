@@ -1008,16 +1008,32 @@ static dlt_attn_dropout attention_dropout(int arg)
 	return arg & 4 ? (dlt_attn_dropout){ 0.25f, 7, 99, 0 } : (dlt_attn_dropout){ 0 };
 }
 
-/* arg 1: causal; 2: wide scores; 4: dropout */
+/* arg 8: bf16, 16: fp16 (else f32) */
+enum { ATTN_BF16 = 8, ATTN_F16 = 16 };
+
+static int attention_prec(int arg)
+{
+	return arg & ATTN_BF16 ? DLT_PREC_BF16 : arg & ATTN_F16 ? DLT_PREC_F16 : DLT_PREC_F32;
+}
+
+/* arg 1: causal; 2: wide scores; 4: dropout; 8, 16: bf16, fp16, q, k and
+ * v rounded to it first (as a 16-bit model's are), so that only what
+ * the backend rounds itself (CUDA: the softmax's weights) differs from
+ * the reference's exact sums */
 static double check_attention_forward(const dlt_backend *be, size_t i, int arg)
 {
 	seq s = seqs[i];
 	size_t n = (size_t)s.B * s.T * s.C, nl = (size_t)s.B * s.H * s.T;
+	int prec = attention_prec(arg);
 	float *qkv = attention_input(s, arg), *o = nanv(n), *l = nanv(nl);
-	float *gq = upf(be, qkv, 3 * n), *go = dnan(be, n), *gl = dnan(be, nl), *ho, *hl;
+	float *gq, *go = dnan(be, n), *gl = dnan(be, nl), *ho, *hl;
 	double d;
-	be->attention_forward(gq, go, gl, s.B, s.T, s.C, s.H, arg & 1, attention_dropout(arg));
-	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, arg & 1, attention_dropout(arg));
+	ref->round(qkv, 3 * n, prec);
+	gq = upf(be, qkv, 3 * n);
+	be->attention_forward(prec, gq, go, gl, s.B, s.T, s.C, s.H, arg & 1,
+			      attention_dropout(arg));
+	ref->attention_forward(prec, qkv, o, l, s.B, s.T, s.C, s.H, arg & 1,
+			       attention_dropout(arg));
 	ho = down(be, go, n);
 	hl = down(be, gl, nl);
 	d = fmax(dist(ho, o, n), dist(hl, l, nl));
@@ -1040,9 +1056,12 @@ typedef struct attn_back {
 static attn_back attn_back_inputs(const dlt_backend *be, seq s, int arg)
 {
 	size_t n = (size_t)s.B * s.T * s.C, nl = (size_t)s.B * s.H * s.T;
+	int prec = attention_prec(arg);
 	attn_back a = { .qkv = attention_input(s, arg), .o = nanv(n), .l = nanv(nl),
 			.g = randv(n, -1, 1) };
-	ref->attention_forward(a.qkv, a.o, a.l, s.B, s.T, s.C, s.H, arg & 1,
+	ref->round(a.qkv, 3 * n, prec);
+	ref->round(a.g, n, prec);
+	ref->attention_forward(prec, a.qkv, a.o, a.l, s.B, s.T, s.C, s.H, arg & 1,
 			       attention_dropout(arg));
 	a.gq = upf(be, a.qkv, 3 * n);
 	a.go = upf(be, a.o, n);
@@ -1070,10 +1089,10 @@ static double check_attention_backward(const dlt_backend *be, size_t i, int arg)
 	attn_back a = attn_back_inputs(be, s, arg);
 	float *dq = nanv(3 * n), *gdq = dnan(be, 3 * n), *h;
 	double d;
-	be->attention_backward(a.gq, a.go, a.gg, a.gl, gdq, s.B, s.T, s.C, s.H, arg & 1,
-			       attention_dropout(arg));
-	ref->attention_backward(a.qkv, a.o, a.g, a.l, dq, s.B, s.T, s.C, s.H, arg & 1,
-				attention_dropout(arg));
+	be->attention_backward(attention_prec(arg), a.gq, a.go, a.gg, a.gl, gdq, s.B, s.T, s.C,
+			       s.H, arg & 1, attention_dropout(arg));
+	ref->attention_backward(attention_prec(arg), a.qkv, a.o, a.g, a.l, dq, s.B, s.T, s.C, s.H,
+				arg & 1, attention_dropout(arg));
 	h = down(be, gdq, 3 * n);
 	d = dist(h, dq, 3 * n);
 	attn_back_free(be, &a);
@@ -1095,9 +1114,11 @@ static double check_attention_backward_rows(const dlt_backend *be, size_t i, int
 	float *d1 = dnan(be, 3 * n), *d2 = dnan(be, 3 * n), *h1, *h2;
 	dlt_attn_dropout drop = attention_dropout(arg);
 	double d;
-	be->attention_backward(a.gq, a.go, a.gg, a.gl, d1, s.B, s.T, s.C, s.H, arg & 1, drop);
+	int prec = attention_prec(arg);
+	be->attention_backward(prec, a.gq, a.go, a.gg, a.gl, d1, s.B, s.T, s.C, s.H, arg & 1,
+			       drop);
 	drop.row0 = (uint64_t)b1 * s.H * s.T;
-	be->attention_backward(a.gq + 3 * r1 * s.C, a.go + r1 * s.C, a.gg + r1 * s.C,
+	be->attention_backward(prec, a.gq + 3 * r1 * s.C, a.go + r1 * s.C, a.gg + r1 * s.C,
 			       a.gl + (size_t)b1 * s.H * s.T, d2 + 3 * r1 * s.C, nb, s.T, s.C, s.H,
 			       arg & 1, drop);
 	h1 = down(be, d1, 3 * n);
@@ -1133,7 +1154,8 @@ static double check_attention_decode(const dlt_backend *be, size_t i, int arg)
 	nq = s.T - q0;
 	nd = (size_t)nq * s.C;
 	d2 = nanv(nd);
-	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, 1, attention_dropout(0));
+	ref->attention_forward(DLT_PREC_F32, qkv, o, l, s.B, s.T, s.C, s.H, 1,
+			       attention_dropout(0));
 	for (int b = 0; b < s.B; b++) {
 		const float *want = o + ((size_t)b * s.T + q0) * s.C;
 		float *gd = dnan(be, nd), *h;
@@ -1568,13 +1590,13 @@ static double check_threads(const dlt_backend *be, size_t i, int arg)
 		case T_ATTENTION_BACKWARD:
 			o[0] = malloc(bytes[0] = na * 4);
 			o[1] = malloc(bytes[1] = nl * 4);
-			be->attention_forward(qkv, o[0], o[1], s.B, s.T, s.C, s.H, 1,
+			be->attention_forward(DLT_PREC_F32, qkv, o[0], o[1], s.B, s.T, s.C, s.H, 1,
 					      attention_dropout(0));
 			if (arg == T_ATTENTION_FORWARD)
 				break;
 			o[2] = malloc(bytes[2] = 3 * na * 4);
-			be->attention_backward(qkv, o[0], ga, o[1], o[2], s.B, s.T, s.C, s.H, 1,
-					       attention_dropout(0));
+			be->attention_backward(DLT_PREC_F32, qkv, o[0], ga, o[1], o[2], s.B, s.T,
+					       s.C, s.H, 1, attention_dropout(0));
 			break;
 		}
 	}
@@ -1822,6 +1844,25 @@ static const row rows[] = {
 	  SEQS, { 0, 1e-5 } },
 	{ "attention_backward dropout, later batches", check_attention_backward_rows, 4, SEQS,
 	  { 0, 1e-5 } },
+	/* bf16 and fp16: q, k, v and dout rounded first; CUDA's products are
+	 * of that type and round the softmax's weights (and dS) to it too, a
+	 * relative 2^-9 (2^-12) of terms summed over up to 130 keys */
+	{ "attention_forward bf16", check_attention_forward, ATTN_BF16, SEQS, { 1e-5, 3e-2 } },
+	{ "attention_forward causal wide bf16", check_attention_forward, 3 + ATTN_BF16, SEQS,
+	  { 1e-5, 3e-2 } },
+	{ "attention_forward causal dropout bf16", check_attention_forward, 5 + ATTN_BF16, SEQS,
+	  { 1e-5, 3e-2 } },
+	{ "attention_forward causal fp16", check_attention_forward, 1 + ATTN_F16, SEQS,
+	  { 1e-5, 1e-2 } },
+	{ "attention_backward bf16", check_attention_backward, ATTN_BF16, SEQS, { 1e-5, 3e-2 } },
+	{ "attention_backward causal wide bf16", check_attention_backward, 3 + ATTN_BF16, SEQS,
+	  { 1e-5, 3e-2 } },
+	{ "attention_backward causal dropout bf16", check_attention_backward, 5 + ATTN_BF16, SEQS,
+	  { 1e-5, 3e-2 } },
+	{ "attention_backward causal fp16", check_attention_backward, 1 + ATTN_F16, SEQS,
+	  { 1e-5, 1e-2 } },
+	{ "attention_backward causal dropout bf16, later batches", check_attention_backward_rows,
+	  5 + ATTN_BF16, SEQS, { 0, 3e-2 } },
 	{ "attention_decode, the last query", check_attention_decode, 0, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_decode, half the queries", check_attention_decode, 1, SEQS, { 1e-5, 1e-5 } },
 	{ "attention_decode, 5 T keys", check_attention_decode, 2, SEQS, { 1e-5, 1e-5 } },

@@ -33,7 +33,7 @@ static void test_transformer_known(const dlt_backend *be)
 	float qkv[3 * 4] = { 1, 2, 3, 4, 0.5f, 0.25f, -1, 2, 7, 8, 9, 10 }, o[4], l[2];
 	float w[2 * 2] = { 1, 2, 3, 4 }, e[3 * 2];
 	int32_t ids[3] = { 1, 2, 0 };
-	be->attention_forward(qkv, o, l, 1, 1, 4, 2, 1, (dlt_attn_dropout){ 0 });
+	be->attention_forward(DLT_PREC_F32, qkv, o, l, 1, 1, 4, 2, 1, (dlt_attn_dropout){ 0 });
 	ok(o[0] == 7 && o[1] == 8 && o[2] == 9 && o[3] == 10, "%s attention of one position is "
 	   "its value", be->name);
 	ok(fabsf(l[0] - 1.0f / sqrtf(2.0f)) < 1e-6f && fabsf(l[1] - 5.0f / sqrtf(2.0f)) < 1e-6f,
@@ -56,7 +56,7 @@ static void test_attention_nan(const dlt_backend *be)
 	for (int i = 0; i < T * 3 * C; i++)
 		qkv[i] = (float)((i * 37) % 11) / 11.0f - 0.5f;
 	qkv[5 * 3 * C + C + 3] = NAN;
-	be->attention_forward(qkv, o, l, 1, T, C, 1, 1, (dlt_attn_dropout){ 0 });
+	be->attention_forward(DLT_PREC_F32, qkv, o, l, 1, T, C, 1, 1, (dlt_attn_dropout){ 0 });
 	for (int t = 0; t < T; t++)
 		for (int c = 0; c < C; c++)
 			if (isnan(o[t * C + c]))
@@ -144,7 +144,7 @@ static double attn_loss(const dlt_backend *ref, const float *qkv, const float *w
 	size_t n = (size_t)s.B * s.T * s.C;
 	float *o = malloc(n * 4), *l = malloc((size_t)s.B * s.H * s.T * 4);
 	double v;
-	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, causal, drop);
+	ref->attention_forward(DLT_PREC_F32, qkv, o, l, s.B, s.T, s.C, s.H, causal, drop);
 	v = weighted(o, w, n);
 	free(o);
 	free(l);
@@ -161,8 +161,8 @@ static void test_attention_fd(const dlt_backend *ref, int causal, float rate)
 	float *qkv = randv(3 * n, -1.5f, 1.5f), *w = randv(n, -1, 1), *o = malloc(n * 4);
 	float *l = malloc((size_t)s.B * s.H * s.T * 4), *dq = malloc(3 * n * 4);
 	double worst = 0.0;
-	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, causal, drop);
-	ref->attention_backward(qkv, o, w, l, dq, s.B, s.T, s.C, s.H, causal, drop);
+	ref->attention_forward(DLT_PREC_F32, qkv, o, l, s.B, s.T, s.C, s.H, causal, drop);
+	ref->attention_backward(DLT_PREC_F32, qkv, o, w, l, dq, s.B, s.T, s.C, s.H, causal, drop);
 	FD_WORST(qkv, 3 * n, dq, 1e-2f, attn_loss(ref, qkv, w, s, causal, drop));
 	ok(worst < 1e-3, "ref attention%s%s: q, k and v gradients match finite differences "
 	   "(worst %.3g)", causal ? " causal" : "", rate > 0 ? " with dropout" : "", worst);
@@ -195,12 +195,12 @@ static void test_attention_dropout(const dlt_backend *ref)
 	for (size_t i = 0; i < 3 * n; i++)
 		if (i % (3 * (size_t)s.C) >= 2 * (size_t)s.C)
 			qkv[i] = 1.0f;
-	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, 0, drop);
+	ref->attention_forward(DLT_PREC_F32, qkv, o, l, s.B, s.T, s.C, s.H, 0, drop);
 	for (size_t i = 0; i < n; i++)
 		mean += o[i];
 	mean /= (double)n;
 	drop.stream++;
-	ref->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, 0, drop);
+	ref->attention_forward(DLT_PREC_F32, qkv, o, l, s.B, s.T, s.C, s.H, 0, drop);
 	for (size_t i = 0; i < n; i++)
 		last += o[i];
 	ok(fabs(mean - 1.0) < 0.01 && fabs(last / (double)n - mean) > 1e-6,
@@ -232,13 +232,16 @@ static void bench_attention(const dlt_backend *be, const dlt_backend *ref)
 		for (int k = 0; k < 2; k++) {
 			int reps = k ? 1 : 5;
 			double t0, t1, t2;
-			bs[k]->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, 1, none);	/* warm */
+			/* warm */
+			bs[k]->attention_forward(DLT_PREC_F32, qkv, o, l, s.B, s.T, s.C, s.H, 1, none);
 			t0 = dlt_now();
 			for (int r = 0; r < reps; r++)
-				bs[k]->attention_forward(qkv, o, l, s.B, s.T, s.C, s.H, 1, none);
+				bs[k]->attention_forward(DLT_PREC_F32, qkv, o, l, s.B, s.T, s.C, s.H, 1,
+							 none);
 			t1 = dlt_now();
 			for (int r = 0; r < reps; r++)
-				bs[k]->attention_backward(qkv, o, g, l, dq, s.B, s.T, s.C, s.H, 1, none);
+				bs[k]->attention_backward(DLT_PREC_F32, qkv, o, g, l, dq, s.B, s.T,
+							  s.C, s.H, 1, none);
 			t2 = dlt_now();
 			ms[k][0] = (t1 - t0) * 1e3 / reps;
 			ms[k][1] = (t2 - t1) * 1e3 / reps;
