@@ -34,12 +34,6 @@ static __device__ size_t model_row(int b0, int bi, int h, int H, int T, int i)
 	return ((size_t)(b0 + bi) * H + h) * T + i;
 }
 
-/* v rounded to prec as its 16-bit word */
-static __device__ inline uint16_t word16(float v, int prec)
-{
-	return dlt_narrow16(dlt_round_prec(v, prec), prec);
-}
-
 /* Forward: S's n T rows to P Z, in place, or (p16: bf16 and fp16) as
  * prec's words into p16's rows; lse of each */
 static __global__ void attn_softmax(float *S, uint16_t *p16, int prec, float *lse, int n, int T,
@@ -65,7 +59,7 @@ static __global__ void attn_softmax(float *S, uint16_t *p16, int prec, float *ls
 	for (int j = lane; j < T; j += WARP) {
 		float p = j < seen ? expf(s[j] - ls) * dlt_attn_keep(drop, r, T, j) : 0.0f;
 		if (p16)
-			p16[row * T + j] = word16(p, prec);
+			p16[row * T + j] = cu_word16(p, prec);
 		else
 			s[j] = p;
 	}
@@ -113,8 +107,8 @@ static __global__ void attn_ds(float *S, float *dP, uint16_t *p16, uint16_t *ds1
 		float z = p ? dlt_attn_keep(drop, r, T, j) : 0.0f;
 		float ds = p * (z * g[j] - di);
 		if (p16) {
-			p16[row * T + j] = word16(p * z, prec);
-			ds16[row * T + j] = word16(ds, prec);
+			p16[row * T + j] = cu_word16(p * z, prec);
+			ds16[row * T + j] = cu_word16(ds, prec);
 		} else {
 			s[j] = p * z;
 			g[j] = ds;

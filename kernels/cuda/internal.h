@@ -57,6 +57,13 @@ int cu_launched(const char *what);
 
 #define WARP 32
 
+/* v rounded to prec (bf16 or fp16) as that type's 16-bit word: the common
+ * code's rounding, then its exact narrowing, as the CPU's */
+static __device__ inline uint16_t cu_word16(float v, int prec)
+{
+	return dlt_narrow16(dlt_round_prec(v, prec), prec);
+}
+
 /* The sum and the maximum of v over a warp's lanes, every lane getting
  * it: a butterfly of shuffles, in one order, so the same bits each run */
 static __device__ inline float cu_warp_sum(float v)
