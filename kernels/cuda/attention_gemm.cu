@@ -234,7 +234,7 @@ int cu_attention_gemm_forward(int prec, const float *qkv, float *out, float *lse
 		const float *x = qkv + (size_t)b0 * T * ld;
 		const void *pz = p.p16 ? (const void *)p.p16 : (const void *)p.S;
 		if (p.x16)	/* the heads' operands are then of the copy */
-			cu_pack16(x, 0, (int)ld, 0, 0, n * T, (int)ld, prec, p.x16);
+			cu_pack16(x, (int)ld, 0, 0, n * T, (int)ld, prec, p.x16);
 		for (int h = 0; h < H; h++) {
 			size_t q = (size_t)h * D;
 			if (!products(prec, 0, 1, T, T, D, scale, operand(x, p.x16, q), (int)ld,
@@ -270,8 +270,8 @@ int cu_attention_gemm_backward(int prec, const float *qkv, const float *out, con
 		const void *ds = p.ds16 ? (const void *)p.ds16 : (const void *)p.dP;
 		float *dx = dqkv + (size_t)b0 * T * ld;
 		if (p.x16) {
-			cu_pack16(x, 0, (int)ld, 0, 0, n * T, (int)ld, prec, p.x16);
-			cu_pack16(g, 0, C, 0, 0, n * T, C, prec, p.g16);
+			cu_pack16(x, (int)ld, 0, 0, n * T, (int)ld, prec, p.x16);
+			cu_pack16(g, C, 0, 0, n * T, C, prec, p.g16);
 		}
 		for (int h = 0; h < H; h++) {
 			size_t q = (size_t)h * D;

@@ -8,13 +8,11 @@
  * dlt_round_f16 (the CPU's rounding, ties to even) into 16-bit copies in
  * the preallocated scratch, then multiplied on the tensor cores, summed in
  * f32 (CUBLAS_COMPUTE_32F); an operand of 16-bit words (DLT_A_HALF,
- * DLT_B_HALF) is copied there as it is.  cuBLAS's own down-conversion
+ * DLT_B_HALF) is read where it lies.  cuBLAS's own down-conversion
  * (COMPUTE_32F_FAST_16BF / _16F) is not used: it does not document how it
  * rounds, nor that it rounds at all for every shape.  Operands too large
  * for the scratch are done a range of K at a time, the later ranges
  * added onto C. */
-#include <cuda_fp16.h>
-
 #include "kernels/cuda/internal.h"
 
 /* rows x cols of row-major src (leading dimension ld) from (r0, c0),
@@ -55,56 +53,47 @@ static __global__ void pack16_vec8(const float *src, size_t ld, size_t rows, siz
 	}
 }
 
-/* pack16 of an operand that holds 16-bit words already (DLT_A_HALF,
- * DLT_B_HALF): the words copied */
-static __global__ void copy16(const uint16_t *src, int ld, int r0, int c0, int rows, int cols,
-			      uint16_t *dst)
+/* Whether rows of cols floats, ld apart from p, go 8 at a time into dst:
+ * 16-byte aligned at each row's start and 8 columns on */
+static int vec8(const float *p, size_t ld, int cols, const void *dst)
 {
-	int c = blockIdx.x * blockDim.x + threadIdx.x;
-	if (c >= cols)
-		return;
-	for (int r = blockIdx.y; r < rows; r += gridDim.y)
-		dst[(size_t)r * cols + c] = src[(size_t)(r0 + r) * ld + c0 + c];
-}
-
-/* copy16 8 words a thread, as pack16_vec8 */
-static __global__ void copy16_vec8(const uint16_t *src, size_t ld, size_t rows, size_t cols8,
-				   uint16_t *dst)
-{
-	GRID_STRIDE(i, rows * cols8) {
-		size_t r = i / cols8, c = i % cols8 * 8;
-		*(uint4 *)(dst + r * cols8 * 8 + c) = *(const uint4 *)(src + r * ld + c);
-	}
-}
-
-/* Whether rows of cols elements of size bytes, ld apart from p, go 8 at a
- * time into dst: 16-byte aligned at each row's start and 8 columns on */
-static int vec8(const void *p, size_t ld, int cols, size_t size, const void *dst)
-{
-	return cols % 8 == 0 && (ld * size) % 16 == 0 && ((uintptr_t)p % 16) == 0 &&
+	return cols % 8 == 0 && ld % 4 == 0 && ((uintptr_t)p % 16) == 0 &&
 	       ((uintptr_t)dst % 16) == 0;
 }
 
-void cu_pack16(const float *src, int half, int ld, int r0, int c0, int rows, int cols, int prec,
+void cu_pack16(const float *src, int ld, int r0, int c0, int rows, int cols, int prec,
 	       uint16_t *dst)
 {
-	dim3 grid((unsigned)((cols + CU_THREADS - 1) / CU_THREADS),
-		  (unsigned)(rows < 65535 ? rows : 65535));
-	const uint16_t *h = (const uint16_t *)src + (size_t)r0 * ld + c0;
 	const float *f = src + (size_t)r0 * ld + c0;
-	size_t n8 = (size_t)rows * (cols / 8);
-	if (half && vec8(h, (size_t)ld, cols, 2, dst))
-		copy16_vec8<<<cu_blocks(n8), CU_THREADS, 0, cu.stream>>>(h, (size_t)ld, (size_t)rows,
-									 (size_t)cols / 8, dst);
-	else if (!half && vec8(f, (size_t)ld, cols, 4, dst))
+	if (vec8(f, (size_t)ld, cols, dst)) {
+		size_t n8 = (size_t)rows * (cols / 8);
 		pack16_vec8<<<cu_blocks(n8), CU_THREADS, 0, cu.stream>>>(f, (size_t)ld, (size_t)rows,
 									 (size_t)cols / 8, prec, dst);
-	else if (half)
-		copy16<<<grid, CU_THREADS, 0, cu.stream>>>((const uint16_t *)src, ld, r0, c0, rows,
-							  cols, dst);
-	else
+	} else {
+		dim3 grid((unsigned)((cols + CU_THREADS - 1) / CU_THREADS),
+			  (unsigned)(rows < 65535 ? rows : 65535));
 		pack16<<<grid, CU_THREADS, 0, cu.stream>>>(src, ld, r0, c0, rows, cols, prec, dst);
+	}
 	cu_launched("gemm: rounding the operands");
+}
+
+/* k range [k0, k0 + nk) of a product's operand X as 16-bit words for
+ * cuBLAS, X's k along its rows (kr: rows k0 on) or its columns, m the
+ * other way; *ldo their leading dimension.  X of words already (half):
+ * read where it lies; floats: rounded into dst, packed. */
+static const uint16_t *operand16(const float *X, int half, int kr, int ld, int m, int k0, int nk,
+				 int prec, uint16_t *dst, int *ldo)
+{
+	if (half) {
+		*ldo = ld;
+		return (const uint16_t *)X + (kr ? (size_t)k0 * ld : (size_t)k0);
+	}
+	*ldo = kr ? m : nk;
+	if (kr)
+		cu_pack16(X, ld, k0, 0, nk, m, prec, dst);
+	else
+		cu_pack16(X, ld, 0, k0, m, nk, prec, dst);
+	return dst;
 }
 
 static void product(int prec, int ha, int hb, int tA, int tB, int M, int N, int K, float alpha,
@@ -114,7 +103,7 @@ static void product(int prec, int ha, int hb, int tA, int tB, int M, int N, int 
 	cublasOperation_t opB = tB ? CUBLAS_OP_T : CUBLAS_OP_N;
 	cudaDataType type = prec == DLT_PREC_BF16 ? CUDA_R_16BF : CUDA_R_16F;
 	const float one = 1.0f;
-	size_t kc;
+	size_t kc, wide = (ha ? 0 : (size_t)M) + (hb ? 0 : (size_t)N);
 	if (M < 1 || N < 1)
 		return;
 	if (prec == DLT_PREC_F32 || K < 1) {
@@ -123,31 +112,26 @@ static void product(int prec, int ha, int hb, int tA, int tB, int M, int N, int 
 					   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "gemm");
 		return;
 	}
-	/* A's range [M, kc] and B's [kc, N], B's start kept 16-byte aligned;
-	 * ranges a multiple of 64 long keep the leading dimensions multiples
-	 * of 8, as the tensor cores' fast kernels want */
-	kc = (CU_HALF_SCRATCH - 8) / ((size_t)M + N);
-	if (kc >= 64)
+	/* the float operands' range, A's [M, kc] and B's [kc, N], in the
+	 * scratch (an operand of 16-bit words is read where it lies), B's
+	 * start kept 16-byte aligned; ranges a multiple of 64 long keep the
+	 * leading dimensions multiples of 8, as the tensor cores' fast
+	 * kernels want */
+	kc = wide ? (CU_HALF_SCRATCH - 8) / wide : (size_t)K;
+	if (kc >= 64 && kc < (size_t)K)
 		kc &= ~(size_t)63;
 	if (kc < 1) {
 		cu_check(cudaErrorInvalidValue, "gemm: a matrix too large for the 16-bit scratch");
 		return;
 	}
 	for (int k0 = 0; k0 < K; k0 += (int)kc) {
-		int nk = K - k0 < (int)kc ? K - k0 : (int)kc;
-		uint16_t *a = (uint16_t *)cu.half;
-		uint16_t *b = a + (((size_t)M * nk + 7) & ~(size_t)7);
-		if (tA)
-			cu_pack16(A, ha, lda, k0, 0, nk, M, prec, a);
-		else
-			cu_pack16(A, ha, lda, 0, k0, M, nk, prec, a);
-		if (tB)
-			cu_pack16(B, hb, ldb, 0, k0, N, nk, prec, b);
-		else
-			cu_pack16(B, hb, ldb, k0, 0, nk, N, prec, b);
-		if (!cu_check_blas(cublasGemmEx(cu.blas, opB, opA, N, M, nk, &alpha, b, type,
-						tB ? nk : N, a, type, tA ? M : nk,
-						k0 ? &one : &beta, C, CUDA_R_32F, ldc,
+		int nk = K - k0 < (int)kc ? K - k0 : (int)kc, la, lb;
+		uint16_t *sa = (uint16_t *)cu.half;
+		uint16_t *sb = sa + (ha ? 0 : ((size_t)M * nk + 7) & ~(size_t)7);
+		const uint16_t *a = operand16(A, ha, tA, lda, M, k0, nk, prec, sa, &la);
+		const uint16_t *b = operand16(B, hb, !tB, ldb, N, k0, nk, prec, sb, &lb);
+		if (!cu_check_blas(cublasGemmEx(cu.blas, opB, opA, N, M, nk, &alpha, b, type, lb, a,
+						type, la, k0 ? &one : &beta, C, CUDA_R_32F, ldc,
 						CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "gemm"))
 			return;
 	}

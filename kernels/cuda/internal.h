@@ -208,8 +208,8 @@ void cu_gemm(int prec, int tA, int tB, int M, int N, int K, float alpha, const f
 	     int lda, const float *B, int ldb, float beta, float *C, int ldc);
 /* rows x cols of row-major src (leading dimension ld) from (r0, c0),
  * rounded to prec (bf16 or fp16) and packed row-major as its 16-bit words
- * into dst; half: src holds such words already, copied (gemm.cu) */
-void cu_pack16(const float *src, int half, int ld, int r0, int c0, int rows, int cols, int prec,
+ * into dst (gemm.cu) */
+void cu_pack16(const float *src, int ld, int r0, int c0, int rows, int cols, int prec,
 	       uint16_t *dst);
 size_t cu_conv_workspace(int prec, const dlt_conv *s);
 void cu_conv_forward(int prec, const dlt_conv *s, const float *x, const float *w,
