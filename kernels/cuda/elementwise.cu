@@ -15,10 +15,60 @@
 		} \
 	} while (0)
 
+/* LAUNCH of a kernel that takes 4 of n elements a thread (vec4 below) */
+#define VEC4_LAUNCH(kernel, n, ...) \
+	do { \
+		if (n) { \
+			kernel<<<vec4_blocks(n), CU_THREADS, 0, cu.stream>>>(__VA_ARGS__); \
+			cu_launched(#kernel); \
+		} \
+	} while (0)
+
 static __global__ void act_kernel(const float *x, float *y, size_t n, int act, float slope)
 {
 	GRID_STRIDE(i, n)
 		y[i] = dlt_act(x[i], act, slope);
+}
+
+/* The streaming kernels of large tensors (activations and their
+ * gradients, the residual adds) take 4 elements a thread where their
+ * arrays are 16-byte aligned: 16-byte loads and stores, so that four
+ * times the bytes are in flight a thread, where an element a thread
+ * leaves much of a GPU's memory bandwidth unused.  The same function of
+ * each element, so the same bits; the last n % 4 elements by block 0's
+ * first threads. */
+static int vec4(const void *a, const void *b, const void *c, const void *d)
+{
+	return (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0 && (uintptr_t)c % 16 == 0 &&
+	       (uintptr_t)d % 16 == 0;
+}
+
+/* Blocks for n elements, 4 a thread */
+static unsigned vec4_blocks(size_t n)
+{
+	return cu_blocks(n / 4 ? n / 4 : 1);
+}
+
+/* The element of the last n % 4 that this thread takes, or n */
+static __device__ inline size_t vec4_tail(size_t n)
+{
+	return blockIdx.x == 0 && threadIdx.x < n % 4 ? n / 4 * 4 + threadIdx.x : n;
+}
+
+#define LANES(v) (reinterpret_cast<float *>(&(v)))
+
+static __global__ void act_kernel4(const float *x, float *y, size_t n, int act, float slope)
+{
+	size_t t = vec4_tail(n);
+	GRID_STRIDE(i, n / 4) {
+		float4 v = reinterpret_cast<const float4 *>(x)[i];
+		#pragma unroll
+		for (int k = 0; k < 4; k++)
+			LANES(v)[k] = dlt_act(LANES(v)[k], act, slope);
+		reinterpret_cast<float4 *>(y)[i] = v;
+	}
+	if (t < n)
+		y[t] = dlt_act(x[t], act, slope);
 }
 
 void cu_act_forward(const float *x, float *y, size_t n, int act, float slope)
@@ -26,22 +76,50 @@ void cu_act_forward(const float *x, float *y, size_t n, int act, float slope)
 	if (act == DLT_ACT_NONE && x != y && n)
 		cu_check(cudaMemcpyAsync(y, x, n * sizeof(*y), cudaMemcpyDeviceToDevice, cu.stream),
 			 "act_forward");
+	else if (act != DLT_ACT_NONE && vec4(x, y, NULL, NULL))
+		VEC4_LAUNCH(act_kernel4, n, x, y, n, act, slope);
 	else if (act != DLT_ACT_NONE)
 		LAUNCH(act_kernel, n, x, y, n, act, slope);
 }
 
-/* without a bias, y as it is (a -0 stays -0, as act_forward keeps it) */
+/* Element i of y: without a bias, y as it is (a -0 stays -0, as
+ * act_forward keeps it) */
+static __device__ inline float bias_act1(float v, const float *bias, size_t i, int cols,
+					 int act, float slope, int prec)
+{
+	return dlt_round_prec(dlt_act(bias ? v + bias[i % cols] : v, act, slope), prec);
+}
+
 static __global__ void bias_act_kernel(float *y, const float *bias, size_t n, int cols, int act,
 				       float slope, int prec)
 {
 	GRID_STRIDE(i, n)
-		y[i] = dlt_round_prec(dlt_act(bias ? y[i] + bias[i % cols] : y[i], act, slope), prec);
+		y[i] = bias_act1(y[i], bias, i, cols, act, slope, prec);
+}
+
+static __global__ void bias_act_kernel4(float *y, const float *bias, size_t n, int cols, int act,
+					float slope, int prec)
+{
+	size_t t = vec4_tail(n);
+	GRID_STRIDE(i, n / 4) {
+		float4 v = reinterpret_cast<float4 *>(y)[i];
+		#pragma unroll
+		for (int k = 0; k < 4; k++)
+			LANES(v)[k] = bias_act1(LANES(v)[k], bias, 4 * i + k, cols, act, slope, prec);
+		reinterpret_cast<float4 *>(y)[i] = v;
+	}
+	if (t < n)
+		y[t] = bias_act1(y[t], bias, t, cols, act, slope, prec);
 }
 
 void cu_bias_act(float *y, const float *bias, int rows, int cols, int act, float slope, int prec)
 {
 	size_t n = (size_t)rows * cols;
-	if (n && (bias || act != DLT_ACT_NONE || prec != DLT_PREC_F32))
+	if (!n || (!bias && act == DLT_ACT_NONE && prec == DLT_PREC_F32))
+		return;
+	if (vec4(y, NULL, NULL, NULL))
+		VEC4_LAUNCH(bias_act_kernel4, n, y, bias, n, cols, act, slope, prec);
+	else
 		LAUNCH(bias_act_kernel, n, y, bias, n, cols, act, slope, prec);
 }
 
@@ -52,10 +130,31 @@ static __global__ void act_backward_kernel(const float *x, const float *y, const
 		dx[i] = dlt_act_backward(x[i], y[i], dy[i], act, slope);
 }
 
+static __global__ void act_backward_kernel4(const float *x, const float *y, const float *dy,
+					    float *dx, size_t n, int act, float slope)
+{
+	size_t t = vec4_tail(n);
+	GRID_STRIDE(i, n / 4) {
+		float4 a = reinterpret_cast<const float4 *>(x)[i];
+		float4 b = reinterpret_cast<const float4 *>(y)[i];
+		float4 g = reinterpret_cast<const float4 *>(dy)[i];
+		#pragma unroll
+		for (int k = 0; k < 4; k++)
+			LANES(g)[k] = dlt_act_backward(LANES(a)[k], LANES(b)[k], LANES(g)[k], act,
+						       slope);
+		reinterpret_cast<float4 *>(dx)[i] = g;
+	}
+	if (t < n)
+		dx[t] = dlt_act_backward(x[t], y[t], dy[t], act, slope);
+}
+
 void cu_act_backward(const float *x, const float *y, const float *dy, float *dx, size_t n,
 		     int act, float slope)
 {
-	LAUNCH(act_backward_kernel, n, x, y, dy, dx, n, act, slope);
+	if (vec4(x, y, dy, dx))
+		VEC4_LAUNCH(act_backward_kernel4, n, x, y, dy, dx, n, act, slope);
+	else
+		LAUNCH(act_backward_kernel, n, x, y, dy, dx, n, act, slope);
 }
 
 /* Each column's rows in double, in column_pass's ranges */
@@ -227,9 +326,27 @@ static __global__ void add_kernel(const float *a, const float *b, float *y, size
 		y[i] = a[i] + b[i];
 }
 
+static __global__ void add_kernel4(const float *a, const float *b, float *y, size_t n)
+{
+	size_t t = vec4_tail(n);
+	GRID_STRIDE(i, n / 4) {
+		float4 u = reinterpret_cast<const float4 *>(a)[i];
+		float4 v = reinterpret_cast<const float4 *>(b)[i];
+		#pragma unroll
+		for (int k = 0; k < 4; k++)
+			LANES(u)[k] = LANES(u)[k] + LANES(v)[k];
+		reinterpret_cast<float4 *>(y)[i] = u;
+	}
+	if (t < n)
+		y[t] = a[t] + b[t];
+}
+
 void cu_add(const float *a, const float *b, float *y, size_t n)
 {
-	LAUNCH(add_kernel, n, a, b, y, n);
+	if (vec4(a, b, y, NULL))
+		VEC4_LAUNCH(add_kernel4, n, a, b, y, n);
+	else
+		LAUNCH(add_kernel, n, a, b, y, n);
 }
 
 static __global__ void scale_kernel(float *x, size_t n, float s)
@@ -249,28 +366,31 @@ static __global__ void round_kernel(float *x, size_t n, int prec)
 		x[i] = dlt_round_prec(x[i], prec);
 }
 
-/* round_kernel 4 floats a thread, 16-byte loads and stores: the rounding
- * of every bf16 product's output, with pack16 a fifth of a bf16 GPT step
- * an element a thread (gemm.cu) */
-static __global__ void round4_kernel(float4 *x, size_t n4, int prec)
+/* round_kernel 4 elements a thread (vec4): the rounding of every bf16
+ * product's output, with gemm's packing a fifth of a bf16 GPT step an
+ * element a thread (gemm.cu) */
+static __global__ void round_kernel4(float *x, size_t n, int prec)
 {
-	GRID_STRIDE(i, n4) {
-		float4 v = x[i];
-		v.x = dlt_round_prec(v.x, prec);
-		v.y = dlt_round_prec(v.y, prec);
-		v.z = dlt_round_prec(v.z, prec);
-		v.w = dlt_round_prec(v.w, prec);
-		x[i] = v;
+	size_t t = vec4_tail(n);
+	GRID_STRIDE(i, n / 4) {
+		float4 v = reinterpret_cast<float4 *>(x)[i];
+		#pragma unroll
+		for (int k = 0; k < 4; k++)
+			LANES(v)[k] = dlt_round_prec(LANES(v)[k], prec);
+		reinterpret_cast<float4 *>(x)[i] = v;
 	}
+	if (t < n)
+		x[t] = dlt_round_prec(x[t], prec);
 }
 
 void cu_round(float *x, size_t n, int prec)
 {
-	size_t n4 = (uintptr_t)x % 16 ? 0 : n / 4;
 	if (prec == DLT_PREC_F32)
 		return;
-	LAUNCH(round4_kernel, n4, (float4 *)x, n4, prec);
-	LAUNCH(round_kernel, n - 4 * n4, x + 4 * n4, n - 4 * n4, prec);
+	if (vec4(x, NULL, NULL, NULL))
+		VEC4_LAUNCH(round_kernel4, n, x, n, prec);
+	else
+		LAUNCH(round_kernel, n, x, n, prec);
 }
 
 /* 16-bit storage: the common code's exact conversions, an element a
