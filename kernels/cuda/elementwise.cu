@@ -7,22 +7,17 @@
  * so a result never depends on how the blocks were scheduled. */
 #include "kernels/cuda/internal.h"
 
-#define LAUNCH(kernel, n, ...) \
+/* kernel on `blocks` blocks, where there are n elements */
+#define LAUNCH_ON(blocks, kernel, n, ...) \
 	do { \
 		if (n) { \
-			kernel<<<cu_blocks(n), CU_THREADS, 0, cu.stream>>>(__VA_ARGS__); \
+			kernel<<<(blocks), CU_THREADS, 0, cu.stream>>>(__VA_ARGS__); \
 			cu_launched(#kernel); \
 		} \
 	} while (0)
-
-/* LAUNCH of a kernel that takes 4 of n elements a thread (vec4 below) */
-#define VEC4_LAUNCH(kernel, n, ...) \
-	do { \
-		if (n) { \
-			kernel<<<vec4_blocks(n), CU_THREADS, 0, cu.stream>>>(__VA_ARGS__); \
-			cu_launched(#kernel); \
-		} \
-	} while (0)
+/* an element a thread; and 4 a thread (vec4 below) */
+#define LAUNCH(kernel, n, ...) LAUNCH_ON(cu_blocks(n), kernel, n, __VA_ARGS__)
+#define VEC4_LAUNCH(kernel, n, ...) LAUNCH_ON(vec4_blocks(n), kernel, n, __VA_ARGS__)
 
 static __global__ void act_kernel(const float *x, float *y, size_t n, int act, float slope)
 {
