@@ -402,14 +402,53 @@ static __global__ void widen_kernel(const uint16_t *x, float *y, size_t n, int p
 		y[i] = dlt_widen16(x[i], prec);
 }
 
+/* 4 elements a thread (vec4): 16 bytes of floats, 8 of words */
+static __global__ void narrow_kernel4(const float *x, uint16_t *y, size_t n, int prec)
+{
+	size_t t = vec4_tail(n);
+	GRID_STRIDE(i, n / 4) {
+		float4 v = reinterpret_cast<const float4 *>(x)[i];
+		reinterpret_cast<uint2 *>(y)[i] =
+			make_uint2(dlt_narrow16(v.x, prec) | (uint32_t)dlt_narrow16(v.y, prec) << 16,
+				   dlt_narrow16(v.z, prec) | (uint32_t)dlt_narrow16(v.w, prec) << 16);
+	}
+	if (t < n)
+		y[t] = dlt_narrow16(x[t], prec);
+}
+
+static __global__ void widen_kernel4(const uint16_t *x, float *y, size_t n, int prec)
+{
+	size_t t = vec4_tail(n);
+	GRID_STRIDE(i, n / 4) {
+		uint2 w = reinterpret_cast<const uint2 *>(x)[i];
+		reinterpret_cast<float4 *>(y)[i] =
+			make_float4(dlt_widen16((uint16_t)w.x, prec), dlt_widen16((uint16_t)(w.x >> 16), prec),
+				    dlt_widen16((uint16_t)w.y, prec), dlt_widen16((uint16_t)(w.y >> 16), prec));
+	}
+	if (t < n)
+		y[t] = dlt_widen16(x[t], prec);
+}
+
+/* The words' side is 8-byte aligned where the floats' is 16 */
+static int vec4_words(const float *f, const uint16_t *w)
+{
+	return vec4(f, NULL, NULL, NULL) && (uintptr_t)w % 8 == 0;
+}
+
 void cu_narrow(const float *x, uint16_t *y, size_t n, int prec)
 {
-	LAUNCH(narrow_kernel, n, x, y, n, prec);
+	if (vec4_words(x, y))
+		VEC4_LAUNCH(narrow_kernel4, n, x, y, n, prec);
+	else
+		LAUNCH(narrow_kernel, n, x, y, n, prec);
 }
 
 void cu_widen(const uint16_t *x, float *y, size_t n, int prec)
 {
-	LAUNCH(widen_kernel, n, x, y, n, prec);
+	if (vec4_words(y, x))
+		VEC4_LAUNCH(widen_kernel4, n, x, y, n, prec);
+	else
+		LAUNCH(widen_kernel, n, x, y, n, prec);
 }
 
 /* Counts are integers: adding them in any order gives the same total. */
