@@ -150,14 +150,31 @@ static size_t aligned(size_t floats)
 	return (floats + ATTN_ALIGN - 1) / ATTN_ALIGN * ATTN_ALIGN;
 }
 
-/* Floats of the scratch a chunk of n samples takes */
+/* The layout of a chunk of n samples, the one place it is written: its
+ * parts from base into *p (where p), and the floats they take */
+static size_t chunk_layout(int prec, size_t n, int T, int C, float *base, attn_parts *p)
+{
+	size_t tt = (size_t)T * T, at = aligned(2 * n * tt + n * T);
+	/* the 16-bit parts in order, and their words */
+	uint16_t **part[4] = { NULL, NULL, NULL, NULL };
+	size_t words[4] = { n * tt, n * tt, n * T * 3 * C, n * T * C };
+	if (p) {
+		*p = (attn_parts){ base, base + n * tt, base + 2 * n * tt, NULL, NULL, NULL, NULL };
+		part[0] = &p->p16, part[1] = &p->ds16, part[2] = &p->x16, part[3] = &p->g16;
+	}
+	if (prec == DLT_PREC_F32)
+		return at;
+	for (int k = 0; k < 4; k++) {
+		if (p)
+			*part[k] = (uint16_t *)(base + at);
+		at += aligned((words[k] + 1) / 2);
+	}
+	return at;
+}
+
 static size_t chunk_floats(int prec, size_t n, int T, int C)
 {
-	size_t tt = (size_t)T * T, f = aligned(2 * n * tt + n * T);
-	if (prec != DLT_PREC_F32)
-		f += 2 * aligned((n * tt + 1) / 2) + aligned((n * T * 3 * C + 1) / 2) +
-		     aligned((n * T * C + 1) / 2);
-	return f;
+	return chunk_layout(prec, n, T, C, NULL, NULL);
 }
 
 /* Samples of a chunk: as many of B as fit ATTN_SCRATCH; 0 where not one
@@ -172,18 +189,8 @@ static int chunk_of(int prec, int B, int T, int C)
 
 static attn_parts parts_of(float *base, int prec, size_t n, int T, int C)
 {
-	size_t tt = (size_t)T * T;
-	attn_parts p = { base, base + n * tt, base + 2 * n * tt, NULL, NULL, NULL, NULL };
-	float *at = base + aligned(2 * n * tt + n * T);
-	if (prec == DLT_PREC_F32)
-		return p;
-	p.p16 = (uint16_t *)at;
-	at += aligned((n * tt + 1) / 2);
-	p.ds16 = (uint16_t *)at;
-	at += aligned((n * tt + 1) / 2);
-	p.x16 = (uint16_t *)at;
-	at += aligned((n * T * 3 * C + 1) / 2);
-	p.g16 = (uint16_t *)at;
+	attn_parts p;
+	chunk_layout(prec, n, T, C, base, &p);
 	return p;
 }
 
