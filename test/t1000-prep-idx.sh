@@ -219,6 +219,13 @@ test_expect_success 'a failed write is a job failure (status 1), not bad input' 
 		sh -c "dlt-prep idx img.idx lab.idx -o - >/dev/full"
 '
 
+test_expect_success 'split: the second part failing takes the first, already in place, back' '
+	rm -f first.dlt &&
+	test_must_fail 1 "No space left on device" \
+		sh -c "dlt-prep idx img.idx lab.idx --split 0.5 -o first.dlt -o - >/dev/full" &&
+	! test -e first.dlt
+'
+
 src=/usr/share/datasets/fashion-mnist
 if test -d $src; then
 	test_expect_success 'Fashion-MNIST t10k: 10000 images, 10 classes of 1000' '

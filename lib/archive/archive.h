@@ -124,6 +124,12 @@ int dlt_archive_adopt_tensor(dlt_archive_writer *w, const char *name, int dtype,
 int dlt_archive_write_meta(dlt_archive_writer *w, const char *json);
 int dlt_archive_writer_close(dlt_archive_writer *w);	/* index, trailer, commit; frees */
 void dlt_archive_writer_abort(dlt_archive_writer *w);	/* removes the temp file; frees */
+/* Two archives that make one whole (a training set and its held-out
+ * part): both committed, or neither; where the second fails, the first,
+ * already in place at first_path, is removed again ("-": it has gone to
+ * standard output).  second may be NULL. */
+int dlt_archive_writers_close(dlt_archive_writer *first, dlt_archive_writer *second,
+			      const char *first_path);
 
 /* Reader.  path "-" reads standard input to its end.  Opening checks the
  * header, trailer and index (and their checksum), every record header's

@@ -958,3 +958,18 @@ void dlt_archive_writer_abort(dlt_archive_writer *w)
 	dlt_ofile_abort(&w->out);
 	writer_free(w);
 }
+
+int dlt_archive_writers_close(dlt_archive_writer *first, dlt_archive_writer *second,
+			      const char *first_path)
+{
+	int rc = dlt_archive_writer_close(first);
+
+	if (rc < 0) {
+		if (second)
+			dlt_archive_writer_abort(second);
+		return rc;
+	}
+	if (second && (rc = dlt_archive_writer_close(second)) < 0 && strcmp(first_path, "-") != 0)
+		remove(first_path);
+	return rc;
+}

@@ -247,21 +247,6 @@ static int check_opts(const dlt_prep_data *d, const dlt_prep_opts *o, size_t n1)
 	return 0;
 }
 
-/* Commits the parts; if the second fails, takes the first back too. */
-static int close_parts(dlt_archive_writer *w1, dlt_archive_writer *w2, const dlt_prep_opts *o)
-{
-	int rc = dlt_archive_writer_close(w1);
-
-	if (rc < 0) {
-		if (w2)
-			dlt_archive_writer_abort(w2);
-		return rc;
-	}
-	if (w2 && (rc = dlt_archive_writer_close(w2)) < 0 && strcmp(o->out, "-") != 0)
-		remove(o->out);
-	return rc;
-}
-
 /* Bytes of samples a chunk of a stream holds: a few MiB, so that memory
  * stays small whatever the set's size */
 #define STREAM_CHUNK (4u << 20)
@@ -402,7 +387,7 @@ static int write_data(const dlt_prep_data *d, const dlt_prep_opts *o)
 		DLT_TRY(write_part(&w2, o->out2, d, (const char *)x + n1 * d->sample_size,
 				   y ? y + n1 : NULL, t ? (const char *)t + n1 * tb : NULL,
 				   d->n - n1, &s, ts.n ? &ts : NULL, o->codec));
-	rc = close_parts(w1, w2, o);
+	rc = dlt_archive_writers_close(w1, w2, o->out);
 	w1 = w2 = NULL;
 fail:
 	if (w1)

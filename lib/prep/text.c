@@ -226,21 +226,6 @@ fail:
 	return rc;
 }
 
-/* Commits the parts; if the second fails, takes the first back too. */
-static int close_parts(dlt_archive_writer *w1, dlt_archive_writer *w2, const dlt_text_opts *o)
-{
-	int rc = dlt_archive_writer_close(w1);
-
-	if (rc < 0) {
-		if (w2)
-			dlt_archive_writer_abort(w2);
-		return rc;
-	}
-	if (w2 && (rc = dlt_archive_writer_close(w2)) < 0 && strcmp(o->out, "-") != 0)
-		remove(o->out);
-	return rc;
-}
-
 int dlt_prep_text(char *const *files, int nfiles, const dlt_text_opts *o, dlt_text_result *r)
 {
 	dlt_archive_writer *w1 = NULL, *w2 = NULL;
@@ -295,7 +280,7 @@ int dlt_prep_text(char *const *files, int nfiles, const dlt_text_opts *o, dlt_te
 	if (o->out2)
 		DLT_TRY(write_part(&w2, o->out2, t, dtype, ids + n1 * esize, n - n1, r->bytes[1],
 				   o->codec));
-	rc = close_parts(w1, w2, o);
+	rc = dlt_archive_writers_close(w1, w2, o->out);
 	w1 = w2 = NULL;
 fail:
 	if (w1)
