@@ -34,6 +34,8 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* --precision: the products' (gemm, conv) and the rounding of bias_act's
+ * output; buffers stay floats, as the model's are with 32-bit storage */
 static int prec;
 
 /* Values of --precision's type, as a 16-bit model's activations are:
@@ -52,8 +54,6 @@ static float *buf(size_t n)
 }
 
 static const dlt_backend *be;
-/* --precision: the products' (gemm, conv) and the rounding of bias_act's
- * output; buffers stay floats, as the model's are with 32-bit storage */
 static int reps = 20;
 static double total;
 static int times = 1;	/* how many of each call a step makes */

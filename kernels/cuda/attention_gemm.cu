@@ -233,13 +233,16 @@ int cu_attention_gemm_forward(int prec, const float *qkv, float *out, float *lse
 	int D = C / H, nb = chunk_of(prec, B, T, C);
 	size_t ld = (size_t)3 * C, tt = (size_t)T * T;
 	float *base;
+	attn_parts p;
+	const void *pz;
 	if (!nb || !(base = scratch_for(chunk_floats(prec, nb, T, C))))
 		return 0;
+	/* laid out for nb samples: a shorter last chunk uses each part's start */
+	p = parts_of(base, prec, nb, T, C);
+	pz = p.p16 ? (const void *)p.p16 : (const void *)p.S;
 	for (int b0 = 0; b0 < B; b0 += nb) {
 		int n = B - b0 < nb ? B - b0 : nb;
-		attn_parts p = parts_of(base, prec, nb, T, C);
 		const float *x = qkv + (size_t)b0 * T * ld;
-		const void *pz = p.p16 ? (const void *)p.p16 : (const void *)p.S;
 		if (p.x16)	/* the heads' operands are then of the copy */
 			cu_pack16(x, (int)ld, 0, 0, n * T, (int)ld, prec, p.x16);
 		for (int h = 0; h < H; h++) {
@@ -267,14 +270,17 @@ int cu_attention_gemm_backward(int prec, const float *qkv, const float *out, con
 	int D = C / H, nb = chunk_of(prec, B, T, C);
 	size_t ld = (size_t)3 * C, tt = (size_t)T * T, tc = (size_t)T * C;
 	float *base;
+	attn_parts p;
+	const void *pz, *ds;
 	if (!nb || !(base = scratch_for(chunk_floats(prec, nb, T, C))))
 		return 0;
+	/* laid out for nb samples: a shorter last chunk uses each part's start */
+	p = parts_of(base, prec, nb, T, C);
+	pz = p.p16 ? (const void *)p.p16 : (const void *)p.S;
+	ds = p.ds16 ? (const void *)p.ds16 : (const void *)p.dP;
 	for (int b0 = 0; b0 < B; b0 += nb) {
 		int n = B - b0 < nb ? B - b0 : nb;
-		attn_parts p = parts_of(base, prec, nb, T, C);
 		const float *x = qkv + (size_t)b0 * T * ld, *g = dout + (size_t)b0 * tc;
-		const void *pz = p.p16 ? (const void *)p.p16 : (const void *)p.S;
-		const void *ds = p.ds16 ? (const void *)p.ds16 : (const void *)p.dP;
 		float *dx = dqkv + (size_t)b0 * T * ld;
 		if (p.x16) {
 			cu_pack16(x, (int)ld, 0, 0, n * T, (int)ld, prec, p.x16);

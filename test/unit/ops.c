@@ -1088,11 +1088,12 @@ static double check_attention_backward(const dlt_backend *be, size_t i, int arg)
 	size_t n = (size_t)s.B * s.T * s.C;
 	attn_back a = attn_back_inputs(be, s, arg);
 	float *dq = nanv(3 * n), *gdq = dnan(be, 3 * n), *h;
+	int prec = attention_prec(arg);
 	double d;
-	be->attention_backward(attention_prec(arg), a.gq, a.go, a.gg, a.gl, gdq, s.B, s.T, s.C,
-			       s.H, arg & 1, attention_dropout(arg));
-	ref->attention_backward(attention_prec(arg), a.qkv, a.o, a.g, a.l, dq, s.B, s.T, s.C, s.H,
-				arg & 1, attention_dropout(arg));
+	be->attention_backward(prec, a.gq, a.go, a.gg, a.gl, gdq, s.B, s.T, s.C, s.H, arg & 1,
+			       attention_dropout(arg));
+	ref->attention_backward(prec, a.qkv, a.o, a.g, a.l, dq, s.B, s.T, s.C, s.H, arg & 1,
+				attention_dropout(arg));
 	h = down(be, gdq, 3 * n);
 	d = dist(h, dq, 3 * n);
 	attn_back_free(be, &a);
